@@ -1,0 +1,86 @@
+//! A single-threaded hierarchical timing wheel: O(1) insert, cancel and
+//! reschedule, idle time skipped for free, any `u64` deadline accepted.
+//!
+//! This is the timer under the [`purgatory`](../purgatory/index.html) crate,
+//! usable on its own. It has no threads, locks or clock inside: the owner
+//! moves time with [`TimingWheel::advance`], which makes every behaviour
+//! reproducible in a test.
+//!
+//! # Design
+//! - **Levels.** Eleven levels of 64 buckets; level `L`'s buckets are `64^L`
+//!   ticks wide, so the top level reaches tick `u64::MAX`. An entry goes to
+//!   the level of the highest bit in which its deadline differs from the
+//!   current time (the scheme of tokio's wheel): no overflow wheel to create,
+//!   no deadline refused, no wrap-around firing early, however long the wheel
+//!   has run.
+//! - **Cascading.** When a higher-level bucket comes due, entries already due
+//!   fire at once and the others move down to the level their deadline now
+//!   calls for (Kafka's overflow wheels do the same). Re-inserting with the
+//!   exact deadline keeps one-tick precision at every level; the price is at
+//!   most one move per level, and entries cancelled before their bucket
+//!   comes due (most delayed operations) never move.
+//! - **Skipping idle time.** Each level keeps a 64-bit bitmap of its
+//!   non-empty buckets. The next due bucket is found with a mask and a
+//!   `trailing_zeros` per level, so advancing over a year of empty ticks
+//!   costs the same as advancing over one.
+//! - **Storage.** Entries live in a slab of 1024-entry pages with a free list
+//!   and 32-bit indices; a bucket is a `Vec<u32>` of slab indices and each
+//!   entry records its position there, so cancel is a swap-remove. An insert
+//!   touches the entry and the bucket's tail; a cancel the entry, its bucket
+//!   slot and the entry moved into that slot. Firing a bucket walks an array,
+//!   not a pointer chain, so its cache misses overlap.
+//! - **Ids** carry a generation; see [`TimerId`].
+//! - **Deadlines already due** when inserted go to a due list that fires on
+//!   the next [`advance`](TimingWheel::advance), whatever its time.
+//!
+//! # Complexity
+//! insert, cancel, reschedule: O(1) (amortised over bucket growth);
+//! advance: O(levels) per non-empty bucket reached + O(1) per entry fired or
+//! moved; next_expiration: O(levels); memory: O(pending).
+//!
+//! # Memory
+//! An entry takes `size_of::<Entry<T>>()` bytes of slab (40 for `T = u64`:
+//! deadline 8, `Option<u64>` 16, generation 4, bucket position 4, bucket
+//! number 2, padding) plus 4 bytes of bucket index and the buckets' spare
+//! capacity. Measured with [`TimingWheel::allocated_bytes`] after inserting
+//! `n` entries with deadlines uniform in 1..30,000 ticks (the
+//! `memory_per_entry` test prints it):
+//!
+//! | pending | bytes per entry |
+//! |---|---|
+//! | 1,000 | see the table in `BENCHMARKS.md` |
+//!
+//! When the wheel becomes empty it returns all pages but one and every
+//! bucket buffer, so a burst does not leave its peak behind.
+//!
+//! # Example
+//! ```
+//! use timing_wheel::TimingWheel;
+//!
+//! let mut wheel = TimingWheel::new();
+//! let session = wheel.insert(10_000, "member-1").unwrap();
+//! // Every heartbeat pushes the session deadline back.
+//! wheel.reschedule(session, 13_000);
+//! let mut expired = Vec::new();
+//! wheel.advance(12_999, |_, member| expired.push(member));
+//! assert!(expired.is_empty());
+//! wheel.advance(u64::MAX, |_, member| expired.push(member));
+//! assert_eq!(expired, ["member-1"]);
+//! ```
+#![warn(missing_docs)]
+
+mod clock;
+mod error;
+mod id;
+mod level;
+mod scale;
+mod slab;
+mod timer;
+mod wheel;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{ConfigError, InsertError};
+pub use id::TimerId;
+pub use scale::TickScale;
+pub use timer::Timer;
+pub use wheel::{TimingWheel, WheelStats};

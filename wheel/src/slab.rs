@@ -1,0 +1,197 @@
+//! The arena that owns the wheel's entries: fixed-size pages, a free list
+//! threaded through vacant slots, 32-bit indices.
+//!
+//! Pages (rather than one growing `Vec`) keep an insert from ever copying the
+//! whole population, and bound the unused tail to one page. Once every entry is
+//! gone, all pages but the first are released, so a burst does not leave its
+//! peak behind.
+
+/// Entries per page.
+const PAGE: usize = 1024;
+const PAGE_BITS: u32 = 10;
+/// "No index" in free-list links.
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// One slot of the arena.
+pub(crate) struct Entry<T> {
+    pub deadline: u64,
+    /// `None` when the slot is vacant.
+    pub value: Option<T>,
+    /// Moves on every time the slot is freed; see [`crate::TimerId`].
+    pub generation: u32,
+    /// Occupied: position in its bucket. Vacant: next free slot, or [`NONE`].
+    pub link: u32,
+    /// Occupied: which bucket holds it (see `Wheel::locate`).
+    pub bucket: u16,
+}
+
+impl<T> Entry<T> {
+    fn vacant(generation: u32) -> Self {
+        Entry {
+            deadline: 0,
+            value: None,
+            generation,
+            link: NONE,
+            bucket: 0,
+        }
+    }
+}
+
+pub(crate) struct Slab<T> {
+    pages: Vec<Box<[Entry<T>]>>,
+    /// Head of the free list of vacant slots below `fresh`.
+    free: u32,
+    /// Slots at and above this index have never been handed out since the
+    /// last release.
+    fresh: u32,
+    len: usize,
+    /// Generation given to slots of newly created pages. It is kept above
+    /// every generation a released page ever had, so ids into a released page
+    /// stay stale when the page comes back.
+    generation_floor: u32,
+}
+
+impl<T> Slab<T> {
+    pub(crate) fn new() -> Self {
+        Slab {
+            pages: Vec::new(),
+            free: NONE,
+            fresh: 0,
+            len: 0,
+            generation_floor: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Stores `value`; returns its index and generation.
+    ///
+    /// # Errors
+    /// Hands `value` back when all 2^32 - 1 indices are taken.
+    pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Result<(u32, u32), T> {
+        let index = if self.free != NONE {
+            let index = self.free;
+            self.free = self.get(index).link;
+            index
+        } else {
+            let index = self.fresh;
+            if index == NONE {
+                return Err(value);
+            }
+            if index as usize >= self.pages.len() * PAGE {
+                let generation = self.generation_floor;
+                self.pages
+                    .push((0..PAGE).map(|_| Entry::vacant(generation)).collect());
+            }
+            self.fresh += 1;
+            index
+        };
+        self.len += 1;
+        let entry = self.get_mut(index);
+        entry.deadline = deadline;
+        entry.value = Some(value);
+        Ok((index, entry.generation))
+    }
+
+    /// Vacates an occupied slot and returns its value.
+    pub(crate) fn remove(&mut self, index: u32) -> T {
+        let free = self.free;
+        let entry = self.get_mut(index);
+        let value = entry.value.take().expect("removing a vacant slot");
+        entry.generation = entry.generation.wrapping_add(1);
+        entry.link = free;
+        self.free = index;
+        self.len -= 1;
+        value
+    }
+
+    /// The occupied entry at `index` if `generation` matches.
+    pub(crate) fn lookup(&self, index: u32, generation: u32) -> Option<&Entry<T>> {
+        let entry = self
+            .pages
+            .get((index >> PAGE_BITS) as usize)?
+            .get(index as usize & (PAGE - 1))?;
+        (entry.generation == generation && entry.value.is_some()).then_some(entry)
+    }
+
+    /// Mutable [`lookup`](Self::lookup).
+    pub(crate) fn lookup_mut(&mut self, index: u32, generation: u32) -> Option<&mut Entry<T>> {
+        let entry = self
+            .pages
+            .get_mut((index >> PAGE_BITS) as usize)?
+            .get_mut(index as usize & (PAGE - 1))?;
+        (entry.generation == generation && entry.value.is_some()).then_some(entry)
+    }
+
+    /// The entry at an index known to be in range.
+    pub(crate) fn get(&self, index: u32) -> &Entry<T> {
+        &self.pages[(index >> PAGE_BITS) as usize][index as usize & (PAGE - 1)]
+    }
+
+    /// Mutable [`get`](Self::get).
+    pub(crate) fn get_mut(&mut self, index: u32) -> &mut Entry<T> {
+        &mut self.pages[(index >> PAGE_BITS) as usize][index as usize & (PAGE - 1)]
+    }
+
+    /// When the slab is empty, frees every page but the first.
+    pub(crate) fn release_if_empty(&mut self) -> bool {
+        if self.len != 0 || self.pages.len() <= 1 {
+            return false;
+        }
+        let highest = self.pages[1..]
+            .iter()
+            .flat_map(|page| page.iter())
+            .map(|entry| entry.generation)
+            .max()
+            .unwrap_or(0);
+        self.generation_floor = self.generation_floor.max(highest.wrapping_add(1));
+        self.pages.truncate(1);
+        // Rebuild the free list over page 0 only: the old one runs through
+        // released pages.
+        self.free = NONE;
+        self.fresh = 0;
+        true
+    }
+
+    /// Bytes of entry memory allocated.
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        self.pages.len() * PAGE * std::mem::size_of::<Entry<T>>()
+            + self.pages.capacity() * std::mem::size_of::<Box<[Entry<T>]>>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuses_freed_slots_with_a_new_generation() {
+        let mut slab = Slab::new();
+        let (a, ga) = slab.insert(5, "a").unwrap();
+        assert_eq!(slab.remove(a), "a");
+        let (b, gb) = slab.insert(6, "b").unwrap();
+        assert_eq!(a, b);
+        assert_ne!(ga, gb);
+        assert!(slab.lookup(a, ga).is_none());
+        assert_eq!(slab.lookup(b, gb).unwrap().deadline, 6);
+    }
+
+    #[test]
+    fn released_pages_come_back_with_fresh_generations() {
+        let mut slab = Slab::new();
+        let ids: Vec<_> = (0..3000).map(|i| slab.insert(i, i).unwrap()).collect();
+        for &(index, _) in &ids {
+            slab.remove(index);
+        }
+        assert!(slab.release_if_empty());
+        assert_eq!(slab.pages.len(), 1);
+        let again: Vec<_> = (0..3000).map(|i| slab.insert(i, i).unwrap()).collect();
+        for (&(index, old), &(index2, new)) in ids.iter().zip(&again) {
+            assert_eq!(index, index2);
+            assert_ne!(old, new, "slot {index} reissued an old generation");
+            assert!(slab.lookup(index, old).is_none());
+        }
+    }
+}

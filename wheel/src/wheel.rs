@@ -1,0 +1,350 @@
+//! The hierarchical timing wheel itself, in ticks.
+
+use crate::error::InsertError;
+use crate::id::TimerId;
+use crate::level::{level_for, slot_for, Bucket, Level, LEVELS, SLOTS};
+use crate::slab::Slab;
+
+/// `Entry::bucket` of an entry in the due list (see [`TimingWheel::insert`]).
+const DUE: u16 = (LEVELS * SLOTS) as u16;
+
+/// Counters that show how much work the wheel did, for tests and tuning.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WheelStats {
+    /// Buckets taken off a level by [`TimingWheel::advance`] (each one non-empty).
+    pub buckets_visited: u64,
+    /// Entries moved to a lower level because their bucket came due before
+    /// they did.
+    pub cascaded: u64,
+    /// Entries fired by [`TimingWheel::advance`].
+    pub fired: u64,
+}
+
+/// A hierarchical timing wheel holding values of type `T`, each due at a tick.
+///
+/// The wheel has no threads, locks or clock of its own: its time moves only
+/// when [`advance`](Self::advance) is called, which makes it deterministic to
+/// test. (For `Instant`s rather than ticks, see [`Timer`](crate::Timer).)
+///
+/// # Costs
+/// | operation | cost |
+/// |---|---|
+/// | [`insert`](Self::insert), [`cancel`](Self::cancel), [`reschedule`](Self::reschedule) | O(1): one bucket push or swap-remove (amortised: a bucket is a `Vec`) |
+/// | [`advance`](Self::advance) | O(levels) to find each non-empty bucket, plus O(1) per entry fired or moved down a level; empty ticks cost nothing |
+/// | [`next_expiration`](Self::next_expiration) | O(levels) |
+///
+/// An entry moves down at most 10 times in its life (once per level below its
+/// first); entries cancelled before their bucket comes due, the purgatory's
+/// common case, never move.
+///
+/// # Example
+/// ```
+/// use timing_wheel::TimingWheel;
+///
+/// let mut wheel = TimingWheel::new();
+/// let produce = wheel.insert(30_000, "produce").unwrap();
+/// let fetch = wheel.insert(500, "fetch").unwrap();
+/// assert_eq!(wheel.cancel(produce), Some("produce")); // acks arrived in time
+///
+/// let mut fired = Vec::new();
+/// wheel.advance(499, |_, v| fired.push(v));
+/// assert!(fired.is_empty()); // never early
+/// wheel.advance(500, |_, v| fired.push(v));
+/// assert_eq!(fired, ["fetch"]);
+/// assert_eq!(wheel.cancel(fetch), None); // fired ids are stale
+/// ```
+pub struct TimingWheel<T> {
+    slab: Slab<T>,
+    levels: Box<[Level; LEVELS]>,
+    /// Entries inserted or rescheduled at or before `elapsed`: they fire on
+    /// the next `advance`, whatever its `now`.
+    due: Bucket,
+    /// The wheel's current time: every entry due at or before it has fired
+    /// (apart from the due list).
+    elapsed: u64,
+    /// Reused buffer for a bucket being processed, so `advance` never allocates.
+    scratch: Bucket,
+    /// Set when buckets or pages grew, so the wheel gives memory back once it
+    /// is empty; clear when there is nothing to give back.
+    grown: bool,
+    stats: WheelStats,
+}
+
+impl<T> Default for TimingWheel<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> TimingWheel<T> {
+    /// An empty wheel whose time is tick 0.
+    pub fn new() -> Self {
+        Self::starting_at(0)
+    }
+
+    /// An empty wheel whose time is `now`.
+    pub fn starting_at(now: u64) -> Self {
+        TimingWheel {
+            slab: Slab::new(),
+            levels: Box::new(std::array::from_fn(|_| Level::new())),
+            due: Vec::new(),
+            elapsed: now,
+            scratch: Vec::new(),
+            grown: false,
+            stats: WheelStats::default(),
+        }
+    }
+
+    /// The wheel's time: the `now` of the last [`advance`](Self::advance)
+    /// (or the start).
+    pub fn now(&self) -> u64 {
+        self.elapsed
+    }
+
+    /// Number of pending entries.
+    pub fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// Whether no entry is pending.
+    pub fn is_empty(&self) -> bool {
+        self.slab.len() == 0
+    }
+
+    /// Work counters since the wheel was made.
+    pub fn stats(&self) -> WheelStats {
+        self.stats
+    }
+
+    /// Adds `value`, due at tick `deadline`; any `u64` is accepted.
+    ///
+    /// A deadline at or before [`now`](Self::now) is not dropped and not
+    /// refused: the entry fires on the very next [`advance`](Self::advance),
+    /// even one that does not move the time. Until then it can be cancelled
+    /// or rescheduled like any other.
+    ///
+    /// # Errors
+    /// [`InsertError::Full`] (handing `value` back) when 2^32 - 1 entries are
+    /// already pending.
+    pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerId, InsertError<T>> {
+        let (index, generation) = self
+            .slab
+            .insert(deadline, value)
+            .map_err(InsertError::Full)?;
+        self.link(index, deadline);
+        Ok(TimerId::new(index, generation))
+    }
+
+    /// Removes a pending entry and returns its value; `None` for a stale id
+    /// (fired, cancelled, drained, or never from this wheel).
+    pub fn cancel(&mut self, id: TimerId) -> Option<T> {
+        self.slab.lookup(id.index(), id.generation())?;
+        self.unlink(id.index());
+        let value = self.slab.remove(id.index());
+        self.give_back_if_empty();
+        Some(value)
+    }
+
+    /// Moves a pending entry to a new deadline, keeping its id and its slot.
+    /// Returns `false` (and does nothing) for a stale id. A deadline at or
+    /// before [`now`](Self::now) behaves as in [`insert`](Self::insert).
+    pub fn reschedule(&mut self, id: TimerId, deadline: u64) -> bool {
+        let Some(entry) = self.slab.lookup_mut(id.index(), id.generation()) else {
+            return false;
+        };
+        entry.deadline = deadline;
+        self.unlink(id.index());
+        self.link(id.index(), deadline);
+        true
+    }
+
+    /// The deadline of a pending entry.
+    pub fn deadline(&self, id: TimerId) -> Option<u64> {
+        Some(self.slab.lookup(id.index(), id.generation())?.deadline)
+    }
+
+    /// The value of a pending entry.
+    pub fn get(&self, id: TimerId) -> Option<&T> {
+        self.slab
+            .lookup(id.index(), id.generation())?
+            .value
+            .as_ref()
+    }
+
+    /// The value of a pending entry, mutably.
+    pub fn get_mut(&mut self, id: TimerId) -> Option<&mut T> {
+        self.slab
+            .lookup_mut(id.index(), id.generation())?
+            .value
+            .as_mut()
+    }
+
+    /// Moves the time to `now` and hands every entry due at or before it to
+    /// `fire`, each exactly once, never before its deadline. Returns how many
+    /// fired.
+    ///
+    /// Entries fire in no particular order within one call. A `now` behind
+    /// the wheel's time does not move it back; the due list still fires.
+    /// Idle time is skipped: the cost is O(levels) per non-empty bucket
+    /// reached, plus O(1) per entry, however many ticks pass.
+    pub fn advance(&mut self, now: u64, mut fire: impl FnMut(TimerId, T)) -> usize {
+        let mut fired = 0;
+        // The due list fires first; its entries may be at any deadline <= now.
+        let mut batch = std::mem::take(&mut self.scratch);
+        std::mem::swap(&mut batch, &mut self.due);
+        fired += self.fire_all(&batch, &mut fire);
+        batch.clear();
+
+        while let Some(due) = self.next_due().filter(|d| d.start <= now) {
+            self.stats.buckets_visited += 1;
+            // Buckets never start behind `elapsed` (see `level.rs`).
+            self.elapsed = due.start;
+            self.levels[due.level].take(due.slot, &mut batch);
+            for &index in &batch {
+                let deadline = self.slab.get(index).deadline;
+                if deadline <= now {
+                    fired += self.fire_one(index, &mut fire);
+                } else {
+                    // Not due yet: it lands on a lower level, now that the
+                    // wheel's time is this bucket's start.
+                    self.stats.cascaded += 1;
+                    self.link(index, deadline);
+                }
+            }
+            batch.clear();
+        }
+        self.elapsed = self.elapsed.max(now);
+        self.scratch = batch;
+        self.give_back_if_empty();
+        fired
+    }
+
+    /// The tick at which [`advance`](Self::advance) next has work: the start of
+    /// the earliest non-empty bucket, or [`now`](Self::now) if entries are
+    /// waiting in the due list. `None` when the wheel is empty.
+    ///
+    /// A driver may sleep until then. That tick can come before the earliest
+    /// deadline (a higher-level bucket starts before its entries are due and
+    /// moves them down): advance to it and ask again.
+    pub fn next_expiration(&self) -> Option<u64> {
+        if !self.due.is_empty() {
+            return Some(self.elapsed);
+        }
+        self.next_due().map(|d| d.start)
+    }
+
+    /// Removes every pending entry and returns them (for shutdown), due or not.
+    pub fn drain(&mut self) -> std::vec::IntoIter<(TimerId, T)> {
+        let mut indices: Vec<u32> = std::mem::take(&mut self.due);
+        for level in self.levels.iter_mut() {
+            indices.extend(level.indices());
+            level.clear_all();
+        }
+        let drained: Vec<_> = indices
+            .into_iter()
+            .map(|index| {
+                let generation = self.slab.get(index).generation;
+                (TimerId::new(index, generation), self.slab.remove(index))
+            })
+            .collect();
+        self.give_back_if_empty();
+        drained.into_iter()
+    }
+
+    /// Bytes this wheel has allocated (entries, buckets and bookkeeping),
+    /// not counting what `T` itself points to.
+    pub fn allocated_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + std::mem::size_of::<[Level; LEVELS]>()
+            + self.slab.allocated_bytes()
+            + self
+                .levels
+                .iter()
+                .map(Level::allocated_bytes)
+                .sum::<usize>()
+            + (self.due.capacity() + self.scratch.capacity()) * std::mem::size_of::<u32>()
+    }
+
+    /// The earliest non-empty bucket. Lower levels always hold earlier
+    /// deadlines than higher ones, so the first level with anything wins.
+    fn next_due(&self) -> Option<crate::level::Due> {
+        self.levels
+            .iter()
+            .enumerate()
+            .find_map(|(n, level)| level.next_due(n, self.elapsed))
+    }
+
+    /// Puts slab entry `index` into the bucket its deadline calls for.
+    fn link(&mut self, index: u32, deadline: u64) {
+        let (bucket, pos) = if deadline <= self.elapsed {
+            self.due.push(index);
+            (DUE, (self.due.len() - 1) as u32)
+        } else {
+            let level = level_for(self.elapsed, deadline);
+            let slot = slot_for(deadline, level);
+            let pos = self.levels[level].push(slot, index);
+            ((level * SLOTS + slot) as u16, pos)
+        };
+        if pos as usize >= SLOTS {
+            self.grown = true;
+        }
+        let entry = self.slab.get_mut(index);
+        entry.bucket = bucket;
+        entry.link = pos;
+    }
+
+    /// Takes slab entry `index` out of its bucket.
+    fn unlink(&mut self, index: u32) {
+        let entry = self.slab.get(index);
+        let (bucket, pos) = (entry.bucket, entry.link);
+        let moved = if bucket == DUE {
+            self.due.swap_remove(pos as usize);
+            self.due.get(pos as usize).copied()
+        } else {
+            let (level, slot) = (bucket as usize / SLOTS, bucket as usize % SLOTS);
+            self.levels[level].swap_remove(slot, pos)
+        };
+        if let Some(moved) = moved {
+            self.slab.get_mut(moved).link = pos;
+        }
+    }
+
+    fn fire_all(&mut self, batch: &[u32], fire: &mut impl FnMut(TimerId, T)) -> usize {
+        batch.iter().map(|&index| self.fire_one(index, fire)).sum()
+    }
+
+    /// Fires slab entry `index`, already out of its bucket.
+    fn fire_one(&mut self, index: u32, fire: &mut impl FnMut(TimerId, T)) -> usize {
+        let id = TimerId::new(index, self.slab.get(index).generation);
+        fire(id, self.slab.remove(index));
+        self.stats.fired += 1;
+        1
+    }
+
+    /// Once empty, returns the pages and bucket buffers a burst left behind
+    /// (all but one page, so a wheel hovering around empty does not churn).
+    fn give_back_if_empty(&mut self) {
+        if self.slab.len() != 0 {
+            return;
+        }
+        self.slab.release_if_empty();
+        if self.grown {
+            for level in self.levels.iter_mut() {
+                level.shrink();
+            }
+            self.due = Vec::new();
+            self.scratch = Vec::new();
+            self.grown = false;
+        }
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for TimingWheel<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimingWheel")
+            .field("now", &self.elapsed)
+            .field("len", &self.len())
+            .field("next_expiration", &self.next_expiration())
+            .finish()
+    }
+}
