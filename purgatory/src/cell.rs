@@ -1,0 +1,125 @@
+//! Everything the purgatory keeps about one submitted operation.
+
+use crate::outcome::Outcome;
+use crate::state::OpState;
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::AtomicU64;
+use std::task::Waker;
+
+/// `Cell::timer` when the operation is not in the wheel.
+pub(crate) const NO_TIMER: u64 = u64::MAX;
+
+/// An operation in the purgatory: its state machine, where it is watched and
+/// scheduled, and the slot its result is delivered to.
+pub(crate) struct Cell<K, O> {
+    pub state: OpState<O>,
+    /// The watch-list entries that point at this operation.
+    pub links: Mutex<Links<K>>,
+    /// The wheel id (raw), or [`NO_TIMER`]. Only touched under the timer's lock.
+    pub timer: AtomicU64,
+    /// The deadline tick in force; the DelayQueue baseline compares it with
+    /// its heap entries to skip ones left behind by a reschedule.
+    pub deadline: AtomicU64,
+    result: Mutex<Slot<O>>,
+    ready: Condvar,
+}
+
+/// Where an operation is watched. Once `closed`, no key may be added: the
+/// operation is completing and its entries are being removed.
+pub(crate) struct Links<K> {
+    pub closed: bool,
+    /// Each key with the entry's index in that key's watch list.
+    pub keys: Vec<(K, usize)>,
+}
+
+struct Slot<O> {
+    outcome: Option<Outcome>,
+    completion: Option<Completion<O>>,
+    waker: Option<Waker>,
+}
+
+/// The end of a delayed operation, as its submitter receives it.
+#[derive(Debug)]
+pub struct Completion<O> {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The operation itself, after `on_complete` ran: whatever it built for
+    /// the response is in here.
+    pub operation: O,
+}
+
+impl<K, O> Cell<K, O> {
+    pub(crate) fn new(op: O, key_count: usize) -> Self {
+        Cell {
+            state: OpState::new(op),
+            links: Mutex::new(Links {
+                closed: false,
+                keys: Vec::with_capacity(key_count),
+            }),
+            timer: AtomicU64::new(NO_TIMER),
+            deadline: AtomicU64::new(0),
+            result: Mutex::new(Slot {
+                outcome: None,
+                completion: None,
+                waker: None,
+            }),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Stores the result and wakes whoever waits for it.
+    pub(crate) fn deliver(&self, outcome: Outcome, operation: O) {
+        let waker = {
+            let mut slot = self.result.lock();
+            slot.outcome = Some(outcome);
+            slot.completion = Some(Completion { outcome, operation });
+            slot.waker.take()
+        };
+        self.ready.notify_all();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// The outcome, once delivered.
+    pub(crate) fn outcome(&self) -> Option<Outcome> {
+        self.result.lock().outcome
+    }
+
+    /// Takes the result if it is there; otherwise registers `waker`.
+    pub(crate) fn poll_take(&self, waker: &Waker) -> Option<Completion<O>> {
+        let mut slot = self.result.lock();
+        let taken = slot.completion.take();
+        if taken.is_none() {
+            match &slot.waker {
+                Some(w) if w.will_wake(waker) => {}
+                _ => slot.waker = Some(waker.clone()),
+            }
+        }
+        taken
+    }
+
+    /// Blocks until the result is there and takes it.
+    pub(crate) fn wait_take(&self) -> Completion<O> {
+        let mut slot = self.result.lock();
+        loop {
+            if let Some(done) = slot.completion.take() {
+                return done;
+            }
+            self.ready.wait(&mut slot);
+        }
+    }
+
+    /// Blocks until the result is there or `deadline` passes, and takes it.
+    pub(crate) fn wait_take_until(&self, deadline: std::time::Instant) -> Option<Completion<O>> {
+        let mut slot = self.result.lock();
+        loop {
+            if let Some(done) = slot.completion.take() {
+                return Some(done);
+            }
+            if self.ready.wait_until(&mut slot, deadline).timed_out() {
+                return slot.completion.take();
+            }
+        }
+    }
+}

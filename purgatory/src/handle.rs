@@ -1,0 +1,149 @@
+//! The submitter's handle on a delayed operation.
+
+use crate::cell::{Cell, Completion};
+use crate::outcome::Outcome;
+use crate::purgatory::Shared;
+use crate::state::Request;
+use crate::DelayedOperation;
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// A submitted operation: wait for it, `.await` it, or complete it from
+/// outside. Dropping the handle changes nothing: the operation is still
+/// answered (its `on_complete` runs) exactly once.
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatory::{DelayedOperation, Outcome, Purgatory};
+///
+/// struct RemoteRead;
+/// impl DelayedOperation for RemoteRead {
+///     fn timeout(&self) -> Duration { Duration::from_secs(30) }
+///     fn try_complete(&mut self) -> bool { false } // only the remote side knows
+///     fn on_complete(&mut self, _: Outcome) {}
+/// }
+///
+/// let purgatory = Purgatory::builder("RemoteFetch").build().unwrap();
+/// let handle = purgatory.try_complete_else_watch(RemoteRead, &["topic-0"]).unwrap();
+/// let remote = std::thread::spawn(move || {
+///     assert!(handle.force_complete()); // the remote read finished
+///     handle.wait()
+/// });
+/// assert_eq!(remote.join().unwrap().outcome, Outcome::Completed);
+/// assert_eq!(purgatory.delayed(), 0);
+/// assert_eq!(purgatory.watched(), 0);
+/// ```
+pub struct Delayed<K, O> {
+    shared: Arc<Shared<K, O>>,
+    cell: Arc<Cell<K, O>>,
+    at_once: bool,
+}
+
+impl<K, O> Delayed<K, O>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    pub(crate) fn new(shared: Arc<Shared<K, O>>, cell: Arc<Cell<K, O>>, at_once: bool) -> Self {
+        Delayed {
+            shared,
+            cell,
+            at_once,
+        }
+    }
+
+    /// Whether the submission itself completed the operation (its condition
+    /// held on one of the two tries), as Kafka's `tryCompleteElseWatch`
+    /// returns.
+    pub fn completed_at_once(&self) -> bool {
+        self.at_once
+    }
+
+    /// Whether the outcome has been decided. `on_complete` may still be
+    /// running; [`outcome`](Self::outcome) is set once it has returned.
+    pub fn is_completed(&self) -> bool {
+        self.cell.state.is_done()
+    }
+
+    /// The outcome, once the operation has been answered.
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.cell.outcome()
+    }
+
+    /// Completes the operation now, as [`Outcome::Completed`], without
+    /// checking its condition (Kafka's `forceComplete`): for whoever learns
+    /// directly that it holds. It leaves the timer and every watch list at
+    /// once, in O(1) each.
+    ///
+    /// Returns `false` if the operation had already been answered, or
+    /// another outcome had been forced first. If its `try_complete` is
+    /// running on another thread right now, that thread completes it as
+    /// soon as the check returns (with `Completed` either way), and this
+    /// returns `true` without waiting.
+    pub fn force_complete(&self) -> bool {
+        if self.cell.state.is_done() {
+            return false;
+        }
+        self.shared
+            .drive(&self.cell, Request::Force(Outcome::Completed));
+        // True unless someone else had decided otherwise first.
+        !matches!(
+            self.cell.outcome(),
+            Some(Outcome::Expired | Outcome::Cancelled | Outcome::Shutdown)
+        )
+    }
+
+    /// Pushes the operation's timeout back (or forward) to `timeout` from
+    /// now, keeping everything else: a session whose every heartbeat extends
+    /// it. Returns `false` if the operation has completed.
+    pub fn reset_timeout(&self, timeout: Duration) -> bool {
+        self.shared.reset_timeout(&self.cell, timeout)
+    }
+
+    /// Blocks the calling thread until the operation is answered.
+    pub fn wait(self) -> Completion<O> {
+        self.cell.wait_take()
+    }
+
+    /// Blocks until the operation is answered or `timeout` passes; hands
+    /// the handle back on timeout.
+    pub fn wait_timeout(self, timeout: Duration) -> Result<Completion<O>, Self> {
+        let Some(deadline) = Instant::now().checked_add(timeout) else {
+            return Ok(self.wait());
+        };
+        match self.cell.wait_take_until(deadline) {
+            Some(done) => Ok(done),
+            None => Err(self),
+        }
+    }
+}
+
+/// Resolves when the operation is answered. Polling it again after it
+/// resolved panics, as `std::future::Ready` does.
+impl<K, O> Future for Delayed<K, O>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    type Output = Completion<O>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion<O>> {
+        match self.cell.poll_take(cx.waker()) {
+            Some(done) => Poll::Ready(done),
+            None if self.cell.outcome().is_some() => panic!("`Delayed` polled after completion"),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<K, O> std::fmt::Debug for Delayed<K, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delayed")
+            .field("completed", &self.cell.state.is_done())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,561 @@
+//! The purgatory: submission, checks by key, cancellation, the timer thread
+//! and shutdown.
+
+use crate::cell::Cell;
+use crate::error::{ConfigError, SubmitError};
+use crate::handle::Delayed;
+use crate::metrics::{Counters, PurgatoryMetrics};
+use crate::outcome::Outcome;
+use crate::state::Request;
+use crate::timer_queue::{CellRef, TimerKind, TimerQueue};
+use crate::watchers::Watchers;
+use crate::DelayedOperation;
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
+use timing_wheel::{Clock, SystemClock, TickScale};
+
+/// Who moves the purgatory's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// A timer thread sleeps until the next deadline (woken early when an
+    /// earlier one is inserted) and hands expired operations to
+    /// `expiration_threads` workers, so a slow callback never delays other
+    /// expirations.
+    Thread {
+        /// Workers that run expired operations' callbacks.
+        expiration_threads: usize,
+    },
+    /// No thread: the owner calls [`Purgatory::advance_clock`], which
+    /// expires what is due on the calling thread. For tests and simulations
+    /// with a [`ManualClock`](timing_wheel::ManualClock).
+    Manual,
+}
+
+/// Builds a [`Purgatory`]. Defaults: the timing wheel, a timer thread with
+/// one expiration worker, the system clock, 1 ms ticks, 32 shards.
+pub struct PurgatoryBuilder<K, O> {
+    _types: PhantomData<fn() -> (K, O)>,
+    name: String,
+    timer: TimerKind,
+    driver: Driver,
+    clock: Arc<dyn Clock>,
+    tick: Duration,
+    shards: usize,
+}
+
+impl<K, O> PurgatoryBuilder<K, O>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    /// Which timer: the wheel (default) or the DelayQueue baseline.
+    pub fn timer(mut self, timer: TimerKind) -> Self {
+        self.timer = timer;
+        self
+    }
+
+    /// Who moves time: a timer thread (default) or the owner.
+    pub fn driver(mut self, driver: Driver) -> Self {
+        self.driver = driver;
+        self
+    }
+
+    /// Manual driving with this clock: shorthand for
+    /// `.driver(Driver::Manual).clock(clock)`.
+    pub fn manual(self, clock: impl Clock) -> Self {
+        self.driver(Driver::Manual).clock(clock)
+    }
+
+    /// The clock deadlines are measured on.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The timer's resolution: operations expire at most one tick late.
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// How many independently locked parts the watch lists are split into.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// Starts the purgatory (and its threads, with [`Driver::Thread`]).
+    ///
+    /// # Errors
+    /// A zero tick, shard count, worker count or purge interval, or a
+    /// thread the system would not start.
+    pub fn build(self) -> Result<Purgatory<K, O>, ConfigError> {
+        if self.shards == 0 {
+            return Err(ConfigError::ZeroShards);
+        }
+        let purge_interval = match self.timer {
+            TimerKind::DelayQueue { purge_interval: 0 } => {
+                return Err(ConfigError::ZeroPurgeInterval)
+            }
+            TimerKind::DelayQueue { purge_interval } => Some(purge_interval),
+            TimerKind::Wheel => None,
+        };
+        if let Driver::Thread {
+            expiration_threads: 0,
+        } = self.driver
+        {
+            return Err(ConfigError::ZeroExpirationThreads);
+        }
+        let scale =
+            TickScale::new(self.clock.now(), self.tick).map_err(|_| ConfigError::ZeroTick)?;
+        let shared = Arc::new(Shared {
+            name: self.name,
+            kind: self.timer,
+            clock: self.clock,
+            scale,
+            timer: TimerQueue::new(self.timer),
+            watchers: Watchers::new(self.shards, purge_interval.is_some()),
+            counters: Counters::default(),
+            shutting_down: AtomicBool::new(false),
+            timer_thread: OnceLock::new(),
+            purge_interval,
+            since_purge: AtomicU64::new(0),
+        });
+        let threads = match self.driver {
+            Driver::Manual => None,
+            Driver::Thread { expiration_threads } => {
+                Some(Threads::start(&shared, expiration_threads)?)
+            }
+        };
+        Ok(Purgatory {
+            shared,
+            threads: Mutex::new(threads),
+        })
+    }
+}
+
+/// Parks delayed operations under keys and answers each exactly once.
+///
+/// All methods take `&self`; share the purgatory between threads with an
+/// `Arc`. See the [crate docs](crate) for the guarantees and the lock order.
+pub struct Purgatory<K, O>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    shared: Arc<Shared<K, O>>,
+    threads: Mutex<Option<Threads>>,
+}
+
+/// What the purgatory's threads and handles share.
+pub(crate) struct Shared<K, O> {
+    name: String,
+    kind: TimerKind,
+    clock: Arc<dyn Clock>,
+    scale: TickScale,
+    timer: TimerQueue<K, O>,
+    watchers: Watchers<K, O>,
+    counters: Counters,
+    shutting_down: AtomicBool,
+    /// The timer thread, to wake it when an earlier deadline arrives.
+    timer_thread: OnceLock<Thread>,
+    /// The baseline's purge interval; `None` for the wheel.
+    purge_interval: Option<u64>,
+    since_purge: AtomicU64,
+}
+
+impl<K, O> Purgatory<K, O>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    /// A builder for a purgatory named `name` (used in metrics and logs).
+    pub fn builder(name: impl Into<String>) -> PurgatoryBuilder<K, O> {
+        PurgatoryBuilder {
+            _types: PhantomData,
+            name: name.into(),
+            timer: TimerKind::Wheel,
+            driver: Driver::Thread {
+                expiration_threads: 1,
+            },
+            clock: Arc::new(SystemClock),
+            tick: Duration::from_millis(1),
+            shards: 32,
+        }
+    }
+}
+
+impl<K, O> Purgatory<K, O>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    /// Tries to complete `op`; if its condition does not hold yet, watches
+    /// it under every key in `keys`, schedules its timeout, and tries once
+    /// more (the condition may have come true meanwhile). Kafka's
+    /// `tryCompleteElseWatch`.
+    ///
+    /// The handle tells whether the operation [completed at
+    /// once](Delayed::completed_at_once) and lets the caller wait for it.
+    ///
+    /// # Errors
+    /// [`SubmitError::NoKeys`] for an empty `keys`, [`SubmitError::ShutDown`]
+    /// after [`shutdown`](Self::shutdown); both hand `op` back untouched.
+    pub fn try_complete_else_watch(
+        &self,
+        op: O,
+        keys: &[K],
+    ) -> Result<Delayed<K, O>, SubmitError<O>> {
+        if keys.is_empty() {
+            return Err(SubmitError::NoKeys(op));
+        }
+        if self.shared.shutting_down.load(Ordering::SeqCst) {
+            return Err(SubmitError::ShutDown(op));
+        }
+        let shared = &self.shared;
+        let deadline = shared.scale.tick_after(shared.clock.now(), op.timeout());
+        let cell = Arc::new(Cell::new(op, keys.len()));
+        shared.counters.delayed.fetch_add(1, Ordering::Relaxed);
+        let handle = |at_once| Ok(Delayed::new(Arc::clone(shared), Arc::clone(&cell), at_once));
+
+        if shared.drive(&cell, Request::Check) {
+            return handle(true);
+        }
+        for key in keys {
+            if !shared.watchers.watch(&cell, key) {
+                break; // completed meanwhile, by a check under an earlier key
+            }
+            shared.counters.watched.fetch_add(1, Ordering::Relaxed);
+        }
+        if shared.timer.schedule(&cell, deadline) {
+            shared.wake_timer_thread();
+        }
+        let at_once = shared.drive(&cell, Request::Check);
+        // A shutdown that began during this call may have drained the timer
+        // before the operation was in it: answer it here, exactly once.
+        if shared.shutting_down.load(Ordering::SeqCst) {
+            shared.drive(&cell, Request::Force(Outcome::Shutdown));
+        }
+        handle(at_once)
+    }
+
+    /// Checks every operation watched under `key` and completes those whose
+    /// condition now holds; returns how many this call completed. Kafka's
+    /// `checkAndComplete`. The checks run on the calling thread, with no
+    /// purgatory lock held; an operation another thread is checking at the
+    /// same moment is checked again by that thread instead of waited for.
+    pub fn check_and_complete(&self, key: &K) -> usize {
+        let pending = self.shared.watchers.pending(key);
+        pending
+            .iter()
+            .filter(|cell| self.shared.drive(cell, Request::Check))
+            .count()
+    }
+
+    /// Answers every operation watched under `key` with
+    /// [`Outcome::Cancelled`] (the partition moved away) and forgets the key.
+    /// Returns how many this call cancelled. An operation also watched under
+    /// other keys leaves their lists too.
+    pub fn cancel_for_key(&self, key: &K) -> usize {
+        let watched = self.shared.watchers.remove_key(key);
+        watched
+            .iter()
+            .filter(|cell| self.shared.drive(cell, Request::Force(Outcome::Cancelled)))
+            .count()
+    }
+
+    /// Expires, on the calling thread, every operation whose deadline has
+    /// passed on the purgatory's clock; returns how many this call expired.
+    /// This is how time moves with [`Driver::Manual`]; with a timer thread
+    /// it is seldom needed, but harmless.
+    pub fn advance_clock(&self) -> usize {
+        let now = self.shared.scale.now_tick(self.shared.clock.now());
+        let mut due = Vec::new();
+        self.shared.timer.expire(now, &mut due, false);
+        self.shared.expire_all(&due)
+    }
+
+    /// When the next operation is due on the purgatory's clock, if any is
+    /// pending: a manual driver may sleep (or skip simulated time) until then.
+    /// It can come before the earliest deadline (the wheel moves entries
+    /// down a level then); calling `advance_clock` then is harmless.
+    pub fn next_expiration(&self) -> Option<std::time::Instant> {
+        let tick = self.shared.timer.next_expiration()?;
+        Some(
+            self.shared
+                .scale
+                .instant_of(tick)
+                .unwrap_or_else(|| self.shared.clock.now() + Duration::from_secs(86_400 * 365)),
+        )
+    }
+
+    /// Watch entries of pending operations, summed over keys (Kafka's
+    /// `PurgatorySize`). Exact and O(1): counted as entries come and go.
+    pub fn watched(&self) -> usize {
+        self.shared.counters.watched.load(Ordering::Relaxed)
+    }
+
+    /// Pending operations (Kafka's `NumDelayedOperations`). Exact and O(1).
+    pub fn delayed(&self) -> usize {
+        self.shared.counters.delayed.load(Ordering::Relaxed)
+    }
+
+    /// Which timer this purgatory runs on.
+    pub fn timer_kind(&self) -> TimerKind {
+        self.shared.kind
+    }
+
+    /// The purgatory's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// A snapshot of the counters. Takes every shard lock briefly to count
+    /// held entries: for monitoring, not for a hot path.
+    pub fn metrics(&self) -> PurgatoryMetrics {
+        let c = &self.shared.counters;
+        PurgatoryMetrics {
+            name: self.shared.name.clone(),
+            watched: self.watched(),
+            delayed: self.delayed(),
+            completed: c.count(Outcome::Completed),
+            expired: c.count(Outcome::Expired),
+            cancelled: c.count(Outcome::Cancelled),
+            shutdown: c.count(Outcome::Shutdown),
+            panics: c.panics.load(Ordering::Relaxed),
+            held_watch_entries: self.shared.watchers.held(),
+            held_timer_entries: self.shared.timer.held(),
+        }
+    }
+
+    /// Keys that currently have a watch list.
+    pub fn watched_keys(&self) -> usize {
+        self.shared.watchers.keys()
+    }
+
+    /// Answers every pending operation with [`Outcome::Shutdown`] (those
+    /// already handed to the expiration workers finish as expired), joins
+    /// the threads, and refuses later submissions with
+    /// [`SubmitError::ShutDown`]. Idempotent; also run on drop.
+    pub fn shutdown(&self) {
+        if self.shared.shutting_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let threads = self.threads.lock().take();
+        let workers = threads.map(Threads::stop_timer);
+        for cell in self.shared.timer.drain() {
+            self.shared.drive(&cell, Request::Force(Outcome::Shutdown));
+        }
+        if let Some(workers) = workers {
+            workers.join();
+        }
+        tracing::debug!(purgatory = %self.shared.name, "shut down");
+    }
+}
+
+impl<K, O> Drop for Purgatory<K, O>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl<K, O> Shared<K, O>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    /// Serves a request on one operation (see `state.rs`), with the user's
+    /// code guarded against panics.
+    pub(crate) fn drive(&self, cell: &CellRef<K, O>, request: Request) -> bool {
+        cell.state.drive(
+            request,
+            |op| {
+                self.guarded("try_complete", || op.try_complete())
+                    .unwrap_or(false)
+            },
+            |op, outcome| self.finish(cell, op, outcome),
+        )
+    }
+
+    /// Runs user code, catching and counting a panic.
+    fn guarded<R>(&self, what: &'static str, f: impl FnOnce() -> R) -> Option<R> {
+        match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(r) => Some(r),
+            Err(panic) => {
+                self.counters.panics.fetch_add(1, Ordering::Relaxed);
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!(purgatory = %self.name, callback = what, %message, "delayed operation panicked");
+                None
+            }
+        }
+    }
+
+    /// Completes an operation whose outcome this thread decided: out of the
+    /// watch lists and the timer first, then the user's callbacks, then the
+    /// result to the handle.
+    fn finish(&self, cell: &CellRef<K, O>, mut op: O, outcome: Outcome) {
+        let entries = self.watchers.close(cell);
+        self.counters.watched.fetch_sub(entries, Ordering::Relaxed);
+        self.timer.unschedule(cell);
+        self.counters.delayed.fetch_sub(1, Ordering::Relaxed);
+        if outcome == Outcome::Expired {
+            self.guarded("on_expiration", || op.on_expiration());
+        }
+        self.guarded("on_complete", || op.on_complete(outcome));
+        self.counters.record(outcome);
+        tracing::debug!(purgatory = %self.name, %outcome, "delayed operation answered");
+        cell.deliver(outcome, op);
+        if let Some(interval) = self.purge_interval {
+            if self.since_purge.fetch_add(1, Ordering::Relaxed) + 1 >= interval {
+                self.since_purge.store(0, Ordering::Relaxed);
+                self.timer.purge();
+                self.watchers.purge();
+            }
+        }
+    }
+
+    fn expire_all(&self, due: &[CellRef<K, O>]) -> usize {
+        due.iter()
+            .filter(|cell| self.drive(cell, Request::Force(Outcome::Expired)))
+            .count()
+    }
+
+    pub(crate) fn reset_timeout(&self, cell: &CellRef<K, O>, timeout: Duration) -> bool {
+        if cell.state.is_done() {
+            return false;
+        }
+        let deadline = self.scale.tick_after(self.clock.now(), timeout);
+        if self.timer.reschedule(cell, deadline) {
+            self.wake_timer_thread();
+        }
+        !cell.state.is_done()
+    }
+
+    fn wake_timer_thread(&self) {
+        if let Some(thread) = self.timer_thread.get() {
+            thread.unpark();
+        }
+    }
+}
+
+/// The timer thread and the expiration workers.
+struct Threads {
+    stop: Arc<AtomicBool>,
+    timer: JoinHandle<()>,
+    workers: Workers,
+}
+
+/// The expiration workers, and the channel that feeds them.
+struct Workers {
+    /// Dropping every sender lets the workers finish the queue and exit.
+    feed: Box<dyn Send>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Threads {
+    fn start<K, O>(shared: &Arc<Shared<K, O>>, workers: usize) -> Result<Self, ConfigError>
+    where
+        K: Hash + Eq + Clone + Send + Sync + 'static,
+        O: DelayedOperation,
+    {
+        let (tx, rx) = crossbeam_channel::unbounded::<Vec<CellRef<K, O>>>();
+        let spawn_err = |e: std::io::Error| ConfigError::Spawn(e.to_string());
+        let mut worker_threads = Vec::with_capacity(workers);
+        for n in 0..workers {
+            let rx: Receiver<Vec<CellRef<K, O>>> = rx.clone();
+            let shared = Arc::clone(shared);
+            let worker = std::thread::Builder::new()
+                .name(format!("{}-expiration-{n}", shared.name))
+                .spawn(move || {
+                    for batch in rx {
+                        shared.expire_all(&batch);
+                    }
+                })
+                .map_err(spawn_err)?;
+            worker_threads.push(worker);
+        }
+        let timer_shared = Arc::clone(shared);
+        let stop = Arc::new(AtomicBool::new(false));
+        let timer_stop = Arc::clone(&stop);
+        let timer_tx = tx.clone();
+        let timer = std::thread::Builder::new()
+            .name(format!("{}-timer", shared.name))
+            .spawn(move || timer_loop(&timer_shared, &timer_stop, &timer_tx))
+            .map_err(spawn_err)?;
+        // Set once, here, before any submission can need it.
+        let _ = shared.timer_thread.set(timer.thread().clone());
+        Ok(Threads {
+            stop,
+            timer,
+            workers: Workers {
+                feed: Box::new(tx),
+                threads: worker_threads,
+            },
+        })
+    }
+
+    /// Stops and joins the timer thread; the workers go on with their queue.
+    fn stop_timer(self) -> Workers {
+        self.stop.store(true, Ordering::SeqCst);
+        self.timer.thread().unpark();
+        // The loop catches callback panics; a join error would be ours.
+        if self.timer.join().is_err() {
+            tracing::error!("purgatory timer thread panicked");
+        }
+        self.workers
+    }
+}
+
+impl Workers {
+    fn join(self) {
+        drop(self.feed);
+        for worker in self.threads {
+            if worker.join().is_err() {
+                tracing::error!("purgatory expiration worker panicked");
+            }
+        }
+    }
+}
+
+/// Sleeps until the next deadline (or a wake-up), expires what is due, and
+/// hands the expired operations to the workers.
+fn timer_loop<K, O>(
+    shared: &Shared<K, O>,
+    stop: &AtomicBool,
+    to_workers: &Sender<Vec<CellRef<K, O>>>,
+) where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    while !stop.load(Ordering::SeqCst) {
+        let mut due = Vec::new();
+        let next = shared
+            .timer
+            .expire(shared.scale.now_tick(shared.clock.now()), &mut due, true);
+        if !due.is_empty() && to_workers.send(due).is_err() {
+            break;
+        }
+        // An insert with an earlier deadline after `expire` recorded the
+        // wake-up time unparks us; an unpark before we park makes park
+        // return at once, so none is missed.
+        match next.and_then(|tick| shared.scale.instant_of(tick)) {
+            Some(at) => std::thread::park_timeout(at.saturating_duration_since(shared.clock.now())),
+            None => std::thread::park(),
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! The purgatory's timer: the timing wheel, or the binary-heap DelayQueue
+//! that Kafka replaced with it (the baseline).
+//!
+//! Both sit behind one mutex, which is a leaf in the lock order: nothing else
+//! is locked while it is held, and no user code runs under it (cells removed
+//! under the lock are dropped after it is released, since dropping the last
+//! reference to a cell drops the user's operation).
+
+use crate::cell::{Cell, NO_TIMER};
+use parking_lot::Mutex;
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::BinaryHeap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use timing_wheel::{TimerId, TimingWheel};
+
+pub(crate) type CellRef<K, O> = Arc<Cell<K, O>>;
+
+/// Which timer a purgatory runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerKind {
+    /// The hierarchical timing wheel: a completed operation leaves the timer
+    /// and its watch lists at once.
+    Wheel,
+    /// The baseline: a binary heap under a mutex, as
+    /// `java.util.concurrent.DelayQueue` was used by Kafka's purgatory before
+    /// 0.9. Completed operations stay in the heap and in watch lists until
+    /// they surface or until a purge, run every `purge_interval` completions,
+    /// scans everything.
+    DelayQueue {
+        /// Completions between two purges (Kafka's default was 1000).
+        purge_interval: u64,
+    },
+}
+
+pub(crate) enum TimerQueue<K, O> {
+    Wheel(Mutex<WheelState<K, O>>),
+    Heap(Mutex<HeapState<K, O>>),
+}
+
+pub(crate) struct WheelState<K, O> {
+    wheel: TimingWheel<CellRef<K, O>>,
+    /// The tick the timer thread sleeps until (`u64::MAX`: until woken).
+    wake_at: u64,
+}
+
+pub(crate) struct HeapState<K, O> {
+    heap: BinaryHeap<HeapEntry<K, O>>,
+    wake_at: u64,
+    /// Ties between equal deadlines break in insertion order.
+    seq: u64,
+}
+
+pub(crate) struct HeapEntry<K, O> {
+    deadline: u64,
+    seq: u64,
+    cell: CellRef<K, O>,
+}
+
+impl<K, O> PartialEq for HeapEntry<K, O> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.deadline, self.seq) == (other.deadline, other.seq)
+    }
+}
+impl<K, O> Eq for HeapEntry<K, O> {}
+impl<K, O> PartialOrd for HeapEntry<K, O> {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+impl<K, O> Ord for HeapEntry<K, O> {
+    /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest first.
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        (other.deadline, other.seq).cmp(&(self.deadline, self.seq))
+    }
+}
+
+impl<K, O> TimerQueue<K, O> {
+    pub(crate) fn new(kind: TimerKind) -> Self {
+        match kind {
+            TimerKind::Wheel => TimerQueue::Wheel(Mutex::new(WheelState {
+                wheel: TimingWheel::new(),
+                wake_at: u64::MAX,
+            })),
+            TimerKind::DelayQueue { .. } => TimerQueue::Heap(Mutex::new(HeapState {
+                heap: BinaryHeap::new(),
+                wake_at: u64::MAX,
+                seq: 0,
+            })),
+        }
+    }
+
+    /// Schedules `cell` at tick `deadline`, unless it has completed already.
+    /// Returns whether the timer thread must wake up earlier than planned.
+    pub(crate) fn schedule(&self, cell: &CellRef<K, O>, deadline: u64) -> bool {
+        cell.deadline.store(deadline, Ordering::Relaxed);
+        match self {
+            TimerQueue::Wheel(state) => {
+                let mut s = state.lock();
+                // Checked under the lock: a completion that unschedules
+                // after this sees the id; one before it left DONE for us.
+                if cell.state.is_done() {
+                    return false;
+                }
+                match s.wheel.insert(deadline, Arc::clone(cell)) {
+                    Ok(id) => cell.timer.store(id.into_raw(), Ordering::Relaxed),
+                    // 2^32 pending timers cannot be reached before memory
+                    // runs out; were it to happen, the op waits for its
+                    // condition, cancel or shutdown instead of a timeout.
+                    Err(_) => tracing::error!("timer full; operation left without a timeout"),
+                }
+                deadline < s.wake_at
+            }
+            TimerQueue::Heap(state) => {
+                let mut s = state.lock();
+                s.seq += 1;
+                let seq = s.seq;
+                s.heap.push(HeapEntry {
+                    deadline,
+                    seq,
+                    cell: Arc::clone(cell),
+                });
+                deadline < s.wake_at
+            }
+        }
+    }
+
+    /// Removes a completed `cell` from the timer: O(1) for the wheel; nothing
+    /// for the baseline, whose entry stays until it surfaces or is purged.
+    pub(crate) fn unschedule(&self, cell: &CellRef<K, O>) {
+        if let TimerQueue::Wheel(state) = self {
+            let removed = {
+                let mut s = state.lock();
+                let raw = cell.timer.swap(NO_TIMER, Ordering::Relaxed);
+                (raw != NO_TIMER)
+                    .then(|| s.wheel.cancel(TimerId::from_raw(raw)))
+                    .flatten()
+            };
+            drop(removed);
+        }
+    }
+
+    /// Moves a pending `cell` to a new deadline. Returns whether the timer
+    /// thread must wake up earlier than planned.
+    pub(crate) fn reschedule(&self, cell: &CellRef<K, O>, deadline: u64) -> bool {
+        match self {
+            TimerQueue::Wheel(state) => {
+                let mut s = state.lock();
+                let raw = cell.timer.load(Ordering::Relaxed);
+                if raw == NO_TIMER || !s.wheel.reschedule(TimerId::from_raw(raw), deadline) {
+                    return false;
+                }
+                cell.deadline.store(deadline, Ordering::Relaxed);
+                deadline < s.wake_at
+            }
+            // The heap cannot move an entry: push a new one; the old one is
+            // skipped when it surfaces, its deadline no longer the cell's.
+            TimerQueue::Heap(_) => !cell.state.is_done() && self.schedule(cell, deadline),
+        }
+    }
+
+    /// Takes every pending cell due at or before tick `now` into `due`;
+    /// returns the tick the timer next has work at (and records it as the
+    /// timer thread's wake-up time when `for_timer_thread`).
+    pub(crate) fn expire(
+        &self,
+        now: u64,
+        due: &mut Vec<CellRef<K, O>>,
+        for_timer_thread: bool,
+    ) -> Option<u64> {
+        let mut dead = Vec::new();
+        let next = match self {
+            TimerQueue::Wheel(state) => {
+                let mut s = state.lock();
+                s.wheel.advance(now, |_, cell| {
+                    cell.timer.store(NO_TIMER, Ordering::Relaxed);
+                    due.push(cell);
+                });
+                let next = s.wheel.next_expiration();
+                if for_timer_thread {
+                    s.wake_at = next.unwrap_or(u64::MAX);
+                }
+                next
+            }
+            TimerQueue::Heap(state) => {
+                let mut s = state.lock();
+                while s.heap.peek().is_some_and(|top| top.deadline <= now) {
+                    let Some(entry) = s.heap.pop() else { break };
+                    let live = !entry.cell.state.is_done()
+                        && entry.cell.deadline.load(Ordering::Relaxed) == entry.deadline;
+                    if live {
+                        due.push(entry.cell);
+                    } else {
+                        dead.push(entry.cell);
+                    }
+                }
+                let next = s.heap.peek().map(|top| top.deadline);
+                if for_timer_thread {
+                    s.wake_at = next.unwrap_or(u64::MAX);
+                }
+                next
+            }
+        };
+        drop(dead);
+        next
+    }
+
+    /// The tick the timer next has work at.
+    pub(crate) fn next_expiration(&self) -> Option<u64> {
+        match self {
+            TimerQueue::Wheel(state) => state.lock().wheel.next_expiration(),
+            TimerQueue::Heap(state) => state.lock().heap.peek().map(|top| top.deadline),
+        }
+    }
+
+    /// Takes every cell out (for shutdown); the baseline's dead entries too.
+    pub(crate) fn drain(&self) -> Vec<CellRef<K, O>> {
+        match self {
+            TimerQueue::Wheel(state) => {
+                let mut s = state.lock();
+                s.wheel
+                    .drain()
+                    .map(|(_, cell)| {
+                        cell.timer.store(NO_TIMER, Ordering::Relaxed);
+                        cell
+                    })
+                    .collect()
+            }
+            TimerQueue::Heap(state) => {
+                let mut s = state.lock();
+                std::mem::take(&mut s.heap)
+                    .into_iter()
+                    .map(|e| e.cell)
+                    .collect()
+            }
+        }
+    }
+
+    /// The baseline's purge: drops every entry whose operation completed.
+    pub(crate) fn purge(&self) {
+        if let TimerQueue::Heap(state) = self {
+            let dead: Vec<_> = {
+                let mut s = state.lock();
+                let (live, dead): (Vec<_>, Vec<_>) = std::mem::take(&mut s.heap)
+                    .into_vec()
+                    .into_iter()
+                    .partition(|e| {
+                        !e.cell.state.is_done()
+                            && e.cell.deadline.load(Ordering::Relaxed) == e.deadline
+                    });
+                s.heap = BinaryHeap::from(live);
+                dead
+            };
+            drop(dead);
+        }
+    }
+
+    /// Entries held, including the baseline's completed-but-not-purged ones.
+    pub(crate) fn held(&self) -> usize {
+        match self {
+            TimerQueue::Wheel(state) => state.lock().wheel.len(),
+            TimerQueue::Heap(state) => state.lock().heap.len(),
+        }
+    }
+}

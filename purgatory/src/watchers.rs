@@ -1,0 +1,170 @@
+//! Watch lists: for each key, the operations watched under it, sharded by
+//! key hash so that threads working on different partitions do not contend.
+//!
+//! A list is a slab, and an operation remembers its index in each list it is
+//! on, so the wheel purgatory removes a completed operation from every list
+//! in O(1) per key without walking any; a list that becomes empty is removed
+//! from its shard's map at once. The DelayQueue baseline instead leaves
+//! completed operations in place until a walk of the list or a purge finds
+//! them, as Kafka's purgatory did before 0.9.
+//!
+//! Lock order: an operation's `links` lock, then a shard lock. A shard lock
+//! is otherwise a leaf: under it only `Arc`s are cloned or moved, and cells
+//! removed under it are dropped after it is released.
+
+use crate::cell::Cell;
+use crate::timer_queue::CellRef;
+use parking_lot::Mutex;
+use slab::Slab;
+use std::collections::hash_map::{Entry, HashMap, RandomState};
+use std::hash::{BuildHasher, Hash};
+use std::sync::Arc;
+
+type List<K, O> = Slab<CellRef<K, O>>;
+
+pub(crate) struct Watchers<K, O> {
+    shards: Box<[Mutex<HashMap<K, List<K, O>>>]>,
+    hasher: RandomState,
+    /// The baseline's policy: leave completed operations in their lists.
+    lazy: bool,
+}
+
+impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
+    pub(crate) fn new(shards: usize, lazy: bool) -> Self {
+        Watchers {
+            shards: (0..shards).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: RandomState::new(),
+            lazy,
+        }
+    }
+
+    fn shard(&self, key: &K) -> &Mutex<HashMap<K, List<K, O>>> {
+        let hash = self.hasher.hash_one(key);
+        &self.shards[(hash % self.shards.len() as u64) as usize]
+    }
+
+    /// Adds `cell` to `key`'s list. Returns `false`, adding nothing, once
+    /// the cell has started completing.
+    pub(crate) fn watch(&self, cell: &CellRef<K, O>, key: &K) -> bool {
+        let mut links = cell.links.lock();
+        if links.closed {
+            return false;
+        }
+        let index = self
+            .shard(key)
+            .lock()
+            .entry(key.clone())
+            .or_default()
+            .insert(Arc::clone(cell));
+        links.keys.push((key.clone(), index));
+        true
+    }
+
+    /// Closes `cell`'s links so no key is added any more, and (wheel
+    /// purgatory) removes it from every list it is on. Returns how many
+    /// watch entries it had.
+    pub(crate) fn close(&self, cell: &Cell<K, O>) -> usize {
+        let keys = {
+            let mut links = cell.links.lock();
+            links.closed = true;
+            std::mem::take(&mut links.keys)
+        };
+        if !self.lazy {
+            for (key, index) in &keys {
+                let removed = {
+                    let mut shard = self.shard(key).lock();
+                    match shard.entry(key.clone()) {
+                        // The slot may belong to someone else: after
+                        // `remove_key`, a new list can exist under the key.
+                        Entry::Occupied(mut list)
+                            if list
+                                .get()
+                                .get(*index)
+                                .is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), cell)) =>
+                        {
+                            let removed = list.get_mut().try_remove(*index);
+                            if list.get().is_empty() {
+                                list.remove();
+                            }
+                            removed
+                        }
+                        // The key was cancelled: its list is gone already.
+                        _ => None,
+                    }
+                };
+                drop(removed);
+            }
+        }
+        keys.len()
+    }
+
+    /// The pending operations watched under `key`, to check them outside
+    /// the lock. The baseline drops completed entries as it walks past them,
+    /// as Kafka's `Watchers.checkAndMaybeComplete` did.
+    pub(crate) fn pending(&self, key: &K) -> Vec<CellRef<K, O>> {
+        let mut dead = Vec::new();
+        let pending = {
+            let mut shard = self.shard(key).lock();
+            let Some(list) = shard.get_mut(key) else {
+                return Vec::new();
+            };
+            if self.lazy {
+                list.retain(|_, cell| {
+                    let live = !cell.state.is_done();
+                    if !live {
+                        dead.push(Arc::clone(cell));
+                    }
+                    live
+                });
+            }
+            let pending: Vec<_> = list.iter().map(|(_, cell)| Arc::clone(cell)).collect();
+            if list.is_empty() {
+                shard.remove(key);
+            }
+            pending
+        };
+        drop(dead);
+        pending
+    }
+
+    /// Removes `key`'s list and returns the operations that were on it.
+    pub(crate) fn remove_key(&self, key: &K) -> Vec<CellRef<K, O>> {
+        let list = self.shard(key).lock().remove(key);
+        list.map(|l| l.into_iter().map(|(_, cell)| cell).collect())
+            .unwrap_or_default()
+    }
+
+    /// The baseline's purge: drops completed entries from every list.
+    pub(crate) fn purge(&self) {
+        for shard in self.shards.iter() {
+            let mut dead = Vec::new();
+            {
+                let mut map = shard.lock();
+                map.retain(|_, list| {
+                    list.retain(|_, cell| {
+                        let live = !cell.state.is_done();
+                        if !live {
+                            dead.push(Arc::clone(cell));
+                        }
+                        live
+                    });
+                    !list.is_empty()
+                });
+            }
+            drop(dead);
+        }
+    }
+
+    /// Entries held in all lists (the baseline's include completed ones).
+    pub(crate) fn held(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().values().map(Slab::len).sum::<usize>())
+            .sum()
+    }
+
+    /// Keys with a non-empty list.
+    pub(crate) fn keys(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+}
