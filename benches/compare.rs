@@ -100,20 +100,19 @@ fn expire<T: Timers>(pending: usize) -> f64 {
 
 fn main() {
     for pending in [1_000, 100_000, 1_000_000] {
-        let steps = 2_000_000;
         for _ in 0..2 {
             println!(
-                "insert_cancel @{pending}: floor {:.1} ns, wheel {:.1} ns",
-                insert_cancel::<Floor>(pending, steps),
-                insert_cancel::<Wheel>(pending, steps)
+                "insert_cancel @{pending}: {} {:.1} ns, {} {:.1} ns",
+                Floor::NAME,
+                insert_cancel::<Floor>(pending, 2_000_000),
+                Wheel::NAME,
+                insert_cancel::<Wheel>(pending, 2_000_000)
             );
         }
     }
-    for _ in 0..2 {
-        println!(
-            "expire @1e6: floor {:.1} ns, wheel {:.1} ns",
-            expire::<Floor>(1_000_000),
-            expire::<Wheel>(1_000_000)
-        );
-    }
+    println!(
+        "expire @1e6: {} {:.1} ns",
+        Wheel::NAME,
+        expire::<Wheel>(1_000_000)
+    );
 }

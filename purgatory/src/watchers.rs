@@ -21,9 +21,10 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 type List<K, O> = Slab<CellRef<K, O>>;
+type Shard<K, O> = Mutex<HashMap<K, List<K, O>>>;
 
 pub(crate) struct Watchers<K, O> {
-    shards: Box<[Mutex<HashMap<K, List<K, O>>>]>,
+    shards: Box<[Shard<K, O>]>,
     hasher: RandomState,
     /// The baseline's policy: leave completed operations in their lists.
     lazy: bool,
@@ -38,7 +39,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         }
     }
 
-    fn shard(&self, key: &K) -> &Mutex<HashMap<K, List<K, O>>> {
+    fn shard(&self, key: &K) -> &Shard<K, O> {
         let hash = self.hasher.hash_one(key);
         &self.shards[(hash % self.shards.len() as u64) as usize]
     }
