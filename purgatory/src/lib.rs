@@ -1,4 +1,128 @@
-//! The request purgatory of a Kafka-like broker.
+//! The request purgatory of a Kafka-like broker: requests that cannot be
+//! answered yet are parked, watched under keys (topic-partitions), and
+//! answered exactly once, when their condition holds or when they time out.
+//!
+//! A broker implements [`DelayedOperation`] for each kind of parked request,
+//! submits it with [`Purgatory::try_complete_else_watch`], and calls
+//! [`Purgatory::check_and_complete`] whenever something changes for a key (a
+//! batch was appended, a follower fetched, the high watermark moved).
+//!
+//! # Guarantees
+//! - **Exactly once.** Every submitted operation gets exactly one
+//!   [`Outcome`], whatever races between its condition, its timeout,
+//!   [`force_complete`](Delayed::force_complete),
+//!   [`cancel_for_key`](Purgatory::cancel_for_key) and
+//!   [`shutdown`](Purgatory::shutdown), from any number of threads.
+//!   `try_complete` never runs concurrently with itself or with completion.
+//!   The state machine behind this is model-checked with loom.
+//! - **Nothing held by finished work.** The moment an operation completes it
+//!   leaves the timer (a timing-wheel cancel) and every watch list it is on
+//!   (a slab removal by index), O(1) each; a list that empties is removed.
+//!   There is no purge interval and no reaper walking lists.
+//! - **Nobody waits on an operation.** A check or forced outcome that finds
+//!   the operation busy on another thread leaves it a note and returns; the
+//!   busy thread serves it. Operation code may call back into the purgatory.
+//! - **Panics in operation code** are caught, counted in
+//!   [`PurgatoryMetrics::panics`] and logged with `tracing`; every thread
+//!   keeps running. A panicking `try_complete` counts as "not yet".
+//! - **Nothing lost on shutdown.** [`Purgatory::shutdown`] answers every
+//!   pending operation with [`Outcome::Shutdown`] and joins the threads;
+//!   later submissions get [`SubmitError::ShutDown`] with the operation back.
+//!
+//! # Time
+//! With the default [`Driver::Thread`], a timer thread sleeps until the next
+//! non-empty wheel bucket is due (woken early when an earlier deadline is
+//! inserted) and hands expired operations to expiration workers, so a slow
+//! callback does not delay other expirations. With [`Driver::Manual`] there
+//! is no thread: the owner moves time with [`Purgatory::advance_clock`],
+//! usually with a [`ManualClock`], which makes tests and simulations
+//! deterministic.
+//!
+//! # Lock order
+//! User code (`try_complete`, `on_complete`, `on_expiration`) runs with no
+//! purgatory lock held, only the operation's own `RUNNING` bit, which nobody
+//! ever waits for. The internal locks, in the order they may nest:
+//!
+//! 1. an operation's `links` (where it is watched), then
+//! 2. one watch-list shard (keys hashed over [`PurgatoryBuilder::shards`]).
+//!
+//! The timer's lock is a leaf: nothing else is taken while it is held. A
+//! shard lock is a leaf apart from step 2. No lock is held while another
+//! operation is checked, so the lock cycles behind Kafka's purgatory
+//! deadlocks (KAFKA-3994, KAFKA-5970, KAFKA-7697, KAFKA-8334) cannot form.
+//! Cells removed under a lock are dropped after it is released, so not even
+//! an operation's `Drop` runs under one.
+//!
+//! # Example: produce with `acks=all`, fetch with `min.bytes`
+//! ```
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use purgatory::{DelayedOperation, ManualClock, Outcome, Purgatory};
+//!
+//! /// A partition's log end offset and high watermark.
+//! #[derive(Default)]
+//! struct Partition { log_end: AtomicU64, high_watermark: AtomicU64 }
+//!
+//! /// Waits until every in-sync replica has the batch.
+//! struct DelayedProduce { partition: Arc<Partition>, required: u64, error: Option<&'static str> }
+//!
+//! impl DelayedOperation for DelayedProduce {
+//!     fn timeout(&self) -> Duration { Duration::from_secs(30) }
+//!     fn try_complete(&mut self) -> bool {
+//!         self.partition.high_watermark.load(Ordering::Acquire) >= self.required
+//!     }
+//!     fn on_complete(&mut self, outcome: Outcome) {
+//!         self.error = match outcome {
+//!             Outcome::Completed => None,
+//!             Outcome::Expired => Some("REQUEST_TIMED_OUT"),
+//!             Outcome::Cancelled => Some("NOT_LEADER_OR_FOLLOWER"),
+//!             Outcome::Shutdown => Some("BROKER_NOT_AVAILABLE"),
+//!         };
+//!     }
+//! }
+//!
+//! /// Waits until `min_bytes` are readable below the high watermark, or `max_wait`.
+//! struct DelayedFetch { partition: Arc<Partition>, from: u64, min_bytes: u64, bytes: u64 }
+//!
+//! impl DelayedOperation for DelayedFetch {
+//!     fn timeout(&self) -> Duration { Duration::from_millis(500) } // fetch.max.wait.ms
+//!     fn try_complete(&mut self) -> bool {
+//!         let hw = self.partition.high_watermark.load(Ordering::Acquire);
+//!         hw.saturating_sub(self.from) >= self.min_bytes
+//!     }
+//!     fn on_complete(&mut self, _: Outcome) {
+//!         // Expired or not, a fetch answers with whatever is there.
+//!         let hw = self.partition.high_watermark.load(Ordering::Acquire);
+//!         self.bytes = hw.saturating_sub(self.from);
+//!     }
+//! }
+//!
+//! let clock = ManualClock::new();
+//! let produces = Purgatory::builder("Produce").manual(clock.clone()).build().unwrap();
+//! let fetches = Purgatory::builder("Fetch").manual(clock.clone()).build().unwrap();
+//! let p0 = Arc::new(Partition::default());
+//!
+//! // The leader appends 100 bytes; the produce waits for the followers.
+//! p0.log_end.store(100, Ordering::Release);
+//! let produce = produces
+//!     .try_complete_else_watch(DelayedProduce { partition: p0.clone(), required: 100, error: None }, &["topic-0"])
+//!     .unwrap();
+//! // A consumer wants at least 64 bytes.
+//! let fetch = fetches
+//!     .try_complete_else_watch(DelayedFetch { partition: p0.clone(), from: 0, min_bytes: 64, bytes: 0 }, &["topic-0"])
+//!     .unwrap();
+//! assert_eq!((produces.delayed(), fetches.delayed()), (1, 1));
+//!
+//! // The last follower fetched up to 100: the high watermark moves, and the
+//! // broker checks both purgatories for the partition.
+//! p0.high_watermark.store(100, Ordering::Release);
+//! assert_eq!(produces.check_and_complete(&"topic-0"), 1);
+//! assert_eq!(fetches.check_and_complete(&"topic-0"), 1);
+//! assert_eq!(produce.wait().operation.error, None);
+//! assert_eq!(fetch.wait().operation.bytes, 100);
+//! assert_eq!((produces.watched(), fetches.watched()), (0, 0));
+//! ```
 #![warn(missing_docs)]
 
 mod cell;

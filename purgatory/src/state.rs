@@ -3,41 +3,37 @@
 //!
 //! Two things are asked of an operation: *check* (run `try_complete`) and
 //! *force* (end it with a given outcome: expired, cancelled, shut down or
-//! completed from outside). The rules:
+//! completed from outside). Everything is decided on one atomic word:
 //!
-//! 1. Only the thread holding the operation's lock runs its code, so
-//!    `try_complete` never runs beside itself or beside completion.
-//! 2. Nobody waits for that lock. A request that finds it held leaves a flag
-//!    (`RECHECK`, or `FORCED` plus the outcome) and returns; the holder looks
-//!    at the flags again after unlocking and goes round once more. This is
-//!    Kafka's `tryCompletePending` protocol, extended to forced outcomes: a
-//!    thread calling in from a user callback, or holding a lock of its own,
-//!    can never deadlock on an operation.
-//! 3. The outcome is decided once, by the lock holder, and `DONE` is set
-//!    before the lock is released; after that every request is a no-op.
+//! - `RUNNING`: a thread has the operation; only it runs the operation's
+//!   code, so `try_complete` never runs beside itself or beside completion.
+//! - `RECHECK`: a check was asked for while it was running.
+//! - `FORCED` and an outcome: a forced end was asked for.
+//! - `DONE`: the outcome is decided; every later request is a no-op.
 //!
-//! A request from the thread that holds the lock (an operation's own code
-//! calling back into the purgatory) is recognised by the holder's token and
-//! returns at once: a check is covered by the one running, a forced outcome
-//! is picked up when it returns. Without that, a `try_complete` that checks
-//! its own key would raise `RECHECK` on itself for ever.
+//! Nobody waits. A request that finds `RUNNING` leaves its flag and returns;
+//! the runner releases with a compare-exchange that fails if any flag
+//! arrived meanwhile, and then goes round again. Because requests and release
+//! are read-modify-writes of the same word, the word's modification order
+//! alone shows that no request is lost: a flag is either set before the
+//! release (which then fails and sees it) or after it (when `RUNNING` is
+//! clear, so the requester takes the operation itself). This is Kafka's
+//! `tryCompletePending` idea, extended to forced outcomes, with the lock
+//! folded into the flags. (A first version kept the lock apart from the
+//! flags; the loom model found a lost check there on weak memory.)
 //!
-//! Why no request is lost: a requester that fails to take the lock sets
-//! `RECHECK` and, if it was the one to set it, tries the lock once more.
-//! Either that second try succeeds (and the requester serves itself), or some
-//! thread holds the lock that took it after the flag was set (and so sees
-//! the flag when it reads the flags under the lock) or before (and so sees
-//! it when it re-reads the flags after unlocking).
+//! A request from the running thread itself (an operation's code calling
+//! back into the purgatory) is recognised by the runner's token and returns
+//! at once: a check is covered by the one running, a forced outcome is picked
+//! up when it returns.
 
 use crate::outcome::Outcome;
-use crate::sync::{thread_token, AtomicU32, AtomicU64, Ordering, TryLock};
+use crate::sync::{thread_token, AtomicU32, AtomicU64, Exclusive, Ordering};
 
-/// Set once the outcome is decided.
-const DONE: u32 = 1;
-/// A check was asked for while the operation was locked.
+const RUNNING: u32 = 1;
 const RECHECK: u32 = 1 << 1;
-/// A forced outcome was asked for; the outcome is in bits 8.. .
 const FORCED: u32 = 1 << 2;
+const DONE: u32 = 1 << 3;
 const OUTCOME_SHIFT: u32 = 8;
 
 /// What a caller asks of an operation.
@@ -52,10 +48,14 @@ pub(crate) enum Request {
 /// An operation and its completion state.
 pub(crate) struct OpState<O> {
     flags: AtomicU32,
-    /// The token of the thread holding `op`'s lock, or 0.
+    /// The token of the thread running the operation's code, or 0. Only
+    /// the running thread writes its own token, so reading it back proves
+    /// a call comes from inside that code.
     owner: AtomicU64,
-    /// `Some` until the outcome is decided; the op is then handed to `finish`.
-    op: TryLock<Option<O>>,
+    /// `Some` until the outcome is decided. Only the `RUNNING` thread locks
+    /// it, so the lock is never contended; it is here to hand out `&mut O`
+    /// without `unsafe`.
+    op: Exclusive<Option<O>>,
 }
 
 impl<O> OpState<O> {
@@ -63,7 +63,7 @@ impl<O> OpState<O> {
         OpState {
             flags: AtomicU32::new(0),
             owner: AtomicU64::new(0),
-            op: TryLock::new(Some(op)),
+            op: Exclusive::new(Some(op)),
         }
     }
 
@@ -79,64 +79,85 @@ impl<O> OpState<O> {
     pub(crate) fn drive(
         &self,
         request: Request,
-        mut check: impl FnMut(&mut O) -> bool,
+        check: impl FnMut(&mut O) -> bool,
         finish: impl FnOnce(O, Outcome),
     ) -> bool {
-        if let Request::Force(outcome) = request {
-            let forced = FORCED | (outcome.code() << OUTCOME_SHIFT);
-            let update = self
-                .flags
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |f| {
-                    (f & (DONE | FORCED) == 0).then_some(f | forced)
-                });
-            if update.is_err() {
-                // Already decided, or another outcome was forced first.
-                return false;
-            }
-        }
-        let mut finish = Some(finish);
+        let mut flags = self.flags.load(Ordering::Acquire);
         loop {
-            if self.is_done() {
-                return false;
-            }
-            let Some(mut guard) = self.op.try_lock() else {
-                if self.owner.load(Ordering::Acquire) == thread_token() {
-                    // Called back from this operation's own code.
-                    return false;
-                }
-                // Someone else holds it: make sure they look again. If the
-                // flag was already up, whoever raised it is responsible.
-                let before = self.flags.fetch_or(RECHECK, Ordering::AcqRel);
-                if before & (RECHECK | DONE) != 0 {
-                    return false;
-                }
-                continue;
-            };
-            let flags = self.flags.fetch_and(!RECHECK, Ordering::AcqRel);
             if flags & DONE != 0 {
                 return false;
             }
+            let wanted = match request {
+                // Another outcome was forced first: it wins.
+                Request::Force(_) if flags & FORCED != 0 => return false,
+                Request::Force(outcome) => {
+                    flags | FORCED | (outcome.code() << OUTCOME_SHIFT) | RUNNING
+                }
+                Request::Check if flags & RUNNING != 0 => {
+                    if self.owner.load(Ordering::Relaxed) == thread_token() {
+                        return false; // called back from its own code
+                    }
+                    flags | RECHECK
+                }
+                Request::Check => flags | RUNNING,
+            };
+            match self.flags.compare_exchange_weak(
+                flags,
+                wanted,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                // Taken while running: the runner will see our flag.
+                Ok(before) if before & RUNNING != 0 => return false,
+                Ok(_) => return self.run(wanted, check, finish),
+                Err(now) => flags = now,
+            }
+        }
+    }
+
+    /// Runs the operation, holding `RUNNING`, until it completes or no
+    /// request is left.
+    fn run(
+        &self,
+        mut flags: u32,
+        mut check: impl FnMut(&mut O) -> bool,
+        finish: impl FnOnce(O, Outcome),
+    ) -> bool {
+        let mut op = self.op.lock();
+        loop {
+            // Every request so far is served by this round.
+            if flags & RECHECK != 0 {
+                flags = self.flags.fetch_and(!RECHECK, Ordering::AcqRel) & !RECHECK;
+            }
             let outcome = if flags & FORCED != 0 {
                 Some(Outcome::from_code(flags >> OUTCOME_SHIFT))
-            } else {
-                let op = guard.as_mut().expect("a pending operation is present");
-                self.owner.store(thread_token(), Ordering::Release);
-                let holds = check(op);
-                self.owner.store(0, Ordering::Release);
+            } else if let Some(pending) = op.as_mut() {
+                self.owner.store(thread_token(), Ordering::Relaxed);
+                let holds = check(pending);
+                self.owner.store(0, Ordering::Relaxed);
                 holds.then_some(Outcome::Completed)
+            } else {
+                None
             };
             if let Some(outcome) = outcome {
-                let op = guard.take().expect("a pending operation is present");
+                // RUNNING stays set: nobody takes a decided operation.
                 self.flags.fetch_or(DONE, Ordering::AcqRel);
-                drop(guard);
-                (finish.take().expect("finish runs once"))(op, outcome);
+                let taken = op.take();
+                drop(op);
+                if let Some(taken) = taken {
+                    finish(taken, outcome);
+                }
                 return true;
             }
-            drop(guard);
-            // Asked again while we held it? Go round; otherwise we're done.
-            let flags = self.flags.load(Ordering::Acquire);
-            if flags & DONE != 0 || flags & (RECHECK | FORCED) == 0 {
-                return false;
+            // Release, unless a request came in while we ran.
+            match self.flags.compare_exchange(
+                flags,
+                flags & !RUNNING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return false,
+                Err(now) => flags = now,
             }
         }
     }

@@ -10,15 +10,16 @@ pub(crate) fn thread_token() -> u64 {
     TOKEN.with(|t| t as *const u8 as u64)
 }
 
-/// A lock that is only ever tried, never waited for.
-pub(crate) struct TryLock<T>(parking_lot::Mutex<T>);
+/// A value that one thread at a time has, by a protocol outside it; the lock
+/// is never contended and only hands out `&mut T` safely.
+pub(crate) struct Exclusive<T>(parking_lot::Mutex<T>);
 
-impl<T> TryLock<T> {
+impl<T> Exclusive<T> {
     pub(crate) fn new(value: T) -> Self {
-        TryLock(parking_lot::Mutex::new(value))
+        Exclusive(parking_lot::Mutex::new(value))
     }
 
-    pub(crate) fn try_lock(&self) -> Option<parking_lot::MutexGuard<'_, T>> {
-        self.0.try_lock()
+    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
+        self.0.lock()
     }
 }

@@ -1,0 +1,166 @@
+//! Exhaustive interleavings of the completion state machine (`src/state.rs`,
+//! compiled here against loom's primitives): condition vs expiry vs cancel,
+//! two checkers, and a force racing a check.
+#![allow(dead_code)]
+
+mod sync {
+    pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+    pub(crate) struct Exclusive<T>(loom::sync::Mutex<T>);
+
+    impl<T> Exclusive<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Exclusive(loom::sync::Mutex::new(value))
+        }
+
+        pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+            self.0.lock().unwrap()
+        }
+    }
+
+    /// Hands each loom thread its own number the first time it asks (an
+    /// ordinary atomic: it is bookkeeping of the test, not part of the model).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    loom::thread_local!(static TOKEN: u64 = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+
+    pub(crate) fn thread_token() -> u64 {
+        TOKEN.with(|t| *t)
+    }
+}
+
+#[path = "../src/outcome.rs"]
+mod outcome;
+#[path = "../src/state.rs"]
+mod state;
+
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use outcome::Outcome;
+use state::{OpState, Request};
+
+/// An operation whose condition is a flag, counting what is done to it.
+struct Op {
+    ready: Arc<AtomicBool>,
+    /// Threads inside `try_complete` right now.
+    inside: Arc<AtomicUsize>,
+}
+
+struct World {
+    state: OpState<Op>,
+    ready: Arc<AtomicBool>,
+    inside: Arc<AtomicUsize>,
+    finished: AtomicUsize,
+    outcome: AtomicUsize,
+}
+
+impl World {
+    fn new() -> Arc<World> {
+        let ready = Arc::new(AtomicBool::new(false));
+        let inside = Arc::new(AtomicUsize::new(0));
+        Arc::new(World {
+            state: OpState::new(Op {
+                ready: ready.clone(),
+                inside: inside.clone(),
+            }),
+            ready,
+            inside,
+            finished: AtomicUsize::new(0),
+            outcome: AtomicUsize::new(usize::MAX),
+        })
+    }
+
+    fn serve(&self, request: Request) -> bool {
+        self.state.drive(
+            request,
+            |op| {
+                // Never two checks at once on one operation.
+                assert_eq!(op.inside.fetch_add(1, Ordering::SeqCst), 0);
+                let holds = op.ready.load(Ordering::SeqCst);
+                op.inside.fetch_sub(1, Ordering::SeqCst);
+                holds
+            },
+            |op, outcome| {
+                assert_eq!(op.inside.load(Ordering::SeqCst), 0, "finish beside a check");
+                self.outcome.store(outcome as usize, Ordering::SeqCst);
+                self.finished.fetch_add(1, Ordering::SeqCst);
+            },
+        )
+    }
+
+    fn outcome(&self) -> Outcome {
+        Outcome::from_code(self.outcome.load(Ordering::SeqCst) as u32)
+    }
+}
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(f);
+}
+
+#[test]
+fn condition_expiry_and_cancel_race_to_exactly_one_outcome() {
+    model(|| {
+        let w = World::new();
+        let checker = {
+            let w = w.clone();
+            thread::spawn(move || {
+                w.ready.store(true, Ordering::SeqCst);
+                w.serve(Request::Check)
+            })
+        };
+        let expirer = {
+            let w = w.clone();
+            thread::spawn(move || w.serve(Request::Force(Outcome::Expired)))
+        };
+        let cancelled = w.serve(Request::Force(Outcome::Cancelled));
+        let checked = checker.join().unwrap();
+        let expired = expirer.join().unwrap();
+        assert_eq!(w.finished.load(Ordering::SeqCst), 1);
+        assert!(w.state.is_done());
+        // At most one caller says it decided, and it agrees with the outcome.
+        assert!(usize::from(checked) + usize::from(expired) + usize::from(cancelled) <= 1);
+        if cancelled {
+            assert_eq!(w.outcome(), Outcome::Cancelled);
+        }
+        if expired {
+            assert_eq!(w.outcome(), Outcome::Expired);
+        }
+    });
+}
+
+#[test]
+fn a_check_asked_for_while_another_runs_is_never_lost() {
+    model(|| {
+        let w = World::new();
+        // Thread A checks while the condition is false; thread B makes it
+        // true and checks. Whatever the interleaving, the operation must end
+        // completed: B's check is served by B or handed to A.
+        let a = {
+            let w = w.clone();
+            thread::spawn(move || w.serve(Request::Check))
+        };
+        w.ready.store(true, Ordering::SeqCst);
+        w.serve(Request::Check);
+        a.join().unwrap();
+        assert_eq!(w.finished.load(Ordering::SeqCst), 1);
+        assert_eq!(w.outcome(), Outcome::Completed);
+    });
+}
+
+#[test]
+fn a_forced_outcome_asked_for_during_a_check_is_never_lost() {
+    model(|| {
+        let w = World::new();
+        let a = {
+            let w = w.clone();
+            thread::spawn(move || w.serve(Request::Check))
+        };
+        w.serve(Request::Force(Outcome::Expired));
+        a.join().unwrap();
+        // The condition never held, so only the expiry can have ended it.
+        assert_eq!(w.finished.load(Ordering::SeqCst), 1);
+        assert_eq!(w.outcome(), Outcome::Expired);
+    });
+}

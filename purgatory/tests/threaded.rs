@@ -1,0 +1,236 @@
+//! The timer thread and the expiration workers, on the real clock. Each test
+//! checks an order of events, never a speed: bounds are generous.
+
+mod common;
+
+use common::{Journal, Probe, KINDS};
+use purgatory::{DelayedOperation, Driver, Outcome, Purgatory, TimerKind};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn threaded<O: DelayedOperation>(kind: TimerKind, workers: usize) -> Purgatory<u32, O> {
+    Purgatory::builder("threaded")
+        .timer(kind)
+        .driver(Driver::Thread {
+            expiration_threads: workers,
+        })
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn the_timer_thread_expires_operations_no_earlier_than_their_timeout() {
+    for kind in KINDS {
+        let p = threaded(kind, 1);
+        let journal = Arc::new(Journal::default());
+        let start = Instant::now();
+        let h = p
+            .try_complete_else_watch(
+                Probe::new(
+                    1,
+                    &Arc::new(AtomicBool::new(false)),
+                    Duration::from_millis(50),
+                    &journal,
+                ),
+                &[1],
+            )
+            .unwrap();
+        let done = h.wait_timeout(PATIENCE).expect("expired in time");
+        assert_eq!(done.outcome, Outcome::Expired);
+        assert!(start.elapsed() >= Duration::from_millis(50));
+        assert_eq!((p.watched(), p.delayed()), (0, 0));
+    }
+}
+
+#[test]
+fn an_earlier_deadline_wakes_the_sleeping_timer_thread() {
+    for kind in KINDS {
+        let p = threaded(kind, 1);
+        let journal = Arc::new(Journal::default());
+        let never = Arc::new(AtomicBool::new(false));
+        // The timer thread now sleeps for an hour...
+        let long = p
+            .try_complete_else_watch(
+                Probe::new(1, &never, Duration::from_secs(3600), &journal),
+                &[1],
+            )
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        // ...and must wake for this one.
+        let short = p
+            .try_complete_else_watch(
+                Probe::new(2, &never, Duration::from_millis(10), &journal),
+                &[1],
+            )
+            .unwrap();
+        assert_eq!(
+            short.wait_timeout(PATIENCE).expect("woken early").outcome,
+            Outcome::Expired
+        );
+        assert!(!long.is_completed());
+        p.shutdown();
+        assert_eq!(long.wait().outcome, Outcome::Shutdown);
+    }
+}
+
+/// Sleeps in its completion callback.
+struct Slow {
+    timeout: Duration,
+    nap: Duration,
+    finished: Arc<AtomicBool>,
+}
+
+impl DelayedOperation for Slow {
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+    fn try_complete(&mut self) -> bool {
+        false
+    }
+    fn on_complete(&mut self, _: Outcome) {
+        std::thread::sleep(self.nap);
+        self.finished.store(true, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_slow_expiration_callback_does_not_hold_up_later_expirations() {
+    let p = threaded(TimerKind::Wheel, 2);
+    let slow_done = Arc::new(AtomicBool::new(false));
+    let slow = Slow {
+        timeout: Duration::from_millis(5),
+        nap: Duration::from_secs(3),
+        finished: Arc::clone(&slow_done),
+    };
+    let quick = Slow {
+        timeout: Duration::from_millis(100),
+        nap: Duration::ZERO,
+        finished: Arc::new(AtomicBool::new(false)),
+    };
+    p.try_complete_else_watch(slow, &[1]).unwrap();
+    let h = p.try_complete_else_watch(quick, &[2]).unwrap();
+    assert_eq!(
+        h.wait_timeout(PATIENCE).expect("expired").outcome,
+        Outcome::Expired
+    );
+    assert!(
+        !slow_done.load(Ordering::SeqCst),
+        "the quick one waited for the slow callback"
+    );
+    p.shutdown();
+    assert!(
+        slow_done.load(Ordering::SeqCst),
+        "shutdown joins the workers"
+    );
+}
+
+#[test]
+fn panicking_callbacks_do_not_kill_the_timer_or_its_workers() {
+    for kind in KINDS {
+        let p = threaded(kind, 1);
+        let journal = Arc::new(Journal::default());
+        let never = Arc::new(AtomicBool::new(false));
+        for id in 0..5 {
+            let mut op = Probe::new(id, &never, Duration::from_millis(1), &journal);
+            op.panic_in_complete = true;
+            p.try_complete_else_watch(op, &[1]).unwrap();
+        }
+        let after = p
+            .try_complete_else_watch(
+                Probe::new(9, &never, Duration::from_millis(30), &journal),
+                &[1],
+            )
+            .unwrap();
+        assert_eq!(
+            after
+                .wait_timeout(PATIENCE)
+                .expect("still expiring")
+                .outcome,
+            Outcome::Expired
+        );
+        // The panicking five were answered too (their callbacks recorded it).
+        let deadline = Instant::now() + PATIENCE;
+        while journal.outcomes().len() < 6 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(journal.outcomes().len(), 6);
+        assert_eq!(p.metrics().panics, 5);
+    }
+}
+
+struct ThreadWaker(std::thread::Thread);
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// The smallest executor: polls on this thread, parks between wake-ups.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_handle_can_be_awaited() {
+    let p = Arc::new(threaded::<Probe>(TimerKind::Wheel, 1));
+    let journal = Arc::new(Journal::default());
+    let ready = Arc::new(AtomicBool::new(false));
+    let h = p
+        .try_complete_else_watch(
+            Probe::new(1, &ready, Duration::from_secs(60), &journal),
+            &[7],
+        )
+        .unwrap();
+    let (p2, ready2) = (Arc::clone(&p), Arc::clone(&ready));
+    let completer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        ready2.store(true, Ordering::SeqCst);
+        p2.check_and_complete(&7)
+    });
+    let done = block_on(h);
+    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.operation.id, 1);
+    assert_eq!(completer.join().unwrap(), 1);
+    // And an expiring one.
+    let h = p
+        .try_complete_else_watch(
+            Probe::new(
+                2,
+                &Arc::new(AtomicBool::new(false)),
+                Duration::from_millis(10),
+                &journal,
+            ),
+            &[7],
+        )
+        .unwrap();
+    assert_eq!(block_on(h).outcome, Outcome::Expired);
+}
+
+#[test]
+fn dropping_the_purgatory_answers_what_is_pending() {
+    let journal = Arc::new(Journal::default());
+    let never = Arc::new(AtomicBool::new(false));
+    let h = {
+        let p = threaded(TimerKind::Wheel, 1);
+        p.try_complete_else_watch(
+            Probe::new(1, &never, Duration::from_secs(60), &journal),
+            &[1],
+        )
+        .unwrap()
+    };
+    assert_eq!(h.wait().outcome, Outcome::Shutdown);
+}
