@@ -20,6 +20,9 @@ pub(crate) struct Cell<K, O> {
     /// The deadline tick in force; the DelayQueue baseline compares it with
     /// its heap entries to skip ones left behind by a reschedule.
     pub deadline: AtomicU64,
+    /// Submission order within the purgatory: operations due at the same
+    /// tick expire in this order, whichever timer holds them.
+    pub seq: u64,
     result: Mutex<Slot<O>>,
     ready: Condvar,
 }
@@ -49,7 +52,7 @@ pub struct Completion<O> {
 }
 
 impl<K, O> Cell<K, O> {
-    pub(crate) fn new(op: O, key_count: usize) -> Self {
+    pub(crate) fn new(op: O, key_count: usize, seq: u64) -> Self {
         Cell {
             state: OpState::new(op),
             links: Mutex::new(Links {
@@ -58,6 +61,7 @@ impl<K, O> Cell<K, O> {
             }),
             timer: AtomicU64::new(NO_TIMER),
             deadline: AtomicU64::new(0),
+            seq,
             result: Mutex::new(Slot {
                 outcome: None,
                 completion: None,

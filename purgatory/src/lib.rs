@@ -135,6 +135,7 @@ mod purgatory;
 mod state;
 mod sync;
 mod timer_queue;
+mod watch_list;
 mod watchers;
 
 pub use cell::Completion;

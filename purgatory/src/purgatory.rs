@@ -127,6 +127,7 @@ where
             timer_thread: OnceLock::new(),
             purge_interval,
             since_purge: AtomicU64::new(0),
+            submitted: AtomicU64::new(0),
         });
         let threads = match self.driver {
             Driver::Manual => None,
@@ -169,6 +170,8 @@ pub(crate) struct Shared<K, O> {
     /// The baseline's purge interval; `None` for the wheel.
     purge_interval: Option<u64>,
     since_purge: AtomicU64,
+    /// Operations submitted so far; numbers each one.
+    submitted: AtomicU64,
 }
 
 impl<K, O> Purgatory<K, O>
@@ -221,7 +224,8 @@ where
         }
         let shared = &self.shared;
         let deadline = shared.scale.tick_after(shared.clock.now(), op.timeout());
-        let cell = Arc::new(Cell::new(op, keys.len()));
+        let seq = shared.submitted.fetch_add(1, Ordering::Relaxed);
+        let cell = Arc::new(Cell::new(op, keys.len(), seq));
         shared.counters.delayed.fetch_add(1, Ordering::Relaxed);
         let handle = |at_once| Ok(Delayed::new(Arc::clone(shared), Arc::clone(&cell), at_once));
 

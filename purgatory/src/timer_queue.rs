@@ -202,6 +202,8 @@ impl<K, O> TimerQueue<K, O> {
             }
         };
         drop(dead);
+        // Same order from either timer: by deadline, then submission.
+        due.sort_unstable_by_key(|cell| (cell.deadline.load(Ordering::Relaxed), cell.seq));
         next
     }
 

@@ -1,8 +1,8 @@
 //! Watch lists: for each key, the operations watched under it, sharded by
 //! key hash so that threads working on different partitions do not contend.
 //!
-//! A list is a slab, and an operation remembers its index in each list it is
-//! on, so the wheel purgatory removes a completed operation from every list
+//! A list is a linked slab in watch order, and an operation remembers its
+//! index in each list it is on, so the wheel purgatory removes a completed operation from every list
 //! in O(1) per key without walking any; a list that becomes empty is removed
 //! from its shard's map at once. The DelayQueue baseline instead leaves
 //! completed operations in place until a walk of the list or a purge finds
@@ -14,13 +14,13 @@
 
 use crate::cell::Cell;
 use crate::timer_queue::CellRef;
+use crate::watch_list::WatchList;
 use parking_lot::Mutex;
-use slab::Slab;
 use std::collections::hash_map::{Entry, HashMap, RandomState};
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
-type List<K, O> = Slab<CellRef<K, O>>;
+type List<K, O> = WatchList<CellRef<K, O>>;
 type Shard<K, O> = Mutex<HashMap<K, List<K, O>>>;
 
 pub(crate) struct Watchers<K, O> {
@@ -56,7 +56,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             .lock()
             .entry(key.clone())
             .or_default()
-            .insert(Arc::clone(cell));
+            .push(Arc::clone(cell));
         links.keys.push((key.clone(), index));
         true
     }
@@ -83,7 +83,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
                                 .get(*index)
                                 .is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), cell)) =>
                         {
-                            let removed = list.get_mut().try_remove(*index);
+                            let removed = list.get_mut().remove(*index);
                             if list.get().is_empty() {
                                 list.remove();
                             }
@@ -110,15 +110,9 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
                 return Vec::new();
             };
             if self.lazy {
-                list.retain(|_, cell| {
-                    let live = !cell.state.is_done();
-                    if !live {
-                        dead.push(Arc::clone(cell));
-                    }
-                    live
-                });
+                list.retain(|cell| !cell.state.is_done(), &mut dead);
             }
-            let pending: Vec<_> = list.iter().map(|(_, cell)| Arc::clone(cell)).collect();
+            let pending: Vec<_> = list.iter().map(Arc::clone).collect();
             if list.is_empty() {
                 shard.remove(key);
             }
@@ -131,8 +125,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     /// Removes `key`'s list and returns the operations that were on it.
     pub(crate) fn remove_key(&self, key: &K) -> Vec<CellRef<K, O>> {
         let list = self.shard(key).lock().remove(key);
-        list.map(|l| l.into_iter().map(|(_, cell)| cell).collect())
-            .unwrap_or_default()
+        list.map(WatchList::into_values).unwrap_or_default()
     }
 
     /// The baseline's purge: drops completed entries from every list.
@@ -142,13 +135,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             {
                 let mut map = shard.lock();
                 map.retain(|_, list| {
-                    list.retain(|_, cell| {
-                        let live = !cell.state.is_done();
-                        if !live {
-                            dead.push(Arc::clone(cell));
-                        }
-                        live
-                    });
+                    list.retain(|cell| !cell.state.is_done(), &mut dead);
                     !list.is_empty()
                 });
             }
@@ -160,7 +147,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     pub(crate) fn held(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.lock().values().map(Slab::len).sum::<usize>())
+            .map(|s| s.lock().values().map(WatchList::len).sum::<usize>())
             .sum()
     }
 

@@ -1,0 +1,243 @@
+//! The replicated log of each partition, as its leader sees it: appends,
+//! follower positions, the high watermark, ISR shrink and expand, and
+//! leader election when a broker dies. Offsets count bytes.
+
+use crate::ops::PartitionView;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// One topic-partition.
+pub struct Partition {
+    /// Its id, also its key in the purgatories.
+    pub id: u32,
+    /// Brokers holding a replica; the first alive in-sync one leads.
+    pub replicas: Vec<u32>,
+    /// The current leader; `None` while offline.
+    pub leader: Option<u32>,
+    /// In-sync replicas, the leader included.
+    pub isr: Vec<u32>,
+    /// Log end offset of each broker's replica (by broker id).
+    pub leo: Vec<u64>,
+    /// The leader's view of each follower's log end: its last fetch offset.
+    pub follower_pos: Vec<u64>,
+    /// When each follower last caught up with the leader (µs).
+    pub caught_up_at: Vec<u64>,
+    /// The leader's log end when it last answered each follower's fetch.
+    pub served_leo: Vec<u64>,
+    /// High watermark.
+    pub hw: u64,
+    /// Leader epoch.
+    pub epoch: u64,
+    /// What the leader publishes to parked operations.
+    pub view: Arc<PartitionView>,
+}
+
+/// How the high watermark or leadership changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    /// The HW advanced: parked produces and consumer fetches may complete.
+    pub hw_moved: bool,
+    /// The ISR shrank or grew.
+    pub isr_changed: bool,
+}
+
+impl Partition {
+    /// Partition `id` with replicas on `replicas` (leader first), all in sync.
+    pub fn new(id: u32, replicas: Vec<u32>, brokers: u32) -> Self {
+        let n = brokers as usize;
+        let p = Partition {
+            id,
+            leader: replicas.first().copied(),
+            isr: replicas.clone(),
+            replicas,
+            leo: vec![0; n],
+            follower_pos: vec![0; n],
+            caught_up_at: vec![0; n],
+            served_leo: vec![0; n],
+            hw: 0,
+            epoch: 0,
+            view: Arc::new(PartitionView::default()),
+        };
+        p.publish();
+        p
+    }
+
+    /// Followers: replicas other than the leader.
+    pub fn followers(&self) -> impl Iterator<Item = u32> + '_ {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(move |&r| Some(r) != self.leader)
+    }
+
+    /// Writes the leader-side state for parked operations to read.
+    pub fn publish(&self) {
+        let leo = self.leader.map_or(0, |l| self.leo[l as usize]);
+        self.view.leo.store(leo, Ordering::Release);
+        self.view
+            .isr
+            .store(self.isr.len() as u32, Ordering::Release);
+        self.view.epoch.store(self.epoch, Ordering::Release);
+        self.view.hw.store(self.hw, Ordering::Release);
+    }
+
+    /// The leader appends `bytes`; returns the new log end.
+    pub fn append(&mut self, bytes: u64) -> (u64, Change) {
+        let leader = self.leader.expect("append on a led partition") as usize;
+        self.leo[leader] += bytes;
+        let change = self.recompute_hw();
+        self.publish();
+        (self.leo[leader], change)
+    }
+
+    /// The leader receives a fetch from `follower` at `offset` at time `now`.
+    pub fn follower_fetched(&mut self, follower: u32, offset: u64, now: u64) -> Change {
+        let f = follower as usize;
+        self.follower_pos[f] = offset;
+        let leader_leo = self.leader.map_or(0, |l| self.leo[l as usize]);
+        // Caught up: it has everything the leader had when it last answered
+        // it (Kafka's lastCaughtUpTime), or everything there is.
+        if offset >= self.served_leo[f] || offset >= leader_leo {
+            self.caught_up_at[f] = now;
+        }
+        let mut change = Change::default();
+        if !self.isr.contains(&follower) && offset >= self.hw && offset >= self.served_leo[f] {
+            self.isr.push(follower);
+            change.isr_changed = true;
+        }
+        let moved = self.recompute_hw();
+        self.publish();
+        Change {
+            hw_moved: moved.hw_moved,
+            isr_changed: change.isr_changed,
+        }
+    }
+
+    /// Removes followers not caught up within `lag_max` µs from the ISR.
+    pub fn shrink_isr(&mut self, now: u64, lag_max: u64) -> Change {
+        let before = self.isr.len();
+        let leader = self.leader;
+        let caught_up_at = &self.caught_up_at;
+        self.isr.retain(|&r| {
+            Some(r) == leader || now.saturating_sub(caught_up_at[r as usize]) <= lag_max
+        });
+        let mut change = self.recompute_hw();
+        change.isr_changed = self.isr.len() != before;
+        self.publish();
+        change
+    }
+
+    /// HW = the smallest log end over the ISR (the leader's own, and its
+    /// view of each follower's). Never moves back.
+    fn recompute_hw(&mut self) -> Change {
+        let Some(leader) = self.leader else {
+            return Change::default();
+        };
+        let hw = self
+            .isr
+            .iter()
+            .map(|&r| match r == leader {
+                true => self.leo[r as usize],
+                false => self.follower_pos[r as usize],
+            })
+            .min()
+            .unwrap_or(self.hw);
+        let moved = hw > self.hw;
+        self.hw = self.hw.max(hw);
+        Change {
+            hw_moved: moved,
+            isr_changed: false,
+        }
+    }
+
+    /// `dead` has died at `now`: it leaves the ISR, and if it led, the first
+    /// alive in-sync replica takes over (an alive out-of-sync one if none is
+    /// left), followers truncate to the new leader's log, the epoch moves.
+    /// Returns whether leadership moved, and the HW change.
+    pub fn remove_broker(&mut self, dead: u32, alive: &[bool], now: u64) -> (bool, Change) {
+        let before = self.isr.len();
+        self.isr.retain(|&r| r != dead);
+        let mut change = Change {
+            isr_changed: self.isr.len() != before,
+            ..Change::default()
+        };
+        if self.leader != Some(dead) {
+            let moved = self.recompute_hw();
+            change.hw_moved = moved.hw_moved;
+            self.publish();
+            return (false, change);
+        }
+        let candidates = self.isr.iter().chain(self.replicas.iter());
+        let leader = candidates
+            .copied()
+            .find(|&r| r != dead && alive[r as usize]);
+        self.leader = leader;
+        self.epoch += 1;
+        if let Some(l) = leader {
+            let leader_leo = self.leo[l as usize];
+            if !self.isr.contains(&l) {
+                self.isr = vec![l]; // unclean: only the new leader is in sync
+            }
+            for r in self.replicas.clone() {
+                let r = r as usize;
+                self.leo[r] = self.leo[r].min(leader_leo);
+                self.follower_pos[r] = self.leo[r];
+                self.served_leo[r] = 0;
+                self.caught_up_at[r] = now;
+            }
+            change.hw_moved = self.recompute_hw().hw_moved;
+        }
+        self.publish();
+        (true, change)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hw_waits_for_every_in_sync_follower() {
+        let mut p = Partition::new(0, vec![0, 1, 2], 3);
+        let (leo, change) = p.append(100);
+        assert_eq!((leo, change.hw_moved, p.hw), (100, false, 0));
+        assert!(!p.follower_fetched(1, 100, 5).hw_moved);
+        assert!(p.follower_fetched(2, 60, 5).hw_moved);
+        assert_eq!(p.hw, 60);
+        assert!(p.follower_fetched(2, 100, 6).hw_moved);
+        assert_eq!(p.view.hw.load(Ordering::Acquire), 100);
+    }
+
+    #[test]
+    fn a_lagging_follower_leaves_the_isr_and_the_hw_moves_on() {
+        let mut p = Partition::new(0, vec![0, 1, 2], 3);
+        p.append(100);
+        p.served_leo[1] = 100;
+        p.follower_fetched(1, 100, 1_000);
+        // Follower 1 caught up 9.5 ms ago, follower 2 never did.
+        let change = p.shrink_isr(10_500, 10_000);
+        assert!(change.isr_changed && change.hw_moved);
+        assert_eq!((p.isr.clone(), p.hw), (vec![0, 1], 100));
+        // It rejoins once it has caught up.
+        p.served_leo[2] = 100;
+        assert!(p.follower_fetched(2, 100, 11_000).isr_changed);
+        assert_eq!(p.isr, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn a_dead_leader_hands_over_to_an_in_sync_replica_without_losing_committed_data() {
+        let mut p = Partition::new(0, vec![1, 0, 2], 3);
+        p.append(100);
+        p.follower_fetched(0, 100, 1);
+        p.follower_fetched(2, 80, 1);
+        p.leo[0] = 100;
+        p.leo[2] = 80;
+        assert_eq!(p.hw, 80);
+        let (moved, _) = p.remove_broker(1, &[true, false, true], 2);
+        assert!(moved);
+        assert_eq!(p.leader, Some(0));
+        assert_eq!(p.epoch, 1);
+        assert!(p.hw >= 80);
+        assert_eq!(p.isr, vec![0, 2]);
+    }
+}

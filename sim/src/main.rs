@@ -1,0 +1,219 @@
+//! `broker-sim`: run a scenario, print the report, exit non-zero on a
+//! violated invariant (1) or an impossible configuration (2).
+
+use broker_sim::config::{ClockChoice, Config, TimerChoice};
+use broker_sim::scenario::{scenario, SCENARIOS};
+use broker_sim::{report, run};
+use clap::{Parser, ValueEnum};
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TimerArg {
+    Wheel,
+    Delayqueue,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ClockArg {
+    Sim,
+    Real,
+}
+
+/// Simulates a Kafka-like cluster on the request purgatory and checks that
+/// every request is answered exactly once and correctly.
+#[derive(Parser)]
+#[command(version, about)]
+struct Args {
+    /// Scenario to run (see --list-scenarios).
+    #[arg(long, default_value = "default")]
+    scenario: String,
+    /// Describe the scenarios and exit.
+    #[arg(long)]
+    list_scenarios: bool,
+    /// Seed of every random draw: the same seed gives the same report.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Purgatory implementation.
+    #[arg(long, value_enum, default_value = "wheel")]
+    timer: TimerArg,
+    /// Simulated time (deterministic, fast) or real time (threads, timer thread).
+    #[arg(long, value_enum, default_value = "sim")]
+    clock: ClockArg,
+    /// Print one JSON object instead of the human report.
+    #[arg(long)]
+    json: bool,
+
+    /// Seconds of arrivals (in-flight requests are drained after).
+    #[arg(long)]
+    duration_s: Option<f64>,
+    /// Brokers.
+    #[arg(long)]
+    brokers: Option<u32>,
+    /// Topic-partitions.
+    #[arg(long)]
+    partitions: Option<u32>,
+    /// Replicas per partition.
+    #[arg(long)]
+    replication_factor: Option<u32>,
+    /// min.insync.replicas.
+    #[arg(long)]
+    min_insync: Option<u32>,
+    /// Produce requests per second.
+    #[arg(long)]
+    produce_rate: Option<f64>,
+    /// Share of produces with acks=all (0..1).
+    #[arg(long)]
+    acks_all_fraction: Option<f64>,
+    /// Partitions per produce request, at most.
+    #[arg(long)]
+    partitions_per_produce: Option<u32>,
+    /// Median batch size in bytes (the 75th percentile is three times it).
+    #[arg(long)]
+    batch_bytes: Option<f64>,
+    /// Produce timeout.ms.
+    #[arg(long)]
+    produce_timeout_ms: Option<u64>,
+    /// Consumers.
+    #[arg(long)]
+    consumers: Option<u32>,
+    /// Consumer fetch.min.bytes.
+    #[arg(long)]
+    fetch_min_bytes: Option<u64>,
+    /// Consumer fetch.max.wait.ms.
+    #[arg(long)]
+    fetch_max_wait_ms: Option<u64>,
+    /// replica.lag.time.max.ms.
+    #[arg(long)]
+    replica_lag_max_ms: Option<u64>,
+    /// Group members.
+    #[arg(long)]
+    members: Option<u32>,
+    /// session.timeout.ms.
+    #[arg(long)]
+    session_timeout_ms: Option<u64>,
+    /// heartbeat.interval.ms.
+    #[arg(long)]
+    heartbeat_interval_ms: Option<u64>,
+    /// One-way network latency in microseconds.
+    #[arg(long)]
+    latency_us: Option<u64>,
+    /// Each broker's outbound bandwidth in MB/s.
+    #[arg(long)]
+    bandwidth_mb: Option<f64>,
+}
+
+fn config(args: &Args) -> Result<Config, String> {
+    let mut cfg = scenario(&args.scenario).ok_or_else(|| {
+        let names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        format!(
+            "unknown scenario '{}'; the scenarios are: {}",
+            args.scenario,
+            names.join(", ")
+        )
+    })?;
+    cfg.seed = args.seed;
+    cfg.timer = match args.timer {
+        TimerArg::Wheel => TimerChoice::Wheel,
+        TimerArg::Delayqueue => TimerChoice::DelayQueue,
+    };
+    cfg.clock = match args.clock {
+        ClockArg::Sim => ClockChoice::Sim,
+        ClockArg::Real => ClockChoice::Real,
+    };
+    if let Some(s) = args.duration_s {
+        if !s.is_finite() || s <= 0.0 || s > 1e6 {
+            return Err(format!(
+                "--duration-s must be a positive number of seconds, got {s}"
+            ));
+        }
+        cfg.duration = Duration::from_secs_f64(s);
+    }
+    let ms = Duration::from_millis;
+    macro_rules! set {
+        ($($field:ident <- $arg:expr),* $(,)?) => { $(if let Some(v) = $arg { cfg.$field = v; })* };
+    }
+    set!(
+        brokers <- args.brokers,
+        partitions <- args.partitions,
+        replication_factor <- args.replication_factor,
+        min_insync <- args.min_insync,
+        produce_rate <- args.produce_rate,
+        acks_all_fraction <- args.acks_all_fraction,
+        partitions_per_produce <- args.partitions_per_produce,
+        consumers <- args.consumers,
+        fetch_min_bytes <- args.fetch_min_bytes,
+        members <- args.members,
+        produce_timeout <- args.produce_timeout_ms.map(ms),
+        fetch_max_wait <- args.fetch_max_wait_ms.map(ms),
+        replica_lag_max <- args.replica_lag_max_ms.map(ms),
+        session_timeout <- args.session_timeout_ms.map(ms),
+        heartbeat_interval <- args.heartbeat_interval_ms.map(ms),
+        latency <- args.latency_us.map(Duration::from_micros),
+        bandwidth <- args.bandwidth_mb.map(|mb| mb * 1e6),
+    );
+    if let Some(b) = args.batch_bytes {
+        cfg.batch_bytes_p50 = b;
+        cfg.batch_bytes_p75 = b * 3.0;
+    }
+    cfg.validate().map_err(|e| e.to_string())?;
+    Ok(cfg)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.list_scenarios {
+        for s in SCENARIOS {
+            println!("{:<14} {}", s.name, s.description);
+        }
+        println!("\nEvery parameter can be overridden with a flag; see --help.");
+        return ExitCode::SUCCESS;
+    }
+    let cfg = match config(&args) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("broker-sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let bar = (cfg.clock == ClockChoice::Real).then(|| {
+        let bar = indicatif::ProgressBar::new(cfg.duration.as_millis() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {elapsed_precise} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let mut on_progress =
+        |elapsed: Duration, _total: Duration, stats: &broker_sim::stats::Stats| {
+            if let Some(bar) = &bar {
+                bar.set_position(elapsed.as_millis() as u64);
+                bar.set_message(format!(
+                    "{} produces, {} fetches answered",
+                    stats.produce.completed + stats.produce.expired + stats.produce.errored,
+                    stats.fetch.completed + stats.fetch.expired + stats.fetch.errored
+                ));
+            }
+        };
+    let result = run(&cfg, Some(&mut on_progress));
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("broker-sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.json {
+        println!("{}", report::json(&cfg, &result.stats, result.wall));
+    } else {
+        print!("{}", report::human(&cfg, &result.stats, result.wall));
+    }
+    if result.stats.violations == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

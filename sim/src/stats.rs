@@ -1,0 +1,230 @@
+//! What a run counts and checks: every request answered exactly once,
+//! outcomes and latencies per request type, purgatory sizes, and the
+//! invariants whose violation fails the run.
+
+use hdrhistogram::Histogram;
+
+/// The invariants every run checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Check {
+    /// Every request (and every session) is answered exactly once.
+    ExactlyOnce,
+    /// No `acks=all` produce is acknowledged before the HW covers it.
+    AckedBelowHw,
+    /// No fetch is answered before `max.wait` with fewer than `min.bytes`
+    /// (unless an error ends it), and no consumer reads above the HW.
+    EarlyFetch,
+    /// No expiration fires before its deadline.
+    EarlyExpiry,
+    /// The purgatories are empty once the run has drained.
+    EmptyAtEnd,
+}
+
+impl Check {
+    /// Every check, in report order.
+    pub const ALL: [Check; 5] = [
+        Check::ExactlyOnce,
+        Check::AckedBelowHw,
+        Check::EarlyFetch,
+        Check::EarlyExpiry,
+        Check::EmptyAtEnd,
+    ];
+
+    /// What the check asserts, for the report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Check::ExactlyOnce => "every request and session answered exactly once",
+            Check::AckedBelowHw => "no acks=all produce acknowledged below the high watermark",
+            Check::EarlyFetch => "no fetch answered before max.wait with fewer than min.bytes, none read above the HW",
+            Check::EarlyExpiry => "no expiration before its deadline",
+            Check::EmptyAtEnd => "purgatories empty (watched and delayed 0) at the end",
+        }
+    }
+
+    /// Its key in the JSON report.
+    pub fn key(self) -> &'static str {
+        match self {
+            Check::ExactlyOnce => "exactly_once",
+            Check::AckedBelowHw => "acked_below_hw",
+            Check::EarlyFetch => "early_fetch",
+            Check::EarlyExpiry => "early_expiry",
+            Check::EmptyAtEnd => "empty_at_end",
+        }
+    }
+}
+
+/// The kinds of requests the harness tracks one by one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A producer's request.
+    Produce,
+    /// A consumer's fetch.
+    Fetch,
+    /// A follower's fetch (replication).
+    FollowerFetch,
+}
+
+/// Outcomes and latencies of one request type.
+pub struct TypeStats {
+    /// Requests sent (retries are new requests).
+    pub sent: u64,
+    /// Answered successfully: acknowledged, or `min.bytes` reached.
+    pub completed: u64,
+    /// Answered at their timeout (a fetch then returns what there is).
+    pub expired: u64,
+    /// Answered with an error (not leader, not enough replicas, unavailable).
+    pub errored: u64,
+    /// Send-to-answer latency at the client, in µs.
+    pub latency: Histogram<u64>,
+}
+
+impl Default for TypeStats {
+    fn default() -> Self {
+        TypeStats {
+            sent: 0,
+            completed: 0,
+            expired: 0,
+            errored: 0,
+            // Three significant digits up to an hour: enough for any timeout.
+            latency: Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .expect("static bounds are valid"),
+        }
+    }
+}
+
+impl TypeStats {
+    /// Records one latency, clamped into the histogram's range.
+    pub fn record_latency(&mut self, micros: u64) {
+        let _ = self.latency.record(micros.clamp(1, 3_600_000_000));
+    }
+
+    /// A latency percentile in milliseconds (0 when nothing was recorded).
+    pub fn percentile_ms(&self, q: f64) -> f64 {
+        match self.latency.is_empty() {
+            true => 0.0,
+            false => self.latency.value_at_quantile(q) as f64 / 1000.0,
+        }
+    }
+
+    /// The largest latency in milliseconds.
+    pub fn max_ms(&self) -> f64 {
+        match self.latency.is_empty() {
+            true => 0.0,
+            false => self.latency.max() as f64 / 1000.0,
+        }
+    }
+}
+
+/// One tracked request.
+pub struct Request {
+    /// Its type.
+    pub kind: Kind,
+    /// When it was sent (µs).
+    pub sent_at: u64,
+    /// Answers the broker side produced for it (must end at exactly 1).
+    pub answers: u32,
+}
+
+/// Everything a run counted.
+#[derive(Default)]
+pub struct Stats {
+    /// Every request, by id.
+    pub requests: Vec<Request>,
+    /// Producers' requests.
+    pub produce: TypeStats,
+    /// Consumers' fetches.
+    pub fetch: TypeStats,
+    /// Followers' fetches.
+    pub follower_fetch: TypeStats,
+    /// Produce requests retried after an error.
+    pub retries: u64,
+    /// `acks=1` produces (answered without the purgatory).
+    pub acks_one: u64,
+    /// Heartbeats that pushed a session back.
+    pub heartbeats: u64,
+    /// Sessions that expired.
+    pub sessions_expired: u64,
+    /// Members that left cleanly.
+    pub sessions_left: u64,
+    /// ISR shrinks and expands.
+    pub isr_shrinks: u64,
+    /// ISR expands.
+    pub isr_expands: u64,
+    /// Leader changes.
+    pub leader_changes: u64,
+    /// Operations answered through `cancel_for_key`.
+    pub cancelled: u64,
+    /// Peak of the summed `watched()` over every purgatory.
+    pub max_watched: usize,
+    /// Peak of the summed `delayed()`.
+    pub max_delayed: usize,
+    /// Summed `watched()` after the run drained.
+    pub watched_at_end: usize,
+    /// Summed `delayed()` after the run drained.
+    pub delayed_at_end: usize,
+    /// Invariant violations, in all.
+    pub violations: u64,
+    /// Violations per check.
+    pub violations_by_check: [u64; 5],
+    /// The first violations, described.
+    pub violation_samples: Vec<String>,
+    /// Simulated (or real) time the run took, µs.
+    pub elapsed_us: u64,
+}
+
+impl Stats {
+    /// Registers a new request; returns its id.
+    pub fn open(&mut self, kind: Kind, now: u64) -> u64 {
+        self.requests.push(Request {
+            kind,
+            sent_at: now,
+            answers: 0,
+        });
+        self.of(kind).sent += 1;
+        (self.requests.len() - 1) as u64
+    }
+
+    /// The stats of one request type.
+    pub fn of(&mut self, kind: Kind) -> &mut TypeStats {
+        match kind {
+            Kind::Produce => &mut self.produce,
+            Kind::Fetch => &mut self.fetch,
+            Kind::FollowerFetch => &mut self.follower_fetch,
+        }
+    }
+
+    /// Notes that the broker answered request `req`; returns its record.
+    pub fn answered(&mut self, req: u64) -> &Request {
+        let r = &mut self.requests[req as usize];
+        r.answers += 1;
+        let twice = r.answers > 1;
+        if twice {
+            self.violation(Check::ExactlyOnce, format!("request {req} answered twice"));
+        }
+        &self.requests[req as usize]
+    }
+
+    /// Records an invariant violation.
+    pub fn violation(&mut self, check: Check, what: String) {
+        self.violations += 1;
+        self.violations_by_check[check as usize] += 1;
+        if self.violation_samples.len() < 10 {
+            self.violation_samples.push(what);
+        }
+    }
+
+    /// Requests never answered.
+    pub fn lost(&self) -> u64 {
+        self.requests.iter().filter(|r| r.answers == 0).count() as u64
+    }
+
+    /// Requests answered more than once.
+    pub fn duplicated(&self) -> u64 {
+        self.requests.iter().filter(|r| r.answers > 1).count() as u64
+    }
+
+    /// Requests answered exactly once.
+    pub fn answered_once(&self) -> u64 {
+        self.requests.iter().filter(|r| r.answers == 1).count() as u64
+    }
+}

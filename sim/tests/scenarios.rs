@@ -1,0 +1,154 @@
+//! Every scenario in simulated time, on both timers: all checks pass, the
+//! same seed gives the same result, and the two timers agree.
+
+use broker_sim::config::{ClockChoice, Config, TimerChoice};
+use broker_sim::scenario::{scenario, SCENARIOS};
+use broker_sim::{report, run};
+use std::time::Duration;
+
+fn outcome(cfg: &Config) -> serde_json::Value {
+    let result = run(cfg, None).expect("valid scenario");
+    let mut json = report::json(cfg, &result.stats, result.wall);
+    let map = json.as_object_mut().expect("an object");
+    map.remove("wall_s");
+    map.remove("timer");
+    json
+}
+
+fn assert_passes(json: &serde_json::Value, what: &str) {
+    assert_eq!(json["invariant_violations"], 0, "{what}: {json:#}");
+    assert_eq!(json["lost"], 0, "{what}");
+    assert_eq!(json["duplicated"], 0, "{what}");
+    assert_eq!(json["purgatory"]["watched_at_end"], 0, "{what}");
+    assert_eq!(json["purgatory"]["delayed_at_end"], 0, "{what}");
+    let produce = &json["produce"];
+    let answered = produce["completed"].as_u64().unwrap()
+        + produce["expired"].as_u64().unwrap()
+        + produce["errored"].as_u64().unwrap();
+    assert_eq!(
+        answered,
+        produce["sent"].as_u64().unwrap(),
+        "{what}: every produce answered"
+    );
+}
+
+#[test]
+fn every_scenario_passes_on_both_timers_and_they_agree() {
+    for s in SCENARIOS {
+        let mut cfg = scenario(s.name).unwrap();
+        let wheel = outcome(&cfg);
+        assert_passes(&wheel, s.name);
+        cfg.timer = TimerChoice::DelayQueue;
+        let baseline = outcome(&cfg);
+        assert_passes(&baseline, s.name);
+        assert_eq!(wheel, baseline, "{}: the timers disagree", s.name);
+    }
+}
+
+#[test]
+fn the_scenarios_show_what_they_are_about() {
+    let run_json = |name: &str| outcome(&scenario(name).unwrap());
+    let crash = run_json("broker-crash");
+    assert!(crash["replication"]["leader_changes"].as_u64().unwrap() > 0);
+    assert!(crash["replication"]["cancelled_by_key"].as_u64().unwrap() > 0);
+    let slow = run_json("slow-follower");
+    assert!(slow["replication"]["isr_shrinks"].as_u64().unwrap() > 0);
+    assert!(slow["replication"]["isr_expands"].as_u64().unwrap() > 0);
+    let idle = run_json("idle-fetch");
+    assert!(
+        idle["fetch"]["expired"].as_u64().unwrap() > idle["fetch"]["completed"].as_u64().unwrap()
+    );
+    let beats = run_json("heartbeats");
+    assert!(beats["group"]["sessions_expired"].as_u64().unwrap() > 0);
+    assert!(beats["group"]["heartbeats"].as_u64().unwrap() > 1000);
+    let overload = run_json("overload");
+    assert!(overload["produce"]["expired"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_report_and_another_seed_another() {
+    let mut cfg = scenario("default").unwrap();
+    cfg.duration = Duration::from_secs(5);
+    cfg.seed = 42;
+    let a = run(&cfg, None).unwrap();
+    let b = run(&cfg, None).unwrap();
+    let strip = |text: String| {
+        text.lines()
+            .filter(|l| !l.starts_with("wall time"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        strip(report::human(&cfg, &a.stats, a.wall)),
+        strip(report::human(&cfg, &b.stats, b.wall))
+    );
+    cfg.seed = 43;
+    let c = run(&cfg, None).unwrap();
+    assert_ne!(a.stats.produce.sent, c.stats.produce.sent);
+}
+
+#[test]
+fn impossible_configurations_are_refused() {
+    let base = Config::default();
+    let cases: Vec<(&str, Config)> = vec![
+        (
+            "replication factor above brokers",
+            Config {
+                replication_factor: 4,
+                ..base.clone()
+            },
+        ),
+        (
+            "min.insync above replication",
+            Config {
+                min_insync: 4,
+                ..base.clone()
+            },
+        ),
+        (
+            "negative rate",
+            Config {
+                produce_rate: -1.0,
+                ..base.clone()
+            },
+        ),
+        (
+            "fraction above one",
+            Config {
+                acks_all_fraction: 1.5,
+                ..base.clone()
+            },
+        ),
+        (
+            "no partitions",
+            Config {
+                partitions: 0,
+                ..base.clone()
+            },
+        ),
+    ];
+    for (what, cfg) in cases {
+        assert!(run(&cfg, None).is_err(), "{what} was accepted");
+    }
+}
+
+#[test]
+fn real_time_runs_pass_their_checks_on_both_timers() {
+    for timer in [TimerChoice::Wheel, TimerChoice::DelayQueue] {
+        for name in ["default", "broker-crash"] {
+            let mut cfg = scenario(name).unwrap();
+            cfg.clock = ClockChoice::Real;
+            cfg.timer = timer;
+            cfg.duration = Duration::from_secs(2);
+            cfg.produce_rate = 1_000.0;
+            // The crash must happen inside the short run.
+            for fault in &mut cfg.faults {
+                if let broker_sim::config::Fault::Crash { at, .. } = fault {
+                    *at = Duration::from_secs(1);
+                }
+            }
+            let json = outcome(&cfg);
+            assert_passes(&json, name);
+        }
+    }
+}
