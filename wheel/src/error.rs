@@ -5,7 +5,7 @@ use std::fmt;
 /// Why [`TimingWheel::insert`](crate::TimingWheel::insert) refused a value.
 #[derive(Debug, PartialEq, Eq)]
 pub enum InsertError<T> {
-    /// 2^32 - 1 entries are pending already; the value is handed back.
+    /// 2^31 entries are pending already; the value is handed back.
     Full(T),
 }
 
@@ -22,7 +22,7 @@ impl<T> fmt::Display for InsertError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InsertError::Full(_) => {
-                write!(f, "the timing wheel is full (2^32 - 1 pending entries)")
+                write!(f, "the timing wheel is full (2^31 pending entries)")
             }
         }
     }

@@ -18,11 +18,7 @@ const SLOT_BITS: u32 = 6;
 /// Levels needed so that the top one holds bit 63.
 pub(crate) const LEVELS: usize = 11;
 
-/// A bucket: the slab indices of its entries, in no particular order.
-///
-/// An entry remembers its position here, so it is removed in O(1) by moving
-/// the last index into its place.
-pub(crate) type Bucket = Vec<u32>;
+use crate::bucket::Bucket;
 
 pub(crate) struct Level {
     /// Bit `s` is set when `buckets[s]` is not empty.
@@ -57,7 +53,7 @@ impl Level {
     pub(crate) fn new() -> Self {
         Level {
             occupied: 0,
-            buckets: std::array::from_fn(|_| Vec::new()),
+            buckets: std::array::from_fn(|_| Bucket::default()),
         }
     }
 
@@ -66,30 +62,24 @@ impl Level {
         &self.buckets[slot]
     }
 
-    /// Appends `index` to bucket `slot`; returns its position there.
+    /// Adds `index` to bucket `slot`; returns its position there.
+    #[inline]
     pub(crate) fn push(&mut self, slot: usize, index: u32) -> u32 {
-        let bucket = &mut self.buckets[slot];
-        bucket.push(index);
         self.occupied |= 1 << slot;
-        (bucket.len() - 1) as u32
+        self.buckets[slot].push(index)
     }
 
-    /// Removes position `pos` of bucket `slot` by moving the last index into it.
-    /// Returns the index that moved (whose position is now `pos`), if any.
-    pub(crate) fn swap_remove(&mut self, slot: usize, pos: u32) -> Option<u32> {
-        let bucket = &mut self.buckets[slot];
-        bucket.swap_remove(pos as usize);
-        if bucket.is_empty() {
+    /// Removes position `pos` of bucket `slot`.
+    #[inline]
+    pub(crate) fn remove(&mut self, slot: usize, pos: u32) {
+        if self.buckets[slot].remove(pos) {
             self.occupied &= !(1 << slot);
         }
-        bucket.get(pos as usize).copied()
     }
 
-    /// Empties bucket `slot` into `out` (which must be empty), keeping the
-    /// bucket's allocation by swapping buffers.
-    pub(crate) fn take(&mut self, slot: usize, out: &mut Bucket) {
-        debug_assert!(out.is_empty());
-        std::mem::swap(&mut self.buckets[slot], out);
+    /// Moves bucket `slot`'s entries into `out` and empties it.
+    pub(crate) fn take(&mut self, slot: usize, out: &mut Vec<u32>) {
+        self.buckets[slot].drain_into(out);
         self.occupied &= !(1 << slot);
     }
 
@@ -122,10 +112,10 @@ impl Level {
         self.occupied == 0
     }
 
-    /// Empties every bucket, keeping their memory.
-    pub(crate) fn clear_all(&mut self) {
+    /// Moves every entry of the level into `out`.
+    pub(crate) fn drain_into(&mut self, out: &mut Vec<u32>) {
         for bucket in &mut self.buckets {
-            bucket.clear();
+            bucket.drain_into(out);
         }
         self.occupied = 0;
     }
@@ -134,21 +124,13 @@ impl Level {
     pub(crate) fn shrink(&mut self) {
         debug_assert!(self.is_empty());
         for bucket in &mut self.buckets {
-            *bucket = Vec::new();
+            bucket.shrink();
         }
     }
 
     /// Bytes of bucket memory allocated on this level.
     pub(crate) fn allocated_bytes(&self) -> usize {
-        self.buckets
-            .iter()
-            .map(|b| b.capacity() * std::mem::size_of::<u32>())
-            .sum()
-    }
-
-    /// Iterates over every index on this level.
-    pub(crate) fn indices(&self) -> impl Iterator<Item = u32> + '_ {
-        self.buckets.iter().flatten().copied()
+        self.buckets.iter().map(Bucket::allocated_bytes).sum()
     }
 }
 
@@ -185,15 +167,16 @@ mod tests {
     }
 
     #[test]
-    fn swap_remove_reports_the_moved_index() {
+    fn the_bitmap_follows_the_buckets() {
         let mut level = Level::new();
-        level.push(3, 10);
-        level.push(3, 11);
-        level.push(3, 12);
-        assert_eq!(level.swap_remove(3, 0), Some(12));
-        assert_eq!(level.swap_remove(3, 1), None);
-        assert_eq!(level.bucket(3), &vec![12]);
-        assert_eq!(level.swap_remove(3, 0), None);
+        let a = level.push(3, 10);
+        let b = level.push(3, 11);
+        assert_eq!(level.next_due(0, 0).map(|d| d.slot), Some(3));
+        level.remove(3, a);
+        assert!(!level.is_empty());
+        assert_eq!(level.bucket(3).len(), 1);
+        level.remove(3, b);
         assert!(level.is_empty());
+        assert_eq!(level.next_due(0, 0), None);
     }
 }

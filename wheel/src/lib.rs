@@ -24,11 +24,12 @@
 //!   `trailing_zeros` per level, so advancing over a year of empty ticks
 //!   costs the same as advancing over one.
 //! - **Storage.** Entries live in a slab of 1024-entry pages with a free list
-//!   and 32-bit indices; a bucket is a `Vec<u32>` of slab indices and each
-//!   entry records its position there, so cancel is a swap-remove. An insert
-//!   touches the entry and the bucket's tail; a cancel the entry, its bucket
-//!   slot and the entry moved into that slot. Firing a bucket walks an array,
-//!   not a pointer chain, so its cache misses overlap.
+//!   and 32-bit indices; a bucket is an array of slab indices and each entry
+//!   records its position there. A cancel leaves a hole that the bucket's
+//!   next insert fills (the holes form a free list inside the bucket), so a
+//!   cancel touches only the entry and its bucket slot, and an insert the
+//!   entry and a bucket slot that is almost always in cache. Firing a bucket
+//!   walks an array, not a pointer chain, so its cache misses overlap.
 //! - **Ids** carry a generation; see [`TimerId`].
 //! - **Deadlines already due** when inserted go to a due list that fires on
 //!   the next [`advance`](TimingWheel::advance), whatever its time.
@@ -69,6 +70,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod bucket;
 mod clock;
 mod error;
 mod id;

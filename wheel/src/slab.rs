@@ -69,15 +69,20 @@ impl<T> Slab<T> {
     /// Stores `value`; returns its index and generation.
     ///
     /// # Errors
-    /// Hands `value` back when all 2^32 - 1 indices are taken.
-    pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Result<(u32, u32), T> {
+    /// Hands `value` back when every index up to `max_index` is taken.
+    pub(crate) fn insert(
+        &mut self,
+        deadline: u64,
+        value: T,
+        max_index: u32,
+    ) -> Result<(u32, u32), T> {
         let index = if self.free != NONE {
             let index = self.free;
             self.free = self.get(index).link;
             index
         } else {
             let index = self.fresh;
-            if index == NONE {
+            if index > max_index {
                 return Err(value);
             }
             if index as usize >= self.pages.len() * PAGE {
@@ -169,9 +174,9 @@ mod tests {
     #[test]
     fn reuses_freed_slots_with_a_new_generation() {
         let mut slab = Slab::new();
-        let (a, ga) = slab.insert(5, "a").unwrap();
+        let (a, ga) = slab.insert(5, "a", NONE - 1).unwrap();
         assert_eq!(slab.remove(a), "a");
-        let (b, gb) = slab.insert(6, "b").unwrap();
+        let (b, gb) = slab.insert(6, "b", NONE - 1).unwrap();
         assert_eq!(a, b);
         assert_ne!(ga, gb);
         assert!(slab.lookup(a, ga).is_none());
@@ -181,13 +186,17 @@ mod tests {
     #[test]
     fn released_pages_come_back_with_fresh_generations() {
         let mut slab = Slab::new();
-        let ids: Vec<_> = (0..3000).map(|i| slab.insert(i, i).unwrap()).collect();
+        let ids: Vec<_> = (0..3000)
+            .map(|i| slab.insert(i, i, NONE - 1).unwrap())
+            .collect();
         for &(index, _) in &ids {
             slab.remove(index);
         }
         assert!(slab.release_if_empty());
         assert_eq!(slab.pages.len(), 1);
-        let again: Vec<_> = (0..3000).map(|i| slab.insert(i, i).unwrap()).collect();
+        let again: Vec<_> = (0..3000)
+            .map(|i| slab.insert(i, i, NONE - 1).unwrap())
+            .collect();
         for (&(index, old), &(index2, new)) in ids.iter().zip(&again) {
             assert_eq!(index, index2);
             assert_ne!(old, new, "slot {index} reissued an old generation");

@@ -1,8 +1,9 @@
 //! The hierarchical timing wheel itself, in ticks.
 
+use crate::bucket::{Bucket, MAX_INDEX};
 use crate::error::InsertError;
 use crate::id::TimerId;
-use crate::level::{level_for, slot_for, Bucket, Level, LEVELS, SLOTS};
+use crate::level::{level_for, slot_for, Level, LEVELS, SLOTS};
 use crate::slab::Slab;
 
 /// `Entry::bucket` of an entry in the due list (see [`TimingWheel::insert`]).
@@ -63,7 +64,7 @@ pub struct TimingWheel<T> {
     /// (apart from the due list).
     elapsed: u64,
     /// Reused buffer for a bucket being processed, so `advance` never allocates.
-    scratch: Bucket,
+    scratch: Vec<u32>,
     /// Set when buckets or pages grew, so the wheel gives memory back once it
     /// is empty; clear when there is nothing to give back.
     grown: bool,
@@ -87,7 +88,7 @@ impl<T> TimingWheel<T> {
         TimingWheel {
             slab: Slab::new(),
             levels: Box::new(std::array::from_fn(|_| Level::new())),
-            due: Vec::new(),
+            due: Bucket::default(),
             elapsed: now,
             scratch: Vec::new(),
             grown: false,
@@ -124,12 +125,12 @@ impl<T> TimingWheel<T> {
     /// or rescheduled like any other.
     ///
     /// # Errors
-    /// [`InsertError::Full`] (handing `value` back) when 2^32 - 1 entries are
+    /// [`InsertError::Full`] (handing `value` back) when 2^31 entries are
     /// already pending.
     pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerId, InsertError<T>> {
         let (index, generation) = self
             .slab
-            .insert(deadline, value)
+            .insert(deadline, value, MAX_INDEX)
             .map_err(InsertError::Full)?;
         self.link(index, deadline);
         Ok(TimerId::new(index, generation))
@@ -191,7 +192,7 @@ impl<T> TimingWheel<T> {
         let mut fired = 0;
         // The due list fires first; its entries may be at any deadline <= now.
         let mut batch = std::mem::take(&mut self.scratch);
-        std::mem::swap(&mut batch, &mut self.due);
+        self.due.drain_into(&mut batch);
         fired += self.fire_all(&batch, &mut fire);
         batch.clear();
 
@@ -235,10 +236,10 @@ impl<T> TimingWheel<T> {
 
     /// Removes every pending entry and returns them (for shutdown), due or not.
     pub fn drain(&mut self) -> std::vec::IntoIter<(TimerId, T)> {
-        let mut indices: Vec<u32> = std::mem::take(&mut self.due);
+        let mut indices = Vec::with_capacity(self.len());
+        self.due.drain_into(&mut indices);
         for level in self.levels.iter_mut() {
-            indices.extend(level.indices());
-            level.clear_all();
+            level.drain_into(&mut indices);
         }
         let drained: Vec<_> = indices
             .into_iter()
@@ -262,7 +263,8 @@ impl<T> TimingWheel<T> {
                 .iter()
                 .map(Level::allocated_bytes)
                 .sum::<usize>()
-            + (self.due.capacity() + self.scratch.capacity()) * std::mem::size_of::<u32>()
+            + self.due.allocated_bytes()
+            + self.scratch.capacity() * std::mem::size_of::<u32>()
     }
 
     /// The earliest non-empty bucket. Lower levels always hold earlier
@@ -277,8 +279,7 @@ impl<T> TimingWheel<T> {
     /// Puts slab entry `index` into the bucket its deadline calls for.
     fn link(&mut self, index: u32, deadline: u64) {
         let (bucket, pos) = if deadline <= self.elapsed {
-            self.due.push(index);
-            (DUE, (self.due.len() - 1) as u32)
+            (DUE, self.due.push(index))
         } else {
             let level = level_for(self.elapsed, deadline);
             let slot = slot_for(deadline, level);
@@ -297,15 +298,11 @@ impl<T> TimingWheel<T> {
     fn unlink(&mut self, index: u32) {
         let entry = self.slab.get(index);
         let (bucket, pos) = (entry.bucket, entry.link);
-        let moved = if bucket == DUE {
-            self.due.swap_remove(pos as usize);
-            self.due.get(pos as usize).copied()
+        if bucket == DUE {
+            self.due.remove(pos);
         } else {
             let (level, slot) = (bucket as usize / SLOTS, bucket as usize % SLOTS);
-            self.levels[level].swap_remove(slot, pos)
-        };
-        if let Some(moved) = moved {
-            self.slab.get_mut(moved).link = pos;
+            self.levels[level].remove(slot, pos);
         }
     }
 
@@ -332,7 +329,7 @@ impl<T> TimingWheel<T> {
             for level in self.levels.iter_mut() {
                 level.shrink();
             }
-            self.due = Vec::new();
+            self.due.shrink();
             self.scratch = Vec::new();
             self.grown = false;
         }

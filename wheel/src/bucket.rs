@@ -1,0 +1,138 @@
+//! A bucket: the slab indices of the entries due in one slot of one level.
+//!
+//! A removal leaves a hole, and the holes form a free list threaded through
+//! the bucket itself, so removing touches nothing but the removed entry's
+//! own place (no other entry moves, so no other entry's recorded position
+//! must be updated: one cache line fewer per cancel than a swap-remove).
+//! Inserting fills the newest hole first, which is almost always still in
+//! cache. Holes never outnumber the bucket's peak population, and they are
+//! dropped whenever the bucket empties or comes due.
+
+/// Marks a hole; the low 31 bits link to the next hole.
+const HOLE: u32 = 1 << 31;
+/// The end of the hole list.
+const NO_HOLE: u32 = u32::MAX;
+
+/// The largest slab index a bucket can hold (the top bit tags holes).
+pub(crate) const MAX_INDEX: u32 = HOLE - 1;
+
+#[derive(Debug)]
+pub(crate) struct Bucket {
+    slots: Vec<u32>,
+    /// First hole, or `NO_HOLE`.
+    hole: u32,
+    live: u32,
+}
+
+impl Default for Bucket {
+    fn default() -> Self {
+        Bucket {
+            slots: Vec::new(),
+            hole: NO_HOLE,
+            live: 0,
+        }
+    }
+}
+
+impl Bucket {
+    /// Adds slab index `index` (at most [`MAX_INDEX`]); returns its position.
+    #[inline]
+    pub(crate) fn push(&mut self, index: u32) -> u32 {
+        debug_assert!(index <= MAX_INDEX);
+        self.live += 1;
+        if self.hole != NO_HOLE {
+            let pos = self.hole;
+            self.hole = match self.slots[pos as usize] & !HOLE {
+                next if next == (NO_HOLE & !HOLE) => NO_HOLE,
+                next => next,
+            };
+            self.slots[pos as usize] = index;
+            pos
+        } else {
+            self.slots.push(index);
+            (self.slots.len() - 1) as u32
+        }
+    }
+
+    /// Removes the index at `pos`. Returns whether the bucket is now empty.
+    #[inline]
+    pub(crate) fn remove(&mut self, pos: u32) -> bool {
+        self.live -= 1;
+        if self.live == 0 {
+            self.slots.clear();
+            self.hole = NO_HOLE;
+            return true;
+        }
+        self.slots[pos as usize] = HOLE | (self.hole & !HOLE);
+        self.hole = pos;
+        false
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Number of entries.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.live as usize
+    }
+
+    /// The entries, holes skipped.
+    pub(crate) fn indices(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slots.iter().copied().filter(|s| s & HOLE == 0)
+    }
+
+    /// Moves every entry out into `out` (holes skipped), leaving the bucket
+    /// empty with its allocation kept.
+    pub(crate) fn drain_into(&mut self, out: &mut Vec<u32>) {
+        out.extend(self.indices());
+        self.slots.clear();
+        self.hole = NO_HOLE;
+        self.live = 0;
+    }
+
+    /// Returns the bucket's memory.
+    pub(crate) fn shrink(&mut self) {
+        debug_assert!(self.is_empty());
+        self.slots = Vec::new();
+    }
+
+    /// Bytes allocated.
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<u32>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holes_are_reused_newest_first_and_skipped_when_draining() {
+        let mut b = Bucket::default();
+        let p: Vec<u32> = (10..15).map(|i| b.push(i)).collect();
+        assert_eq!(p, [0, 1, 2, 3, 4]);
+        assert!(!b.remove(1));
+        assert!(!b.remove(3));
+        assert_eq!(b.len(), 3);
+        assert_eq!(b.push(20), 3);
+        assert_eq!(b.push(21), 1);
+        assert_eq!(b.push(22), 5);
+        let mut out = Vec::new();
+        b.drain_into(&mut out);
+        assert_eq!(out, [10, 21, 12, 20, 14, 22]);
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn removing_the_last_entry_forgets_the_holes() {
+        let mut b = Bucket::default();
+        let a = b.push(1);
+        let c = b.push(2);
+        assert!(!b.remove(a));
+        assert!(b.remove(c));
+        assert_eq!(b.push(3), 0);
+        assert_eq!(b.indices().collect::<Vec<_>>(), [3]);
+    }
+}
