@@ -1,109 +1,64 @@
-//! One key's watch list: operations in the order they were watched, with
-//! O(1) removal by the index handed out at insertion.
+//! One key's watch list: a slab, so removal by the index handed out at
+//! insertion touches only that slot (no neighbour to relink, which matters
+//! when a key is watched by a hundred thousand operations).
 //!
-//! A slab of nodes linked both ways. Checks walk it oldest first, as Kafka's
-//! queue-based lists do: the request waiting longest is answered first, and
-//! the order does not depend on which slots earlier removals freed, so the
-//! wheel purgatory and the DelayQueue baseline check in the same order.
+//! The slab's order depends on which slots earlier removals freed; callers
+//! that need an order (checks run oldest first) sort what they collect by
+//! submission number.
 
 use slab::Slab;
 
-const NIL: usize = usize::MAX;
-
-struct Node<T> {
-    value: T,
-    prev: usize,
-    next: usize,
-}
-
-pub(crate) struct WatchList<T> {
-    nodes: Slab<Node<T>>,
-    head: usize,
-    tail: usize,
-}
+pub(crate) struct WatchList<T>(Slab<T>);
 
 impl<T> Default for WatchList<T> {
     fn default() -> Self {
-        WatchList {
-            nodes: Slab::new(),
-            head: NIL,
-            tail: NIL,
-        }
+        WatchList(Slab::new())
     }
 }
 
 impl<T> WatchList<T> {
-    /// Appends `value`; returns the index that removes it.
+    /// Adds `value`; returns the index that removes it.
     pub(crate) fn push(&mut self, value: T) -> usize {
-        let index = self.nodes.insert(Node {
-            value,
-            prev: self.tail,
-            next: NIL,
-        });
-        match self.tail {
-            NIL => self.head = index,
-            tail => self.nodes[tail].next = index,
-        }
-        self.tail = index;
-        index
+        self.0.insert(value)
     }
 
     /// The value at `index`, if that slot is in use.
     pub(crate) fn get(&self, index: usize) -> Option<&T> {
-        self.nodes.get(index).map(|n| &n.value)
+        self.0.get(index)
     }
 
     /// Removes the value at `index`.
     pub(crate) fn remove(&mut self, index: usize) -> Option<T> {
-        let node = self.nodes.try_remove(index)?;
-        match node.prev {
-            NIL => self.head = node.next,
-            prev => self.nodes[prev].next = node.next,
-        }
-        match node.next {
-            NIL => self.tail = node.prev,
-            next => self.nodes[next].prev = node.prev,
-        }
-        Some(node.value)
+        self.0.try_remove(index)
     }
 
     /// Removes the values `keep` rejects, into `removed`.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&T) -> bool, removed: &mut Vec<T>) {
-        let mut at = self.head;
-        while at != NIL {
-            let next = self.nodes[at].next;
-            if !keep(&self.nodes[at].value) {
-                removed.extend(self.remove(at));
-            }
-            at = next;
-        }
+        let doomed: Vec<usize> = self
+            .0
+            .iter()
+            .filter(|(_, v)| !keep(v))
+            .map(|(i, _)| i)
+            .collect();
+        removed.extend(doomed.into_iter().map(|i| self.0.remove(i)));
     }
 
-    /// The values, oldest first.
+    /// The values, in slot order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        let mut at = self.head;
-        std::iter::from_fn(move || {
-            let node = self.nodes.get(at)?;
-            at = node.next;
-            Some(&node.value)
-        })
+        self.0.iter().map(|(_, v)| v)
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.nodes.len()
+        self.0.len()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+        self.0.is_empty()
     }
 
-    /// All values, oldest first, emptying the list.
-    pub(crate) fn into_values(mut self) -> Vec<T> {
-        let mut out = Vec::with_capacity(self.len());
-        while self.head != NIL {
-            out.extend(self.remove(self.head));
-        }
-        out
+    /// All values, emptying the list.
+    pub(crate) fn into_values(self) -> Vec<T> {
+        self.0.into_iter().map(|(_, v)| v).collect()
     }
 }
 
@@ -112,34 +67,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keeps_insertion_order_across_removals_and_reuse() {
+    fn removal_by_index_and_retain() {
         let mut list = WatchList::default();
         let ids: Vec<usize> = (0..5).map(|v| list.push(v)).collect();
         assert_eq!(list.remove(ids[1]), Some(1));
-        assert_eq!(list.remove(ids[4]), Some(4));
-        assert_eq!(list.remove(ids[4]), None);
-        list.push(5); // reuses a freed slot, still goes last
-        assert_eq!(list.iter().copied().collect::<Vec<_>>(), [0, 2, 3, 5]);
+        assert_eq!(list.remove(ids[1]), None);
         let mut removed = Vec::new();
-        list.retain(|&v| v != 0 && v != 5, &mut removed);
-        assert_eq!(removed, [0, 5]);
-        assert_eq!(list.iter().copied().collect::<Vec<_>>(), [2, 3]);
-        assert_eq!(list.len(), 2);
-        assert_eq!(list.into_values(), [2, 3]);
-    }
-
-    #[test]
-    fn removing_head_and_tail_keeps_the_links_right() {
-        let mut list = WatchList::default();
-        let a = list.push('a');
-        let b = list.push('b');
-        assert_eq!(list.remove(a), Some('a'));
-        assert_eq!(list.remove(b), Some('b'));
-        assert!(list.is_empty());
-        list.push('c');
-        assert_eq!(list.iter().copied().collect::<Vec<_>>(), ['c']);
+        list.retain(|&v| v % 2 == 0, &mut removed);
+        assert_eq!(removed, [3]);
+        let mut left: Vec<i32> = list.iter().copied().collect();
+        left.sort();
+        assert_eq!(left, [0, 2, 4]);
+        assert_eq!(list.len(), 3);
         // Freed indices are reused: why a holder of an old index must check
         // what is there before removing it.
-        assert!(list.get(a) == Some(&'c') || list.get(b) == Some(&'c'));
+        let again = list.push(9);
+        assert!(again == ids[1] || again == ids[3]);
+        assert_eq!(list.get(again), Some(&9));
+        assert!(!list.is_empty());
+        assert_eq!(list.into_values().len(), 4);
     }
 }

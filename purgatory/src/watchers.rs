@@ -1,8 +1,8 @@
 //! Watch lists: for each key, the operations watched under it, sharded by
 //! key hash so that threads working on different partitions do not contend.
 //!
-//! A list is a linked slab in watch order, and an operation remembers its
-//! index in each list it is on, so the wheel purgatory removes a completed operation from every list
+//! A list is a slab, and an operation remembers its index in each list it
+//! is on, so the wheel purgatory removes a completed operation from every list
 //! in O(1) per key without walking any; a list that becomes empty is removed
 //! from its shard's map at once. The DelayQueue baseline instead leaves
 //! completed operations in place until a walk of the list or a purge finds
@@ -119,13 +119,13 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             pending
         };
         drop(dead);
-        pending
+        oldest_first(pending)
     }
 
     /// Removes `key`'s list and returns the operations that were on it.
     pub(crate) fn remove_key(&self, key: &K) -> Vec<CellRef<K, O>> {
         let list = self.shard(key).lock().remove(key);
-        list.map(WatchList::into_values).unwrap_or_default()
+        oldest_first(list.map(WatchList::into_values).unwrap_or_default())
     }
 
     /// The baseline's purge: drops completed entries from every list.
@@ -155,4 +155,12 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     pub(crate) fn keys(&self) -> usize {
         self.shards.iter().map(|s| s.lock().len()).sum()
     }
+}
+
+/// Operations in submission order (outside any lock): checks and
+/// cancellations then run oldest first, and in the same order whatever
+/// slots earlier removals freed, so the wheel and the baseline agree.
+fn oldest_first<K, O>(mut cells: Vec<CellRef<K, O>>) -> Vec<CellRef<K, O>> {
+    cells.sort_unstable_by_key(|cell| cell.seq);
+    cells
 }

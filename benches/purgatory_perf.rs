@@ -1,0 +1,319 @@
+//! A re-creation of Kafka's purgatory benchmark (TestPurgatoryPerformance,
+//! used in 2015 to justify the timing wheel), with its option names and
+//! defaults. See BENCHMARKS.md.
+//!
+//! Requests arrive at `--rate` per second (exponential gaps), `--num` in all;
+//! every request watches the same `--keys` keys, drawn once per run from a
+//! key space of `--key-space-size`; each has timeout `--timeout` ms and a
+//! completion latency drawn from a log-normal fitted to `--pct50` and
+//! `--pct75` ms. A completion thread force-completes each request when its
+//! latency has passed; a request whose latency is beyond its timeout expires.
+//!
+//! `cargo bench --bench purgatory_perf -- [--rate R] [--num N] [--keys K]
+//!  [--key-space-size S] [--timeout MS] [--pct50 MS] [--pct75 MS]
+//!  [--find-saturation] [--json] [--impl wheel|heap_lazy]`
+
+use purgatory::{Delayed, DelayedOperation, Outcome, Purgatory, TimerKind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Options {
+    rate: f64,
+    num: u64,
+    keys: usize,
+    key_space: u64,
+    timeout_ms: u64,
+    pct50: f64,
+    pct75: f64,
+    find_saturation: bool,
+    json: bool,
+    /// Run only this implementation (`wheel` or `heap_lazy`).
+    only: Option<String>,
+}
+
+fn options() -> Options {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map(|v| {
+                v.parse::<f64>()
+                    .unwrap_or_else(|_| panic!("{name} takes a number, got {v}"))
+            })
+    };
+    Options {
+        rate: value("--rate").unwrap_or(500_000.0),
+        num: value("--num").map_or(1_000_000, |v| v as u64),
+        keys: value("--keys").map_or(3, |v| v as usize),
+        key_space: value("--key-space-size").map_or(100, |v| v as u64),
+        timeout_ms: value("--timeout").map_or(200, |v| v as u64),
+        pct50: value("--pct50").unwrap_or(20.0),
+        pct75: value("--pct75").unwrap_or(60.0),
+        find_saturation: args.iter().any(|a| a == "--find-saturation"),
+        json: args.iter().any(|a| a == "--json"),
+        only: args
+            .iter()
+            .position(|a| a == "--impl")
+            .and_then(|i| args.get(i + 1).cloned()),
+    }
+}
+
+/// Kafka's FakeOperation: complete once its latency has passed.
+struct FakeOperation {
+    completes_at: Instant,
+    timeout: Duration,
+    done: Arc<AtomicU64>,
+}
+
+impl DelayedOperation for FakeOperation {
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+    fn try_complete(&mut self) -> bool {
+        Instant::now() >= self.completes_at
+    }
+    fn on_complete(&mut self, _: Outcome) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Seeded generator with the two draws the workload needs.
+struct Rng(u64);
+
+impl Rng {
+    fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn exponential(&mut self, mean: f64) -> f64 {
+        -mean * (1.0 - self.unit()).ln()
+    }
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (1.0 - self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+}
+
+/// Process CPU time (every thread), from the kernel.
+fn cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Peak resident memory of the process so far, in MiB.
+fn peak_rss_mib() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage for the duration of the call.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage.ru_maxrss as f64 / 1024.0
+}
+
+struct RunResult {
+    implementation: &'static str,
+    target_rate: f64,
+    achieved_rate: f64,
+    cpu_us_per_request: f64,
+    peak_rss_mib: f64,
+    completed: u64,
+    expired: u64,
+    wall: Duration,
+}
+
+fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult {
+    let purgatory: Arc<Purgatory<u64, FakeOperation>> = Arc::new(
+        Purgatory::builder("fake")
+            .timer(kind)
+            .build()
+            .expect("valid purgatory"),
+    );
+    let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
+    // Drawn once per run, as Kafka's benchmark does: every request shares them.
+    let keys: Vec<u64> = (0..o.keys)
+        .map(|_| (rng.unit() * o.key_space as f64) as u64)
+        .collect();
+    let sigma = (o.pct75.ln() - o.pct50.ln()) / 0.674_489_750_196_081_7;
+    let timeout = Duration::from_millis(o.timeout_ms);
+    let done = Arc::new(AtomicU64::new(0));
+    // Completions travel in batches: one channel message per request would
+    // cost more than the purgatory itself.
+    let (tx, rx) = crossbeam_channel::unbounded::<Vec<(Instant, Delayed<u64, FakeOperation>)>>();
+
+    // The completion thread: force-completes each request when its latency
+    // has passed (Kafka's CompletionQueue). It keeps them in a timing wheel
+    // of 1 ms ticks and sleeps until the next one is due.
+    let completer = std::thread::spawn(move || {
+        let origin = Instant::now();
+        let mut queue: timing_wheel::Timer<Delayed<u64, FakeOperation>> =
+            timing_wheel::Timer::new(origin);
+        let mut open = true;
+        while open || !queue.is_empty() {
+            let wait = queue
+                .next_expiration()
+                .map_or(Duration::from_millis(10), |at| {
+                    at.saturating_duration_since(Instant::now())
+                });
+            match rx.recv_timeout(wait.min(Duration::from_millis(10))) {
+                Ok(batch) => {
+                    for (at, handle) in batch {
+                        // Infallible: far fewer than 2^31 are ever waiting.
+                        let _ = queue.insert_at(at, handle);
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => open = false,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            }
+            queue.advance_to(Instant::now(), |_, handle| {
+                handle.force_complete();
+            });
+        }
+    });
+    let mut batch = Vec::with_capacity(256);
+    let mut batch_started = Instant::now();
+
+    let cpu_before = cpu_time();
+    let start = Instant::now();
+    let mut next = start;
+    let gap_mean = 1e9 / rate;
+    for _ in 0..o.num {
+        next += Duration::from_nanos(rng.exponential(gap_mean) as u64);
+        let mut now = Instant::now();
+        // Open loop: ahead of schedule, wait; behind, go on at once.
+        if next > now + Duration::from_micros(200) {
+            std::thread::sleep(next - now);
+            now = Instant::now();
+        }
+        let latency_ms = (o.pct50.ln() + sigma * rng.normal()).exp();
+        let latency = Duration::from_secs_f64(latency_ms / 1e3);
+        let completes_at = now + latency;
+        let op = FakeOperation {
+            completes_at,
+            timeout,
+            done: Arc::clone(&done),
+        };
+        let handle = purgatory
+            .try_complete_else_watch(op, &keys)
+            .expect("running purgatory");
+        if latency < timeout && !handle.is_completed() {
+            batch.push((completes_at, handle));
+        }
+        if batch.len() == batch.capacity()
+            || now.duration_since(batch_started) > Duration::from_micros(500)
+        {
+            let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(256)));
+            batch_started = now;
+        }
+    }
+    let _ = tx.send(batch);
+    let generated = start.elapsed();
+    drop(tx);
+    completer.join().expect("completion thread");
+    // Everything still pending expires within the timeout.
+    while done.load(Ordering::Relaxed) < o.num {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let wall = start.elapsed();
+    let cpu = cpu_time() - cpu_before;
+    let m = purgatory.metrics();
+    purgatory.shutdown();
+    RunResult {
+        implementation: name,
+        target_rate: rate,
+        achieved_rate: o.num as f64 / generated.as_secs_f64(),
+        cpu_us_per_request: cpu.as_secs_f64() * 1e6 / o.num as f64,
+        peak_rss_mib: peak_rss_mib(),
+        completed: m.completed,
+        expired: m.expired,
+        wall,
+    }
+}
+
+const IMPLS: [(TimerKind, &str); 2] = [
+    (TimerKind::Wheel, "wheel"),
+    (
+        TimerKind::DelayQueue {
+            purge_interval: 1000,
+        },
+        "heap_lazy",
+    ),
+];
+
+fn print(r: &RunResult, case: &str, json: bool) {
+    if json {
+        println!(
+            r#"{{"case":"{case}","impl":"{}","target_rate":{:.0},"achieved_rate":{:.0},"cpu_us_per_request":{:.3},"peak_rss_mib":{:.1},"completed":{},"expired":{},"wall_s":{:.3}}}"#,
+            r.implementation,
+            r.target_rate,
+            r.achieved_rate,
+            r.cpu_us_per_request,
+            r.peak_rss_mib,
+            r.completed,
+            r.expired,
+            r.wall.as_secs_f64()
+        );
+    } else {
+        println!(
+            "{case:<6} {:<10} target {:>10.0}/s achieved {:>10.0}/s ({:>5.1}%)  cpu {:>6.3} us/request  peak rss {:>7.1} MiB  completed {:>8} expired {:>8}",
+            r.implementation,
+            r.target_rate,
+            r.achieved_rate,
+            100.0 * r.achieved_rate / r.target_rate,
+            r.cpu_us_per_request,
+            r.peak_rss_mib,
+            r.completed,
+            r.expired
+        );
+    }
+}
+
+fn main() {
+    let o = options();
+    let impls: Vec<(TimerKind, &str)> = IMPLS
+        .into_iter()
+        .filter(|(_, name)| o.only.as_deref().is_none_or(|only| only == *name))
+        .collect();
+    if !o.find_saturation {
+        for &(kind, name) in &impls {
+            print(&run(kind, name, &o, o.rate), "custom", o.json);
+        }
+        return;
+    }
+    // Both of Kafka's cases: low timeout-to-latency (20/60 ms) and high (200/400 ms).
+    for (case, pct50, pct75) in [("low", 20.0, 60.0), ("high", 200.0, 400.0)] {
+        let case_opts = Options {
+            pct50,
+            pct75,
+            only: None,
+            ..*&o
+        };
+        for &(kind, name) in &impls {
+            // Ramp by 1.5x until the achieved rate falls under 95% of the target.
+            let mut rate = 25_000.0;
+            let mut best = 0.0;
+            loop {
+                let r = run(kind, name, &case_opts, rate);
+                print(&r, case, case_opts.json);
+                if r.achieved_rate < 0.95 * rate || rate > 20e6 {
+                    break;
+                }
+                best = rate;
+                rate *= 1.5;
+            }
+            if case_opts.json {
+                println!(r#"{{"case":"{case}","impl":"{name}","saturation_rate":{best:.0}}}"#);
+            } else {
+                println!("{case:<6} {name:<10} sustains {best:.0} requests/s (achieved >= 95% of target)\n");
+            }
+        }
+    }
+}
