@@ -294,7 +294,8 @@ fn main() {
             pct50,
             pct75,
             only: None,
-            ..*&o
+            json: o.json,
+            ..options()
         };
         for &(kind, name) in &impls {
             // Ramp by 1.5x until the achieved rate falls under 95% of the target.
