@@ -1,0 +1,124 @@
+//! Criterion suites: the wheel's operations, and the purgatory's
+//! watch-then-complete cycle on one thread and on two.
+//!
+//! `cargo bench --bench ops`
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use purgatory::{DelayedOperation, Outcome, Purgatory};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use timing_wheel::TimingWheel;
+
+fn filled(pending: u64) -> (TimingWheel<u64>, Vec<timing_wheel::TimerId>) {
+    let mut wheel = TimingWheel::new();
+    let ids = (0..pending)
+        .map(|i| wheel.insert(1 + (i * 7919) % 30_000, i).expect("room"))
+        .collect();
+    (wheel, ids)
+}
+
+fn wheel_ops(c: &mut Criterion) {
+    let mut group = c.benchmark_group("wheel");
+    for pending in [1_000u64, 1_000_000] {
+        group.bench_with_input(
+            BenchmarkId::new("insert_cancel", pending),
+            &pending,
+            |b, &n| {
+                let (mut wheel, mut ids) = filled(n);
+                let mut i = 0usize;
+                b.iter(|| {
+                    let slot = i % ids.len();
+                    wheel.cancel(ids[slot]);
+                    ids[slot] = wheel
+                        .insert(1 + (i as u64 * 104_729) % 30_000, 0)
+                        .expect("room");
+                    i += 1;
+                });
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("reschedule", pending),
+            &pending,
+            |b, &n| {
+                let (mut wheel, ids) = filled(n);
+                let mut i = 0usize;
+                b.iter(|| {
+                    wheel.reschedule(ids[i % ids.len()], 1 + (i as u64 * 104_729) % 30_000);
+                    i += 1;
+                });
+            },
+        );
+    }
+    group.bench_function("advance_1ms_idle_1e6", |b| {
+        let (mut wheel, _) = filled(1_000_000);
+        b.iter(|| wheel.advance(0, |_, _| {}));
+    });
+    group.finish();
+}
+
+/// Completes as soon as its flag is up.
+struct Flagged(Arc<AtomicBool>);
+
+impl DelayedOperation for Flagged {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn try_complete(&mut self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+    fn on_complete(&mut self, _: Outcome) {}
+}
+
+fn purgatory_cycle(c: &mut Criterion) {
+    let mut group = c.benchmark_group("purgatory");
+    // One thread: watch an op under its partition, then complete it by key.
+    group.bench_function("watch_then_check_1_thread", |b| {
+        let p: Purgatory<u32, Flagged> = Purgatory::builder("bench").build().expect("valid");
+        let mut key = 0u32;
+        b.iter(|| {
+            let flag = Arc::new(AtomicBool::new(false));
+            p.try_complete_else_watch(Flagged(Arc::clone(&flag)), &[key % 32])
+                .expect("running");
+            flag.store(true, Ordering::Relaxed);
+            p.check_and_complete(&(key % 32));
+            key += 1;
+        });
+    });
+    // Two threads on different partitions of one purgatory.
+    group.bench_function("watch_then_check_2_threads", |b| {
+        let p: Arc<Purgatory<u32, Flagged>> =
+            Arc::new(Purgatory::builder("bench").build().expect("valid"));
+        b.iter_custom(|iters| {
+            let start = std::time::Instant::now();
+            let workers: Vec<_> = (0..2u32)
+                .map(|t| {
+                    let p = Arc::clone(&p);
+                    std::thread::spawn(move || {
+                        for i in 0..iters {
+                            let key = t * 1_000 + (i % 16) as u32;
+                            let flag = Arc::new(AtomicBool::new(false));
+                            p.try_complete_else_watch(Flagged(Arc::clone(&flag)), &[key])
+                                .expect("running");
+                            flag.store(true, Ordering::Relaxed);
+                            p.check_and_complete(&key);
+                        }
+                    })
+                })
+                .collect();
+            for w in workers {
+                w.join().expect("worker");
+            }
+            // Time per cycle, counting both threads' cycles.
+            start.elapsed() / 2
+        });
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).measurement_time(Duration::from_secs(2));
+    targets = wheel_ops, purgatory_cycle
+}
+criterion_main!(benches);
