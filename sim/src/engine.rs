@@ -611,10 +611,7 @@ impl Engine {
         let mut by_leader: Vec<(u32, Vec<(u32, u64)>)> = Vec::new();
         for (p, bytes) in batches {
             let leader = self.partitions[p as usize].leader.unwrap_or(0);
-            match by_leader.iter_mut().find(|(l, _)| *l == leader) {
-                Some((_, group)) => group.push((p, bytes)),
-                None => by_leader.push((leader, vec![(p, bytes)])),
-            }
+            add_to_group(&mut by_leader, leader, (p, bytes));
         }
         for (broker, batches) in by_leader {
             let req = self.stats.open(Kind::Produce, self.now);
@@ -825,11 +822,7 @@ impl Engine {
                 leaderless = true;
                 continue;
             };
-            let part = (p, self.consumers[c].offsets[i]);
-            match groups.iter_mut().find(|(l, _)| *l == leader) {
-                Some((_, g)) => g.push(part),
-                None => groups.push((leader, vec![part])),
-            }
+            add_to_group(&mut groups, leader, (p, self.consumers[c].offsets[i]));
         }
         for (broker, parts) in groups {
             for &(p, _) in &parts {
@@ -1079,11 +1072,7 @@ impl Engine {
             {
                 continue;
             }
-            let entry = (part.id, part.leo[f]);
-            match groups.iter_mut().find(|(l, _)| *l == leader) {
-                Some((_, g)) => g.push(entry),
-                None => groups.push((leader, vec![entry])),
-            }
+            add_to_group(&mut groups, leader, (part.id, part.leo[f]));
         }
         for (leader, parts) in groups {
             for &(p, _) in &parts {
@@ -1352,6 +1341,16 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+/// Adds `item` to the group of partitions led by `leader`: clients send one
+/// request per leader, as Kafka's do. Groups keep first-seen order, so the
+/// requests go out in the same order on every run.
+fn add_to_group<T>(groups: &mut Vec<(u32, Vec<T>)>, leader: u32, item: T) {
+    match groups.iter_mut().find(|(l, _)| *l == leader) {
+        Some((_, group)) => group.push(item),
+        None => groups.push((leader, vec![item])),
     }
 }
 
