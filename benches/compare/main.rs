@@ -52,6 +52,13 @@ fn populate<T: Timers>(
     (handles, bytes)
 }
 
+/// Cancels every timer still held.
+fn cancel_all<T: Timers>(t: &mut T, handles: Vec<Option<T::Handle>>) {
+    for h in handles.into_iter().flatten() {
+        t.cancel(h);
+    }
+}
+
 /// A steady population of `pending` timers due within 1 ms..30 s; each step
 /// cancels a random live one and inserts a new one.
 fn insert_cancel<T: Timers>(pending: usize, steps: usize) -> Sample {
@@ -68,12 +75,7 @@ fn insert_cancel<T: Timers>(pending: usize, steps: usize) -> Sample {
         handles[i] = Some(t.insert(1 + rng.below(30_000), step as u64));
     }
     let ns_per_op = start.elapsed().as_nanos() as f64 / steps as f64;
-    for h in handles.iter_mut() {
-        if let Some(h) = h.take() {
-            t.cancel(h);
-        }
-    }
-    drop(handles);
+    cancel_all(&mut t, handles);
     let after = (alloc::in_use() - base) as f64;
     drop(t);
     Sample {
@@ -116,11 +118,7 @@ fn reschedule<T: Timers>(pending: usize, steps: usize) -> Sample {
         }
     }
     let ns_per_op = start.elapsed().as_nanos() as f64 / steps as f64;
-    for h in handles.iter_mut() {
-        if let Some(h) = h.take() {
-            t.cancel(h);
-        }
-    }
+    cancel_all(&mut t, handles);
     Sample {
         ns_per_op,
         bytes_per_pending,

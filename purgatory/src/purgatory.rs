@@ -232,12 +232,10 @@ where
         if shared.drive(&cell, Request::Check) {
             return handle(true);
         }
-        for key in keys {
-            if !shared.watchers.watch(&cell, key) {
-                break; // completed meanwhile, by a check under an earlier key
-            }
-            shared.counters.watched.fetch_add(1, Ordering::Relaxed);
-        }
+        // Adds nothing if a check under an earlier key completed it meanwhile.
+        shared
+            .watchers
+            .watch_all(&cell, keys, &shared.counters.watched);
         if shared.timer.schedule(&cell, deadline) {
             shared.wake_timer_thread();
         }

@@ -16,8 +16,9 @@ use crate::cell::Cell;
 use crate::timer_queue::CellRef;
 use crate::watch_list::WatchList;
 use parking_lot::Mutex;
-use std::collections::hash_map::{Entry, HashMap, RandomState};
+use std::collections::hash_map::{HashMap, RandomState};
 use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 type List<K, O> = WatchList<CellRef<K, O>>;
@@ -44,21 +45,32 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         &self.shards[(hash % self.shards.len() as u64) as usize]
     }
 
-    /// Adds `cell` to `key`'s list. Returns `false`, adding nothing, once
-    /// the cell has started completing.
-    pub(crate) fn watch(&self, cell: &CellRef<K, O>, key: &K) -> bool {
+    /// Adds `cell` to the list of every key in `keys`, taking the cell's
+    /// links lock once. Stops, adding nothing more, if the cell has started
+    /// completing. `watched` is raised while the links lock is held, so a
+    /// completion (which lowers it after taking that lock) can never lower
+    /// it first and wrap it below zero. Returns how many keys were added.
+    pub(crate) fn watch_all(
+        &self,
+        cell: &CellRef<K, O>,
+        keys: &[K],
+        watched: &AtomicUsize,
+    ) -> usize {
         let mut links = cell.links.lock();
         if links.closed {
-            return false;
+            return 0;
         }
-        let index = self
-            .shard(key)
-            .lock()
-            .entry(key.clone())
-            .or_default()
-            .push(Arc::clone(cell));
-        links.keys.push((key.clone(), index));
-        true
+        for key in keys {
+            let mut shard = self.shard(key).lock();
+            // Clone the key only for a new list (a String key allocates).
+            let index = match shard.get_mut(key) {
+                Some(list) => list.push(Arc::clone(cell)),
+                None => shard.entry(key.clone()).or_default().push(Arc::clone(cell)),
+            };
+            links.keys.push((key.clone(), index));
+        }
+        watched.fetch_add(keys.len(), Ordering::Relaxed);
+        keys.len()
     }
 
     /// Closes `cell`'s links so no key is added any more, and (wheel
@@ -74,18 +86,17 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             for (key, index) in &keys {
                 let removed = {
                     let mut shard = self.shard(key).lock();
-                    match shard.entry(key.clone()) {
-                        // The slot may belong to someone else: after
-                        // `remove_key`, a new list can exist under the key.
-                        Entry::Occupied(mut list)
+                    // The slot may belong to someone else: after
+                    // `remove_key`, a new list can exist under the key.
+                    match shard.get_mut(key) {
+                        Some(list)
                             if list
-                                .get()
                                 .get(*index)
                                 .is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), cell)) =>
                         {
-                            let removed = list.get_mut().remove(*index);
-                            if list.get().is_empty() {
-                                list.remove();
+                            let removed = list.remove(*index);
+                            if list.is_empty() {
+                                shard.remove(key);
                             }
                             removed
                         }

@@ -511,6 +511,19 @@ impl Engine {
         done - self.now
     }
 
+    /// Opens a tracked request, records what it is about, and schedules its
+    /// arrival at the broker one network latency from now. Client requests
+    /// (not followers') count as outstanding until the client has the answer.
+    fn send(&mut self, kind: Kind, context: Context, arrive: impl FnOnce(u64) -> Event) {
+        let req = self.stats.open(kind, self.now);
+        self.contexts.push(context);
+        if kind != Kind::FollowerFetch {
+            self.outstanding += 1;
+        }
+        let at = self.now + self.latency();
+        self.schedule(at, arrive(req));
+    }
+
     fn latency(&self) -> u64 {
         micros(self.cfg.latency)
     }
@@ -614,21 +627,18 @@ impl Engine {
             add_to_group(&mut by_leader, leader, (p, bytes));
         }
         for (broker, batches) in by_leader {
-            let req = self.stats.open(Kind::Produce, self.now);
             if attempt > 0 {
                 self.stats.retries += 1;
             }
-            self.contexts.push(Context::Produce {
+            let context = Context::Produce {
                 broker,
                 acks_all,
                 batches,
                 attempt,
                 early: Vec::new(),
                 arrived_at: 0,
-            });
-            self.outstanding += 1;
-            let at = self.now + self.latency();
-            self.schedule(at, Event::ProduceAtBroker { req });
+            };
+            self.send(Kind::Produce, context, |req| Event::ProduceAtBroker { req });
         }
     }
 
@@ -833,16 +843,13 @@ impl Engine {
                     .unwrap_or(0);
                 self.consumers[c].in_flight[i] = true;
             }
-            let req = self.stats.open(Kind::Fetch, self.now);
-            self.contexts.push(Context::Fetch {
+            let context = Context::Fetch {
                 consumer,
                 broker,
                 parts,
                 arrived_at: 0,
-            });
-            self.outstanding += 1;
-            let at = self.now + self.latency();
-            self.schedule(at, Event::FetchAtBroker { req });
+            };
+            self.send(Kind::Fetch, context, |req| Event::FetchAtBroker { req });
         }
         if leaderless {
             let at = self.now + micros(self.cfg.retry_backoff);
@@ -1078,15 +1085,15 @@ impl Engine {
             for &(p, _) in &parts {
                 self.follower_in_flight[f][p as usize] = true;
             }
-            let req = self.stats.open(Kind::FollowerFetch, self.now);
-            self.contexts.push(Context::Follower {
+            let context = Context::Follower {
                 follower,
                 leader,
                 parts,
                 arrived_at: 0,
+            };
+            self.send(Kind::FollowerFetch, context, |req| {
+                Event::FollowerFetchAtLeader { req }
             });
-            let at = self.now + self.latency();
-            self.schedule(at, Event::FollowerFetchAtLeader { req });
         }
     }
 

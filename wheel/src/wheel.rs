@@ -204,7 +204,8 @@ impl<T> TimingWheel<T> {
             for &index in &batch {
                 let deadline = self.slab.get(index).deadline;
                 if deadline <= now {
-                    fired += self.fire_one(index, &mut fire);
+                    self.fire_one(index, &mut fire);
+                    fired += 1;
                 } else {
                     // Not due yet: it lands on a lower level, now that the
                     // wheel's time is this bucket's start.
@@ -306,16 +307,19 @@ impl<T> TimingWheel<T> {
         }
     }
 
+    /// Fires slab entries already out of their buckets; returns how many.
     fn fire_all(&mut self, batch: &[u32], fire: &mut impl FnMut(TimerId, T)) -> usize {
-        batch.iter().map(|&index| self.fire_one(index, fire)).sum()
+        for &index in batch {
+            self.fire_one(index, fire);
+        }
+        batch.len()
     }
 
     /// Fires slab entry `index`, already out of its bucket.
-    fn fire_one(&mut self, index: u32, fire: &mut impl FnMut(TimerId, T)) -> usize {
+    fn fire_one(&mut self, index: u32, fire: &mut impl FnMut(TimerId, T)) {
         let id = TimerId::new(index, self.slab.get(index).generation);
         fire(id, self.slab.remove(index));
         self.stats.fired += 1;
-        1
     }
 
     /// Once empty, returns the pages and bucket buffers a burst left behind
