@@ -163,15 +163,21 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
                 .map_or(Duration::from_millis(10), |at| {
                     at.saturating_duration_since(Instant::now())
                 });
-            match rx.recv_timeout(wait.min(Duration::from_millis(10))) {
-                Ok(batch) => {
-                    for (at, handle) in batch {
-                        // Infallible: far fewer than 2^31 are ever waiting.
-                        let _ = queue.insert_at(at, handle);
+            let wait = wait.min(Duration::from_millis(10));
+            if !open {
+                // The generator is done: no batch can arrive to wake us.
+                std::thread::sleep(wait);
+            } else {
+                match rx.recv_timeout(wait) {
+                    Ok(batch) => {
+                        for (at, handle) in batch {
+                            // Infallible: far fewer than 2^31 are ever waiting.
+                            let _ = queue.insert_at(at, handle);
+                        }
                     }
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => open = false,
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
                 }
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => open = false,
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             }
             queue.advance_to(Instant::now(), |_, handle| {
                 handle.force_complete();

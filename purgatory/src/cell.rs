@@ -2,7 +2,9 @@
 
 use crate::outcome::Outcome;
 use crate::state::OpState;
+use crate::watchers::KeyListRef;
 use parking_lot::{Condvar, Mutex};
+use smallvec::SmallVec;
 use std::sync::atomic::AtomicU64;
 use std::task::Waker;
 
@@ -14,7 +16,7 @@ pub(crate) const NO_TIMER: u64 = u64::MAX;
 pub(crate) struct Cell<K, O> {
     pub state: OpState<O>,
     /// The watch-list entries that point at this operation.
-    pub links: Mutex<Links<K>>,
+    pub links: Mutex<Links<K, O>>,
     /// The wheel id (raw), or [`NO_TIMER`]. Only touched under the timer's lock.
     pub timer: AtomicU64,
     /// The deadline tick in force; the DelayQueue baseline compares it with
@@ -29,11 +31,17 @@ pub(crate) struct Cell<K, O> {
 
 /// Where an operation is watched. Once `closed`, no key may be added: the
 /// operation is completing and its entries are being removed.
-pub(crate) struct Links<K> {
+pub(crate) struct Links<K, O> {
     pub closed: bool,
-    /// Each key with the entry's index in that key's watch list.
-    pub keys: Vec<(K, usize)>,
+    pub keys: LinkSet<K, O>,
 }
+
+/// Each key's list with the entry's index in it. Requests seldom watch more
+/// than a few partitions, so that many are stored inline, without allocating.
+pub(crate) type LinkSet<K, O> = SmallVec<[(KeyListRef<K, O>, usize); INLINE_KEYS]>;
+
+/// Keys an operation can be watched under before its links spill to the heap.
+const INLINE_KEYS: usize = 4;
 
 struct Slot<O> {
     outcome: Option<Outcome>,
@@ -52,12 +60,12 @@ pub struct Completion<O> {
 }
 
 impl<K, O> Cell<K, O> {
-    pub(crate) fn new(op: O, key_count: usize, seq: u64) -> Self {
+    pub(crate) fn new(op: O, seq: u64) -> Self {
         Cell {
             state: OpState::new(op),
             links: Mutex::new(Links {
                 closed: false,
-                keys: Vec::with_capacity(key_count),
+                keys: LinkSet::new(),
             }),
             timer: AtomicU64::new(NO_TIMER),
             deadline: AtomicU64::new(0),

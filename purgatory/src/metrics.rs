@@ -1,7 +1,8 @@
 //! Counters of one purgatory.
 
 use crate::outcome::Outcome;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 /// A snapshot of a purgatory's counters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,20 +31,102 @@ pub struct PurgatoryMetrics {
     pub held_timer_entries: usize,
 }
 
-#[derive(Default)]
+/// The live counters, striped: each thread adds to its own cache line, so
+/// a submitter and a completer on different threads never write one line
+/// between them (that line would cross between cores on every request). A
+/// read sums the stripes; it is exact whenever no operation is being
+/// submitted or answered at that moment, and otherwise off by at most
+/// those in flight.
 pub(crate) struct Counters {
-    pub watched: AtomicUsize,
-    pub delayed: AtomicUsize,
-    pub panics: AtomicU64,
+    stripes: Box<[CachePadded<Stripe>]>,
+}
+
+#[derive(Default)]
+struct Stripe {
+    // Signed: an operation submitted on one thread and answered on another
+    // adds on one stripe and subtracts on the other.
+    watched: AtomicI64,
+    delayed: AtomicI64,
     outcomes: [AtomicU64; 4],
+    panics: AtomicU64,
+}
+
+/// Numbers threads as they first touch a counter, to pick their stripe.
+static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static THREAD_NUMBER: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
 }
 
 impl Counters {
+    pub(crate) fn new() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(4, usize::from);
+        let stripes = (2 * cpus).next_power_of_two().clamp(4, 64);
+        Counters {
+            stripes: (0..stripes).map(|_| CachePadded::default()).collect(),
+        }
+    }
+
+    fn mine(&self) -> &Stripe {
+        // A thread being torn down has no thread-locals left; any stripe is
+        // correct, only slower.
+        let n = THREAD_NUMBER.try_with(|n| *n).unwrap_or(0);
+        &self.stripes[n & (self.stripes.len() - 1)]
+    }
+
+    fn sum(&self, field: impl Fn(&Stripe) -> &AtomicI64) -> usize {
+        let total: i64 = self
+            .stripes
+            .iter()
+            .map(|s| field(s).load(Ordering::Relaxed))
+            .sum();
+        usize::try_from(total).unwrap_or(0)
+    }
+
+    pub(crate) fn watched_add(&self, n: usize) {
+        self.mine().watched.fetch_add(n as i64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn watched_sub(&self, n: usize) {
+        self.mine().watched.fetch_sub(n as i64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn delayed_add(&self) {
+        self.mine().delayed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn delayed_sub(&self) {
+        self.mine().delayed.fetch_sub(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn record(&self, outcome: Outcome) {
-        self.outcomes[outcome.code() as usize].fetch_add(1, Ordering::Relaxed);
+        self.mine().outcomes[outcome.code() as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn panicked(&self) {
+        self.mine().panics.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn watched(&self) -> usize {
+        self.sum(|s| &s.watched)
+    }
+
+    pub(crate) fn delayed(&self) -> usize {
+        self.sum(|s| &s.delayed)
     }
 
     pub(crate) fn count(&self, outcome: Outcome) -> u64 {
-        self.outcomes[outcome.code() as usize].load(Ordering::Relaxed)
+        let i = outcome.code() as usize;
+        self.stripes
+            .iter()
+            .map(|s| s.outcomes[i].load(Ordering::Relaxed))
+            .sum()
+    }
+
+    pub(crate) fn panics(&self) -> u64 {
+        self.stripes
+            .iter()
+            .map(|s| s.panics.load(Ordering::Relaxed))
+            .sum()
     }
 }

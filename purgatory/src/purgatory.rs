@@ -85,7 +85,9 @@ where
         self
     }
 
-    /// How many independently locked parts the watch lists are split into.
+    /// How many independently locked parts the map from keys to watch
+    /// lists is split into (each key's list also has its own lock). Rounded
+    /// up to a power of two between 2 and 65,536.
     pub fn shards(mut self, shards: usize) -> Self {
         self.shards = shards;
         self
@@ -100,6 +102,7 @@ where
         if self.shards == 0 {
             return Err(ConfigError::ZeroShards);
         }
+        let shards = self.shards.clamp(2, MAX_SHARDS).next_power_of_two();
         let purge_interval = match self.timer {
             TimerKind::DelayQueue { purge_interval: 0 } => {
                 return Err(ConfigError::ZeroPurgeInterval)
@@ -121,8 +124,8 @@ where
             clock: self.clock,
             scale,
             timer: TimerQueue::new(self.timer),
-            watchers: Watchers::new(self.shards, purge_interval.is_some()),
-            counters: Counters::default(),
+            watchers: Watchers::new(shards, purge_interval.is_some()),
+            counters: Counters::new(),
             shutting_down: AtomicBool::new(false),
             timer_thread: OnceLock::new(),
             purge_interval,
@@ -141,6 +144,9 @@ where
         })
     }
 }
+
+/// The most map shards [`PurgatoryBuilder::shards`] accepts.
+const MAX_SHARDS: usize = 1 << 16;
 
 /// Parks delayed operations under keys and answers each exactly once.
 ///
@@ -225,8 +231,8 @@ where
         let shared = &self.shared;
         let deadline = shared.scale.tick_after(shared.clock.now(), op.timeout());
         let seq = shared.submitted.fetch_add(1, Ordering::Relaxed);
-        let cell = Arc::new(Cell::new(op, keys.len(), seq));
-        shared.counters.delayed.fetch_add(1, Ordering::Relaxed);
+        let cell = Arc::new(Cell::new(op, seq));
+        shared.counters.delayed_add();
         let handle = |at_once| Ok(Delayed::new(Arc::clone(shared), Arc::clone(&cell), at_once));
 
         if shared.drive(&cell, Request::Check) {
@@ -235,7 +241,7 @@ where
         // Adds nothing if a check under an earlier key completed it meanwhile.
         shared
             .watchers
-            .watch_all(&cell, keys, &shared.counters.watched);
+            .watch_all(&cell, keys, |n| shared.counters.watched_add(n));
         if shared.timer.schedule(&cell, deadline) {
             shared.wake_timer_thread();
         }
@@ -299,14 +305,17 @@ where
     }
 
     /// Watch entries of pending operations, summed over keys (Kafka's
-    /// `PurgatorySize`). Exact and O(1): counted as entries come and go.
+    /// `PurgatorySize`). Counted as entries come and go, on per-thread
+    /// stripes: exact while nothing is being submitted or answered, and
+    /// otherwise off by at most the operations in flight.
     pub fn watched(&self) -> usize {
-        self.shared.counters.watched.load(Ordering::Relaxed)
+        self.shared.counters.watched()
     }
 
-    /// Pending operations (Kafka's `NumDelayedOperations`). Exact and O(1).
+    /// Pending operations (Kafka's `NumDelayedOperations`), counted as
+    /// [`watched`](Self::watched) is.
     pub fn delayed(&self) -> usize {
-        self.shared.counters.delayed.load(Ordering::Relaxed)
+        self.shared.counters.delayed()
     }
 
     /// Which timer this purgatory runs on.
@@ -331,7 +340,7 @@ where
             expired: c.count(Outcome::Expired),
             cancelled: c.count(Outcome::Cancelled),
             shutdown: c.count(Outcome::Shutdown),
-            panics: c.panics.load(Ordering::Relaxed),
+            panics: c.panics(),
             held_watch_entries: self.shared.watchers.held(),
             held_timer_entries: self.shared.timer.held(),
         }
@@ -395,7 +404,7 @@ where
         match catch_unwind(AssertUnwindSafe(f)) {
             Ok(r) => Some(r),
             Err(panic) => {
-                self.counters.panics.fetch_add(1, Ordering::Relaxed);
+                self.counters.panicked();
                 let message = panic
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())
@@ -412,9 +421,9 @@ where
     /// result to the handle.
     fn finish(&self, cell: &CellRef<K, O>, mut op: O, outcome: Outcome) {
         let entries = self.watchers.close(cell);
-        self.counters.watched.fetch_sub(entries, Ordering::Relaxed);
+        self.counters.watched_sub(entries);
         self.timer.unschedule(cell);
-        self.counters.delayed.fetch_sub(1, Ordering::Relaxed);
+        self.counters.delayed_sub();
         if outcome == Outcome::Expired {
             self.guarded("on_expiration", || op.on_expiration());
         }

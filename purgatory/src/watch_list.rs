@@ -22,14 +22,12 @@ impl<T> WatchList<T> {
         self.0.insert(value)
     }
 
-    /// The value at `index`, if that slot is in use.
-    pub(crate) fn get(&self, index: usize) -> Option<&T> {
-        self.0.get(index)
-    }
-
-    /// Removes the value at `index`.
-    pub(crate) fn remove(&mut self, index: usize) -> Option<T> {
-        self.0.try_remove(index)
+    /// Removes the value at `index`, if there is one and `is_it` accepts it.
+    pub(crate) fn remove_if(&mut self, index: usize, is_it: impl FnOnce(&T) -> bool) -> Option<T> {
+        match self.0.get(index) {
+            Some(value) if is_it(value) => Some(self.0.remove(index)),
+            _ => None,
+        }
     }
 
     /// Removes the values `keep` rejects, into `removed`.
@@ -70,8 +68,9 @@ mod tests {
     fn removal_by_index_and_retain() {
         let mut list = WatchList::default();
         let ids: Vec<usize> = (0..5).map(|v| list.push(v)).collect();
-        assert_eq!(list.remove(ids[1]), Some(1));
-        assert_eq!(list.remove(ids[1]), None);
+        assert_eq!(list.remove_if(ids[1], |&v| v == 0), None);
+        assert_eq!(list.remove_if(ids[1], |&v| v == 1), Some(1));
+        assert_eq!(list.remove_if(ids[1], |_| true), None);
         let mut removed = Vec::new();
         list.retain(|&v| v % 2 == 0, &mut removed);
         assert_eq!(removed, [3]);
@@ -83,8 +82,8 @@ mod tests {
         // what is there before removing it.
         let again = list.push(9);
         assert!(again == ids[1] || again == ids[3]);
-        assert_eq!(list.get(again), Some(&9));
+        assert_eq!(list.remove_if(again, |_| true), Some(9));
         assert!(!list.is_empty());
-        assert_eq!(list.into_values().len(), 4);
+        assert_eq!(list.into_values().len(), 3);
     }
 }

@@ -3,7 +3,9 @@
 mod common;
 
 use common::{Journal, Probe, KINDS};
-use purgatory::{Clock, ManualClock, Outcome, Purgatory, SubmitError, TimerKind};
+use purgatory::{
+    Clock, ConfigError, Driver, ManualClock, Outcome, Purgatory, SubmitError, TimerKind,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -460,4 +462,68 @@ fn callbacks_may_call_back_into_the_purgatory() {
     );
     assert_eq!((p.watched(), p.delayed()), (0, 0));
     p.shutdown();
+}
+
+#[test]
+fn impossible_configurations_are_refused_with_a_typed_error() {
+    let refused = |b: purgatory::PurgatoryBuilder<&'static str, Probe>| b.build().err();
+    let builder = || Purgatory::<&'static str, Probe>::builder("bad");
+    assert_eq!(refused(builder().shards(0)), Some(ConfigError::ZeroShards));
+    assert_eq!(
+        refused(builder().tick(Duration::ZERO)),
+        Some(ConfigError::ZeroTick)
+    );
+    assert_eq!(
+        refused(builder().driver(Driver::Thread {
+            expiration_threads: 0
+        })),
+        Some(ConfigError::ZeroExpirationThreads)
+    );
+    assert_eq!(
+        refused(builder().timer(TimerKind::DelayQueue { purge_interval: 0 })),
+        Some(ConfigError::ZeroPurgeInterval)
+    );
+}
+
+#[test]
+fn any_shard_count_from_one_up_works() {
+    for shards in [1, 3, 64, usize::MAX] {
+        let journal = Arc::new(Journal::default());
+        let p = Purgatory::builder("shards")
+            .shards(shards)
+            .manual(ManualClock::new())
+            .build()
+            .unwrap();
+        let f = flag(false);
+        p.try_complete_else_watch(Probe::new(1, &f, SEC, &journal), &["a", "b"])
+            .unwrap();
+        f.store(true, Ordering::SeqCst);
+        assert_eq!(p.check_and_complete(&"b"), 1, "{shards} shards");
+        assert_empty(&p);
+    }
+}
+
+#[test]
+fn an_operation_watched_under_many_keys_leaves_every_list() {
+    // More keys than the operation stores inline.
+    let keys = ["a", "b", "c", "d", "e", "f", "g"];
+    for kind in KINDS {
+        let (p, _clock, journal) = setup(kind);
+        let f = flag(false);
+        let h = p
+            .try_complete_else_watch(Probe::new(1, &f, SEC, &journal), &keys)
+            .unwrap();
+        let g = p
+            .try_complete_else_watch(Probe::new(2, &flag(false), SEC, &journal), &["g"])
+            .unwrap();
+        assert_eq!((p.watched(), p.watched_keys()), (8, 7));
+        assert!(h.force_complete());
+        assert_eq!((p.watched(), p.delayed()), (1, 1));
+        if kind == TimerKind::Wheel {
+            assert_eq!(p.watched_keys(), 1, "only g's list is left");
+            assert_eq!(p.metrics().held_watch_entries, 1);
+        }
+        assert!(g.force_complete());
+        assert_empty(&p);
+    }
 }
