@@ -73,6 +73,10 @@ fn race(kind: TimerKind) {
                     // its keys are never cancelled, so only a forced
                     // completion or the shutdown can answer it.
                     let stubborn = next(&mut rng).is_multiple_of(8);
+                    // Every thousandth waits forever under a key this thread
+                    // then cancels itself, so cancellations race with the
+                    // rest however fast the other threads run.
+                    let doomed = !stubborn && n % 1000 == 999;
                     let keys: Vec<u64> = (0..key_count)
                         .map(|_| match stubborn {
                             true => KEYS + next(&mut rng) % KEYS,
@@ -81,12 +85,12 @@ fn race(kind: TimerKind) {
                         .collect();
                     let op = Counted {
                         id,
-                        target: match stubborn {
+                        target: match stubborn || doomed {
                             true => u64::MAX,
                             false => progress.load(Ordering::SeqCst) + next(&mut rng) % 40,
                         },
                         progress: Arc::clone(&progress),
-                        timeout: match (stubborn, next(&mut rng) % 4) {
+                        timeout: match (stubborn || doomed, next(&mut rng) % 4) {
                             (true, _) | (_, 3) => Duration::from_secs(3600),
                             (_, 0) => Duration::ZERO,
                             (_, 1) => Duration::from_millis(next(&mut rng) % 5),
@@ -97,6 +101,9 @@ fn race(kind: TimerKind) {
                     let h = p
                         .try_complete_else_watch(op, &keys)
                         .expect("submitted before shutdown");
+                    if doomed {
+                        p.cancel_for_key(&keys[0]);
+                    }
                     if next(&mut rng).is_multiple_of(8) {
                         held.push(h);
                     }
