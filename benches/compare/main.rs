@@ -1,7 +1,10 @@
 //! Timer implementations side by side, on the same inputs, in one process,
 //! in rotating order. See BENCHMARKS.md.
 //!
-//! `cargo bench --bench compare -- [--quick] [--json] [--svg PATH]`
+//! `cargo bench --bench compare -- [--quick] [--json] [--svg PATH]
+//!  [--pending N[,N...]] [--workload NAME[,NAME...]]`
+//!
+//! Progress (each measurement and how long it took) goes to stderr.
 
 mod alloc;
 mod heaps;
@@ -225,27 +228,62 @@ fn main() {
         .position(|a| a == "--svg")
         .and_then(|i| args.get(i + 1).cloned())
         .unwrap_or_else(|| "target/compare-insert_cancel.svg".into());
+    let list = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .map(|v| v.split(',').map(str::to_string).collect::<Vec<_>>())
+    };
     let mut populations = vec![1_000, 100_000, 1_000_000];
     if !quick {
         populations.push(10_000_000);
     }
+    if let Some(only) = list("--pending") {
+        populations = only
+            .iter()
+            .map(|n| {
+                n.parse()
+                    .unwrap_or_else(|_| panic!("--pending takes numbers, got {n}"))
+            })
+            .collect();
+    }
+    let workloads: Vec<&'static str> = match list("--workload") {
+        Some(only) => WORKLOADS
+            .into_iter()
+            .filter(|w| only.iter().any(|o| o == w))
+            .collect(),
+        None => WORKLOADS.to_vec(),
+    };
     let (steps, rounds) = if quick { (200_000, 3) } else { (1_000_000, 5) };
 
     for (_, run) in IMPLS {
         run("self_check", 0, 0);
     }
     let mut rows: Vec<Row> = Vec::new();
-    for workload in WORKLOADS {
+    for &workload in &workloads {
         for &pending in &populations {
             let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); IMPLS.len()];
-            // 1e7 is slow to populate: fewer rounds there.
-            let rounds = if pending >= 10_000_000 { 1 } else { rounds };
+            // 1e7 is slow to populate, and heap_lazy's purge walks all 1e7
+            // entries every 1000 steps (about 0.3 s each): one round of a
+            // tenth of the steps there, or heap_lazy alone takes 5 minutes.
+            let (rounds, steps) = if pending >= 10_000_000 {
+                (1, steps / 10)
+            } else {
+                (rounds, steps)
+            };
             for round in 0..rounds {
                 // Rotate the order each round so no implementation always runs
                 // first (cold) or right after a heavy one.
                 for k in 0..IMPLS.len() {
                     let i = (k + round) % IMPLS.len();
+                    let began = Instant::now();
                     if let Some(s) = (IMPLS[i].1)(workload, pending, steps) {
+                        eprintln!(
+                            "{workload} @ {pending} {}: {:.1} ns/op ({:.1} s)",
+                            IMPLS[i].0,
+                            s.ns_per_op,
+                            began.elapsed().as_secs_f64()
+                        );
                         samples[i].push(s);
                     }
                 }

@@ -66,38 +66,58 @@ impl<T> Slab<T> {
         self.len
     }
 
-    /// Stores `value`; returns its index and generation.
-    ///
-    /// # Errors
-    /// Hands `value` back when every index up to `max_index` is taken.
-    pub(crate) fn insert(
-        &mut self,
-        deadline: u64,
-        value: T,
-        max_index: u32,
-    ) -> Result<(u32, u32), T> {
-        let index = if self.free != NONE {
+    /// Takes a vacant slot for an entry about to be stored with
+    /// [`fill`](Self::fill); `None` when every index up to `max_index` is
+    /// taken. The two steps let the caller pick the entry's bucket (which
+    /// needs the index) before the entry is written, in one go.
+    pub(crate) fn reserve(&mut self, max_index: u32) -> Option<u32> {
+        if self.free != NONE {
             let index = self.free;
             self.free = self.get(index).link;
-            index
-        } else {
-            let index = self.fresh;
-            if index > max_index {
-                return Err(value);
-            }
-            if index as usize >= self.pages.len() * PAGE {
-                let generation = self.generation_floor;
-                self.pages
-                    .push((0..PAGE).map(|_| Entry::vacant(generation)).collect());
-            }
-            self.fresh += 1;
-            index
-        };
+            return Some(index);
+        }
+        let index = self.fresh;
+        if index > max_index {
+            return None;
+        }
+        if index as usize >= self.pages.len() * PAGE {
+            let generation = self.generation_floor;
+            self.pages
+                .push((0..PAGE).map(|_| Entry::vacant(generation)).collect());
+        }
+        self.fresh += 1;
+        Some(index)
+    }
+
+    /// Stores an entry in the slot [`reserve`](Self::reserve) returned;
+    /// returns the slot's generation.
+    pub(crate) fn fill(&mut self, index: u32, deadline: u64, value: T, place: (u16, u32)) -> u32 {
         self.len += 1;
         let entry = self.get_mut(index);
         entry.deadline = deadline;
         entry.value = Some(value);
-        Ok((index, entry.generation))
+        (entry.bucket, entry.link) = place;
+        entry.generation
+    }
+
+    /// Vacates the occupied slot `index` if `generation` matches; returns
+    /// its value and where it was (bucket, position), reading the entry once.
+    pub(crate) fn take(&mut self, index: u32, generation: u32) -> Option<(T, (u16, u32))> {
+        let free = self.free;
+        let entry = self
+            .pages
+            .get_mut((index >> PAGE_BITS) as usize)?
+            .get_mut(index as usize & (PAGE - 1))?;
+        if entry.generation != generation {
+            return None;
+        }
+        let value = entry.value.take()?;
+        let place = (entry.bucket, entry.link);
+        entry.generation = entry.generation.wrapping_add(1);
+        entry.link = free;
+        self.free = index;
+        self.len -= 1;
+        Some((value, place))
     }
 
     /// Vacates an occupied slot and returns its value.
@@ -170,6 +190,32 @@ impl<T> Slab<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl<T> Slab<T> {
+        fn insert(&mut self, deadline: u64, value: T, max_index: u32) -> Option<(u32, u32)> {
+            let index = self.reserve(max_index)?;
+            Some((index, self.fill(index, deadline, value, (0, 0))))
+        }
+    }
+
+    #[test]
+    fn take_checks_the_generation_and_reports_the_place() {
+        let mut slab = Slab::new();
+        let index = slab.reserve(NONE - 1).unwrap();
+        let generation = slab.fill(index, 7, "x", (3, 9));
+        assert!(slab.take(index, generation.wrapping_add(1)).is_none());
+        assert!(slab.take(index + 5000, generation).is_none());
+        assert_eq!(slab.take(index, generation), Some(("x", (3, 9))));
+        assert!(slab.take(index, generation).is_none(), "stale after take");
+        assert_eq!(slab.len(), 0);
+    }
+
+    #[test]
+    fn reserve_refuses_beyond_the_largest_index() {
+        let mut slab: Slab<u8> = Slab::new();
+        assert_eq!(slab.reserve(0), Some(0));
+        assert_eq!(slab.reserve(0), None);
+    }
 
     #[test]
     fn reuses_freed_slots_with_a_new_generation() {

@@ -30,7 +30,7 @@ pub struct WheelStats {
 /// # Costs
 /// | operation | cost |
 /// |---|---|
-/// | [`insert`](Self::insert), [`cancel`](Self::cancel), [`reschedule`](Self::reschedule) | O(1): one bucket push or swap-remove (amortised: a bucket is a `Vec`) |
+/// | [`insert`](Self::insert), [`cancel`](Self::cancel), [`reschedule`](Self::reschedule) | O(1): one slab entry and one bucket position touched (amortised: a bucket is a `Vec` whose holes are reused) |
 /// | [`advance`](Self::advance) | O(levels) to find each non-empty bucket, plus O(1) per entry fired or moved down a level; empty ticks cost nothing |
 /// | [`next_expiration`](Self::next_expiration) | O(levels) |
 ///
@@ -128,20 +128,19 @@ impl<T> TimingWheel<T> {
     /// [`InsertError::Full`] (handing `value` back) when 2^31 entries are
     /// already pending.
     pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerId, InsertError<T>> {
-        let (index, generation) = self
-            .slab
-            .insert(deadline, value, MAX_INDEX)
-            .map_err(InsertError::Full)?;
-        self.link(index, deadline);
+        let Some(index) = self.slab.reserve(MAX_INDEX) else {
+            return Err(InsertError::Full(value));
+        };
+        let place = self.place(index, deadline);
+        let generation = self.slab.fill(index, deadline, value, place);
         Ok(TimerId::new(index, generation))
     }
 
     /// Removes a pending entry and returns its value; `None` for a stale id
     /// (fired, cancelled, drained, or never from this wheel).
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
-        self.slab.lookup(id.index(), id.generation())?;
-        self.unlink(id.index());
-        let value = self.slab.remove(id.index());
+        let (value, place) = self.slab.take(id.index(), id.generation())?;
+        self.unplace(place);
         self.give_back_if_empty();
         Some(value)
     }
@@ -154,7 +153,8 @@ impl<T> TimingWheel<T> {
             return false;
         };
         entry.deadline = deadline;
-        self.unlink(id.index());
+        let old = (entry.bucket, entry.link);
+        self.unplace(old);
         self.link(id.index(), deadline);
         true
     }
@@ -279,6 +279,15 @@ impl<T> TimingWheel<T> {
 
     /// Puts slab entry `index` into the bucket its deadline calls for.
     fn link(&mut self, index: u32, deadline: u64) {
+        let (bucket, pos) = self.place(index, deadline);
+        let entry = self.slab.get_mut(index);
+        entry.bucket = bucket;
+        entry.link = pos;
+    }
+
+    /// Adds slab index `index` to the bucket `deadline` calls for; returns
+    /// the bucket and the position there, for the entry to record.
+    fn place(&mut self, index: u32, deadline: u64) -> (u16, u32) {
         let (bucket, pos) = if deadline <= self.elapsed {
             (DUE, self.due.push(index))
         } else {
@@ -290,15 +299,11 @@ impl<T> TimingWheel<T> {
         if pos as usize >= SLOTS {
             self.grown = true;
         }
-        let entry = self.slab.get_mut(index);
-        entry.bucket = bucket;
-        entry.link = pos;
+        (bucket, pos)
     }
 
-    /// Takes slab entry `index` out of its bucket.
-    fn unlink(&mut self, index: u32) {
-        let entry = self.slab.get(index);
-        let (bucket, pos) = (entry.bucket, entry.link);
+    /// Removes an entry from the bucket and position it recorded.
+    fn unplace(&mut self, (bucket, pos): (u16, u32)) {
         if bucket == DUE {
             self.due.remove(pos);
         } else {
