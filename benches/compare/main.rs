@@ -2,7 +2,7 @@
 //! in rotating order. See BENCHMARKS.md.
 //!
 //! `cargo bench --bench compare -- [--quick] [--json] [--svg PATH]
-//!  [--pending N[,N...]] [--workload NAME[,NAME...]]`
+//!  [--pending N[,N...]] [--workload NAME[,NAME...]] [--impl NAME[,NAME...]]`
 //!
 //! Progress (each measurement and how long it took) goes to stderr.
 
@@ -261,6 +261,7 @@ fn main() {
             .collect(),
         None => WORKLOADS.to_vec(),
     };
+    let only_impls = list("--impl");
     let (steps, rounds) = if quick { (200_000, 3) } else { (1_000_000, 5) };
 
     for (_, run) in IMPLS {
@@ -283,6 +284,12 @@ fn main() {
                 // first (cold) or right after a heavy one.
                 for k in 0..IMPLS.len() {
                     let i = (k + round) % IMPLS.len();
+                    if only_impls
+                        .as_ref()
+                        .is_some_and(|only| !only.iter().any(|o| o == IMPLS[i].0))
+                    {
+                        continue;
+                    }
                     let began = Instant::now();
                     if let Some(s) = (IMPLS[i].1)(workload, pending, steps) {
                         eprintln!(

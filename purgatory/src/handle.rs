@@ -88,9 +88,14 @@ where
         if self.cell.state.is_done() {
             return false;
         }
-        self.shared
-            .drive(&self.cell, Request::Force(Outcome::Completed));
-        // True unless someone else had decided otherwise first.
+        if self
+            .shared
+            .drive(&self.cell, Request::Force(Outcome::Completed))
+        {
+            return true;
+        }
+        // Not decided by this call: true unless someone else had decided
+        // otherwise first (the result slot's lock is only taken here).
         !matches!(
             self.cell.outcome(),
             Some(Outcome::Expired | Outcome::Cancelled | Outcome::Shutdown)

@@ -2,7 +2,7 @@
 
 use crate::outcome::Outcome;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 /// A snapshot of a purgatory's counters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,8 +47,8 @@ struct Stripe {
     // adds on one stripe and subtracts on the other.
     watched: AtomicI64,
     delayed: AtomicI64,
-    outcomes: [AtomicU64; 4],
-    panics: AtomicU64,
+    outcomes: [AtomicI64; 4],
+    panics: AtomicI64,
 }
 
 /// Numbers threads as they first touch a counter, to pick their stripe.
@@ -74,59 +74,58 @@ impl Counters {
         &self.stripes[n & (self.stripes.len() - 1)]
     }
 
-    fn sum(&self, field: impl Fn(&Stripe) -> &AtomicI64) -> usize {
-        let total: i64 = self
+    fn add(&self, field: impl Fn(&Stripe) -> &AtomicI64, delta: i64) {
+        field(self.mine()).fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// The sum over stripes; never below zero (a read racing a submission
+    /// and its completion can see the subtraction first).
+    fn total(&self, field: impl Fn(&Stripe) -> &AtomicI64) -> u64 {
+        let sum: i64 = self
             .stripes
             .iter()
             .map(|s| field(s).load(Ordering::Relaxed))
             .sum();
-        usize::try_from(total).unwrap_or(0)
+        u64::try_from(sum).unwrap_or(0)
     }
 
     pub(crate) fn watched_add(&self, n: usize) {
-        self.mine().watched.fetch_add(n as i64, Ordering::Relaxed);
+        self.add(|s| &s.watched, n as i64);
     }
 
     pub(crate) fn watched_sub(&self, n: usize) {
-        self.mine().watched.fetch_sub(n as i64, Ordering::Relaxed);
+        self.add(|s| &s.watched, -(n as i64));
     }
 
     pub(crate) fn delayed_add(&self) {
-        self.mine().delayed.fetch_add(1, Ordering::Relaxed);
+        self.add(|s| &s.delayed, 1);
     }
 
     pub(crate) fn delayed_sub(&self) {
-        self.mine().delayed.fetch_sub(1, Ordering::Relaxed);
+        self.add(|s| &s.delayed, -1);
     }
 
     pub(crate) fn record(&self, outcome: Outcome) {
-        self.mine().outcomes[outcome.code() as usize].fetch_add(1, Ordering::Relaxed);
+        self.add(|s| &s.outcomes[outcome.code() as usize], 1);
     }
 
     pub(crate) fn panicked(&self) {
-        self.mine().panics.fetch_add(1, Ordering::Relaxed);
+        self.add(|s| &s.panics, 1);
     }
 
     pub(crate) fn watched(&self) -> usize {
-        self.sum(|s| &s.watched)
+        self.total(|s| &s.watched) as usize
     }
 
     pub(crate) fn delayed(&self) -> usize {
-        self.sum(|s| &s.delayed)
+        self.total(|s| &s.delayed) as usize
     }
 
     pub(crate) fn count(&self, outcome: Outcome) -> u64 {
-        let i = outcome.code() as usize;
-        self.stripes
-            .iter()
-            .map(|s| s.outcomes[i].load(Ordering::Relaxed))
-            .sum()
+        self.total(|s| &s.outcomes[outcome.code() as usize])
     }
 
     pub(crate) fn panics(&self) -> u64 {
-        self.stripes
-            .iter()
-            .map(|s| s.panics.load(Ordering::Relaxed))
-            .sum()
+        self.total(|s| &s.panics)
     }
 }

@@ -11,7 +11,6 @@ use crate::timer_queue::{CellRef, TimerKind, TimerQueue};
 use crate::watchers::Watchers;
 use crate::DelayedOperation;
 use crossbeam_channel::{Receiver, Sender};
-use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::hash::Hash;
 use std::marker::PhantomData;
@@ -119,7 +118,7 @@ where
         }
         let scale =
             TickScale::new(self.clock.now(), self.tick).map_err(|_| ConfigError::ZeroTick)?;
-        let shared = Arc::new(CachePadded::new(Shared {
+        let shared = Arc::new(Shared {
             name: self.name,
             kind: self.timer,
             clock: self.clock,
@@ -132,7 +131,7 @@ where
             purge_interval,
             since_purge: AtomicU64::new(0),
             submitted: AtomicU64::new(0),
-        }));
+        });
         let threads = match self.driver {
             Driver::Manual => None,
             Driver::Thread { expiration_threads } => {
@@ -162,12 +161,8 @@ where
     threads: Mutex<Option<Threads>>,
 }
 
-/// How handles and threads hold the shared state. Every handle clones and
-/// drops this `Arc`, on whichever threads submit and complete; the padding
-/// keeps its counts off the cache line of the fields every submission
-/// reads (clock, scale, timer), so those reads do not miss each time another
-/// thread drops a handle.
-pub(crate) type SharedRef<K, O> = Arc<CachePadded<Shared<K, O>>>;
+/// How handles and threads hold the shared state.
+pub(crate) type SharedRef<K, O> = Arc<Shared<K, O>>;
 
 /// What the purgatory's threads and handles share.
 pub(crate) struct Shared<K, O> {

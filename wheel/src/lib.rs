@@ -55,7 +55,9 @@
 //!
 //! The `memory_per_entry` test checks the same bound (under 56) on every run.
 //! Once every entry is cancelled, 64 to 80 KB stay allocated whatever the
-//! peak was (one page and the bucket headers).
+//! peak was (one page and the bucket headers): measured after 1e3 to 1e6 by
+//! the run above, and 63,592 bytes after 1e7 by
+//! `cargo bench --bench compare -- --pending 10000000 --workload insert_cancel --impl wheel,floor`.
 //!
 //! When the wheel becomes empty it returns all pages but one and every
 //! bucket buffer, so a burst does not leave its peak behind.
