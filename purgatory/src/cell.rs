@@ -93,6 +93,14 @@ impl<K, O> Cell<K, O> {
         }
     }
 
+    /// Drops what the user left in an answered cell (a result never taken,
+    /// a waker), so that a spare cell holds no user data.
+    pub(crate) fn clear(&mut self) {
+        let slot = self.result.get_mut();
+        slot.completion = None;
+        slot.waker = None;
+    }
+
     /// The outcome, once delivered.
     pub(crate) fn outcome(&self) -> Option<Outcome> {
         self.result.lock().outcome

@@ -145,6 +145,14 @@ where
     }
 }
 
+/// Hands an answered operation's cell to the purgatory for reuse when this
+/// handle is its last reference.
+impl<K, O> Drop for Delayed<K, O> {
+    fn drop(&mut self) {
+        self.shared.recycle(&mut self.cell);
+    }
+}
+
 impl<K, O> std::fmt::Debug for Delayed<K, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Delayed")

@@ -18,7 +18,10 @@
 //! - **Nothing held by finished work.** The moment an operation completes it
 //!   leaves the timer (a timing-wheel cancel) and every watch list it is on
 //!   (a slab removal by index), O(1) each; a list that empties is removed.
-//!   There is no purge interval and no reaper walking lists.
+//!   There is no purge interval and no reaper walking lists. What stays is
+//!   memory without user data: up to
+//!   [`spare_cells`](PurgatoryBuilder::spare_cells) emptied cells kept for
+//!   reuse, given back on shutdown.
 //! - **Nobody waits on an operation.** A check or forced outcome that finds
 //!   the operation busy on another thread leaves it a note and returns; the
 //!   busy thread serves it. Operation code may call back into the purgatory.
@@ -135,6 +138,7 @@ mod metrics;
 mod operation;
 mod outcome;
 mod purgatory;
+mod spare_cells;
 mod state;
 mod sync;
 mod timer_queue;

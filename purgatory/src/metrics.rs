@@ -29,6 +29,9 @@ pub struct PurgatoryMetrics {
     pub held_watch_entries: usize,
     /// Entries held by the timer, completed ones included.
     pub held_timer_entries: usize,
+    /// Cells of answered operations kept for reuse (at most
+    /// [`PurgatoryBuilder::spare_cells`](crate::PurgatoryBuilder::spare_cells)); they hold no user data.
+    pub spare_cells: usize,
 }
 
 /// The live counters, striped: each thread adds to its own cache line, so

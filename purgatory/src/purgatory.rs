@@ -1,11 +1,11 @@
 //! The purgatory: submission, checks by key, cancellation, the timer thread
 //! and shutdown.
 
-use crate::cell::Cell;
 use crate::error::{ConfigError, SubmitError};
 use crate::handle::Delayed;
 use crate::metrics::{Counters, PurgatoryMetrics};
 use crate::outcome::Outcome;
+use crate::spare_cells::SpareCells;
 use crate::state::Request;
 use crate::timer_queue::{CellRef, TimerKind, TimerQueue};
 use crate::watchers::Watchers;
@@ -48,6 +48,7 @@ pub struct PurgatoryBuilder<K, O> {
     clock: Arc<dyn Clock>,
     tick: Duration,
     shards: usize,
+    spare_cells: usize,
 }
 
 impl<K, O> PurgatoryBuilder<K, O>
@@ -93,6 +94,17 @@ where
         self
     }
 
+    /// How many answered operations' cells are kept for reuse by later
+    /// submissions (default 1,024; 0 keeps none). A cell is kept only when
+    /// its handle is dropped last; it holds none of the user's data then.
+    /// Reuse spares the allocator the cross-thread frees of a broker, where
+    /// one thread submits and another answers; what it costs is this many
+    /// cells' memory held while the purgatory runs (`metrics().spare_cells`).
+    pub fn spare_cells(mut self, cells: usize) -> Self {
+        self.spare_cells = cells;
+        self
+    }
+
     /// Starts the purgatory (and its threads, with [`Driver::Thread`]).
     ///
     /// # Errors
@@ -126,6 +138,7 @@ where
             timer: TimerQueue::new(self.timer),
             watchers: Watchers::new(shards, purge_interval.is_some()),
             counters: Counters::new(),
+            spare: SpareCells::new(self.spare_cells),
             shutting_down: AtomicBool::new(false),
             timer_thread: OnceLock::new(),
             purge_interval,
@@ -173,6 +186,8 @@ pub(crate) struct Shared<K, O> {
     timer: TimerQueue<K, O>,
     watchers: Watchers<K, O>,
     counters: Counters,
+    /// Cells of answered operations, for reuse.
+    spare: SpareCells<K, O>,
     shutting_down: AtomicBool,
     /// The timer thread, to wake it when an earlier deadline arrives.
     timer_thread: OnceLock<Thread>,
@@ -200,6 +215,7 @@ where
             clock: Arc::new(SystemClock),
             tick: Duration::from_millis(1),
             shards: 32,
+            spare_cells: 1024,
         }
     }
 }
@@ -234,7 +250,7 @@ where
         let shared = &self.shared;
         let deadline = shared.scale.tick_after(shared.clock.now(), op.timeout());
         let seq = shared.submitted.fetch_add(1, Ordering::Relaxed);
-        let cell = Arc::new(Cell::new(op, seq));
+        let cell = shared.spare.cell(op, seq);
         shared.counters.delayed_add();
         let handle = |at_once| Ok(Delayed::new(Arc::clone(shared), Arc::clone(&cell), at_once));
 
@@ -346,6 +362,7 @@ where
             panics: c.panics(),
             held_watch_entries: self.shared.watchers.held(),
             held_timer_entries: self.shared.timer.held(),
+            spare_cells: self.shared.spare.len(),
         }
     }
 
@@ -370,6 +387,8 @@ where
         if let Some(workers) = workers {
             workers.join();
         }
+        // Handles dropped from now on free their cells.
+        self.shared.spare.release();
         tracing::debug!(purgatory = %self.shared.name, "shut down");
     }
 }
@@ -463,6 +482,16 @@ where
     fn wake_timer_thread(&self) {
         if let Some(thread) = self.timer_thread.get() {
             thread.unpark();
+        }
+    }
+}
+
+impl<K, O> Shared<K, O> {
+    /// Keeps the cell of an answered operation for reuse if `cell` is its
+    /// last reference (see `spare_cells.rs`); the caller then drops `cell`.
+    pub(crate) fn recycle(&self, cell: &mut CellRef<K, O>) {
+        if !self.shutting_down.load(Ordering::Relaxed) {
+            self.spare.give_back(cell);
         }
     }
 }

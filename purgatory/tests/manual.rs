@@ -527,3 +527,64 @@ fn an_operation_watched_under_many_keys_leaves_every_list() {
         assert_empty(&p);
     }
 }
+
+#[test]
+fn answered_cells_are_reused_and_given_back_on_shutdown() {
+    // Only the wheel: the baseline's heap and lists keep their references
+    // to answered operations until a purge, so a handle is never the last.
+    let (p, clock, journal) = setup(TimerKind::Wheel);
+    let f = flag(false);
+    let submit = |id| {
+        p.try_complete_else_watch(Probe::new(id, &f, SEC, &journal), &["a"])
+            .unwrap()
+    };
+    // Answered and its handle dropped last: kept, with nothing of the user's.
+    let (one, two) = (submit(1), submit(2));
+    assert!(one.force_complete());
+    drop(one.wait());
+    assert_eq!(p.metrics().spare_cells, 1);
+    // Dropped while pending: the purgatory still holds it, nothing kept.
+    drop(two);
+    assert_eq!(p.metrics().spare_cells, 1);
+    // The next submission takes the spare cell and starts afresh.
+    let three = submit(3);
+    assert_eq!(p.metrics().spare_cells, 0);
+    assert!(!three.is_completed());
+    assert_eq!(three.outcome(), None);
+    f.store(true, Ordering::SeqCst);
+    assert_eq!(p.check_and_complete(&"a"), 2);
+    assert_eq!(three.wait().outcome, Outcome::Completed);
+    clock.advance(2 * SEC);
+    assert_eq!(p.advance_clock(), 0);
+    let mut seen = journal.outcomes();
+    seen.sort_by_key(|(id, _)| *id);
+    assert_eq!(
+        seen,
+        [
+            (1, Outcome::Completed),
+            (2, Outcome::Completed),
+            (3, Outcome::Completed)
+        ]
+    );
+    assert_eq!(p.metrics().spare_cells, 1);
+    p.shutdown();
+    assert_eq!(p.metrics().spare_cells, 0);
+    assert_empty(&p);
+}
+
+#[test]
+fn keeping_no_spare_cells_is_allowed() {
+    let journal = Arc::new(Journal::default());
+    let p: Purgatory<&'static str, Probe> = Purgatory::builder("no-spares")
+        .manual(ManualClock::new())
+        .spare_cells(0)
+        .build()
+        .unwrap();
+    let h = p
+        .try_complete_else_watch(Probe::new(1, &flag(false), SEC, &journal), &["a"])
+        .unwrap();
+    assert!(h.force_complete());
+    drop(h);
+    assert_eq!(p.metrics().spare_cells, 0);
+    assert_eq!(journal.outcomes(), [(1, Outcome::Completed)]);
+}
