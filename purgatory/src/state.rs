@@ -52,9 +52,8 @@ pub(crate) struct OpState<O> {
     /// the running thread writes its own token, so reading it back proves
     /// a call comes from inside that code.
     owner: AtomicU64,
-    /// `Some` until the outcome is decided. Only the `RUNNING` thread locks
-    /// it, so the lock is never contended; it is here to hand out `&mut O`
-    /// without `unsafe`.
+    /// `Some` until the outcome is decided. Only the `RUNNING` thread
+    /// reaches it; the bit is its lock.
     op: Exclusive<Option<O>>,
 }
 
@@ -123,12 +122,18 @@ impl<O> OpState<O> {
         mut check: impl FnMut(&mut O) -> bool,
         finish: impl FnOnce(O, Outcome),
     ) -> bool {
-        let mut op = self.op.lock();
         loop {
             // Every request so far is served by this round.
             if flags & RECHECK != 0 {
                 flags = self.flags.fetch_and(!RECHECK, Ordering::AcqRel) & !RECHECK;
             }
+            // SAFETY: this thread holds `RUNNING`: it set the bit with its own
+            // compare-exchange in `drive` (or kept it through a failed
+            // release below), and only the `RUNNING` thread ever reaches
+            // `op`. This access ends (`op` is dropped) before the bit is
+            // released, and the acquire/release on `flags` orders it before
+            // the next holder's.
+            let mut op = unsafe { self.op.get_mut() };
             let outcome = if flags & FORCED != 0 {
                 Some(Outcome::from_code(flags >> OUTCOME_SHIFT))
             } else if let Some(pending) = op.as_mut() {
@@ -149,6 +154,7 @@ impl<O> OpState<O> {
                 }
                 return true;
             }
+            drop(op);
             // Release, unless a request came in while we ran.
             match self.flags.compare_exchange(
                 flags,

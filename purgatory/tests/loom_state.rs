@@ -6,15 +6,34 @@
 mod sync {
     pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-    pub(crate) struct Exclusive<T>(loom::sync::Mutex<T>);
+    /// loom's `UnsafeCell` fails the model if two threads reach the value
+    /// at once: the check that `RUNNING` really is exclusive.
+    pub(crate) struct Exclusive<T>(loom::cell::UnsafeCell<T>);
 
     impl<T> Exclusive<T> {
         pub(crate) fn new(value: T) -> Self {
-            Exclusive(loom::sync::Mutex::new(value))
+            Exclusive(loom::cell::UnsafeCell::new(value))
         }
 
-        pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
-            self.0.lock().unwrap()
+        pub(crate) unsafe fn get_mut(&self) -> ExclusiveRef<T> {
+            ExclusiveRef(self.0.get_mut())
+        }
+    }
+
+    pub(crate) struct ExclusiveRef<T>(loom::cell::MutPtr<T>);
+
+    impl<T> std::ops::Deref for ExclusiveRef<T> {
+        type Target = T;
+        fn deref(&self) -> &T {
+            // SAFETY: loom tracks the access and fails the model on a race.
+            unsafe { self.0.deref() }
+        }
+    }
+
+    impl<T> std::ops::DerefMut for ExclusiveRef<T> {
+        fn deref_mut(&mut self) -> &mut T {
+            // SAFETY: as above.
+            unsafe { self.0.deref() }
         }
     }
 
