@@ -250,11 +250,18 @@ where
         let shared = &self.shared;
         let deadline = shared.scale.tick_after(shared.clock.now(), op.timeout());
         let seq = shared.submitted.fetch_add(1, Ordering::Relaxed);
+        // The first try needs no state machine: nobody else can reach the
+        // operation before it is watched.
+        let mut op = op;
+        let holds = shared
+            .guarded("try_complete", || op.try_complete())
+            .unwrap_or(false);
         let cell = shared.spare.cell(op, seq);
         shared.counters.delayed_add();
         let handle = |at_once| Ok(Delayed::new(Arc::clone(shared), Arc::clone(&cell), at_once));
 
-        if shared.drive(&cell, Request::Check) {
+        if holds {
+            shared.drive(&cell, Request::Force(Outcome::Completed));
             return handle(true);
         }
         // Adds nothing if a check under an earlier key completed it meanwhile.
