@@ -127,34 +127,36 @@ impl<O> OpState<O> {
             if flags & RECHECK != 0 {
                 flags = self.flags.fetch_and(!RECHECK, Ordering::AcqRel) & !RECHECK;
             }
-            // SAFETY: this thread holds `RUNNING`: it set the bit with its own
-            // compare-exchange in `drive` (or kept it through a failed
-            // release below), and only the `RUNNING` thread ever reaches
-            // `op`. This access ends (`op` is dropped) before the bit is
-            // released, and the acquire/release on `flags` orders it before
-            // the next holder's.
-            let mut op = unsafe { self.op.get_mut() };
-            let outcome = if flags & FORCED != 0 {
-                Some(Outcome::from_code(flags >> OUTCOME_SHIFT))
-            } else if let Some(pending) = op.as_mut() {
-                self.owner.store(thread_token(), Ordering::Relaxed);
-                let holds = check(pending);
-                self.owner.store(0, Ordering::Relaxed);
-                holds.then_some(Outcome::Completed)
-            } else {
-                None
+            let decided = {
+                // SAFETY: this thread holds `RUNNING`: it set the bit with its
+                // own compare-exchange in `drive` (or kept it through a failed
+                // release below), and only the `RUNNING` thread ever reaches
+                // `op`. This access ends with this block, before the bit is
+                // released, and the acquire/release on `flags` orders it
+                // before the next holder's.
+                let mut op = unsafe { self.op.get_mut() };
+                let outcome = if flags & FORCED != 0 {
+                    Some(Outcome::from_code(flags >> OUTCOME_SHIFT))
+                } else if let Some(pending) = op.as_mut() {
+                    self.owner.store(thread_token(), Ordering::Relaxed);
+                    let holds = check(pending);
+                    self.owner.store(0, Ordering::Relaxed);
+                    holds.then_some(Outcome::Completed)
+                } else {
+                    None
+                };
+                outcome.map(|outcome| {
+                    // RUNNING stays set: nobody takes a decided operation.
+                    self.flags.fetch_or(DONE, Ordering::AcqRel);
+                    (op.take(), outcome)
+                })
             };
-            if let Some(outcome) = outcome {
-                // RUNNING stays set: nobody takes a decided operation.
-                self.flags.fetch_or(DONE, Ordering::AcqRel);
-                let taken = op.take();
-                drop(op);
+            if let Some((taken, outcome)) = decided {
                 if let Some(taken) = taken {
                     finish(taken, outcome);
                 }
                 return true;
             }
-            drop(op);
             // Release, unless a request came in while we ran.
             match self.flags.compare_exchange(
                 flags,
