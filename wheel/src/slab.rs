@@ -38,7 +38,9 @@ impl<T> Entry<T> {
 }
 
 pub(crate) struct Slab<T> {
-    pages: Vec<Box<[Entry<T>]>>,
+    /// Fixed-size pages: the in-page index is masked to `PAGE - 1`, so the
+    /// compiler drops its bounds check.
+    pages: Vec<Box<[Entry<T>; PAGE]>>,
     /// Head of the free list of vacant slots below `fresh`.
     free: u32,
     /// Slots at and above this index have never been handed out since the
@@ -70,6 +72,7 @@ impl<T> Slab<T> {
     /// [`fill`](Self::fill); `None` when every index up to `max_index` is
     /// taken. The two steps let the caller pick the entry's bucket (which
     /// needs the index) before the entry is written, in one go.
+    #[inline]
     pub(crate) fn reserve(&mut self, max_index: u32) -> Option<u32> {
         if self.free != NONE {
             let index = self.free;
@@ -82,8 +85,10 @@ impl<T> Slab<T> {
         }
         if index as usize >= self.pages.len() * PAGE {
             let generation = self.generation_floor;
-            self.pages
-                .push((0..PAGE).map(|_| Entry::vacant(generation)).collect());
+            // Built on the heap, not on the stack: a page of large values
+            // could overflow a thread's stack. The length always matches.
+            let page: Box<[Entry<T>]> = (0..PAGE).map(|_| Entry::vacant(generation)).collect();
+            self.pages.push(page.try_into().ok()?);
         }
         self.fresh += 1;
         Some(index)
@@ -91,6 +96,7 @@ impl<T> Slab<T> {
 
     /// Stores an entry in the slot [`reserve`](Self::reserve) returned;
     /// returns the slot's generation.
+    #[inline]
     pub(crate) fn fill(&mut self, index: u32, deadline: u64, value: T, place: (u16, u32)) -> u32 {
         self.len += 1;
         let entry = self.get_mut(index);
@@ -102,6 +108,7 @@ impl<T> Slab<T> {
 
     /// Vacates the occupied slot `index` if `generation` matches; returns
     /// its value and where it was (bucket, position), reading the entry once.
+    #[inline]
     pub(crate) fn take(&mut self, index: u32, generation: u32) -> Option<(T, (u16, u32))> {
         let free = self.free;
         let entry = self
@@ -186,7 +193,7 @@ impl<T> Slab<T> {
     /// Bytes of entry memory allocated.
     pub(crate) fn allocated_bytes(&self) -> usize {
         self.pages.len() * PAGE * std::mem::size_of::<Entry<T>>()
-            + self.pages.capacity() * std::mem::size_of::<Box<[Entry<T>]>>()
+            + self.pages.capacity() * std::mem::size_of::<Box<[Entry<T>; PAGE]>>()
     }
 }
 

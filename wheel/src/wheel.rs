@@ -127,6 +127,7 @@ impl<T> TimingWheel<T> {
     /// # Errors
     /// [`InsertError::Full`] (handing `value` back) when 2^31 entries are
     /// already pending.
+    #[inline]
     pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerId, InsertError<T>> {
         let Some(index) = self.slab.reserve(MAX_INDEX) else {
             return Err(InsertError::Full(value));
@@ -138,6 +139,7 @@ impl<T> TimingWheel<T> {
 
     /// Removes a pending entry and returns its value; `None` for a stale id
     /// (fired, cancelled, drained, or never from this wheel).
+    #[inline]
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
         let (value, place) = self.slab.take(id.index(), id.generation())?;
         self.unplace(place);
@@ -287,6 +289,7 @@ impl<T> TimingWheel<T> {
 
     /// Adds slab index `index` to the bucket `deadline` calls for; returns
     /// the bucket and the position there, for the entry to record.
+    #[inline]
     fn place(&mut self, index: u32, deadline: u64) -> (u16, u32) {
         let (bucket, pos) = if deadline <= self.elapsed {
             (DUE, self.due.push(index))
@@ -303,6 +306,7 @@ impl<T> TimingWheel<T> {
     }
 
     /// Removes an entry from the bucket and position it recorded.
+    #[inline]
     fn unplace(&mut self, (bucket, pos): (u16, u32)) {
         if bucket == DUE {
             self.due.remove(pos);
@@ -329,6 +333,7 @@ impl<T> TimingWheel<T> {
 
     /// Once empty, returns the pages and bucket buffers a burst left behind
     /// (all but one page, so a wheel hovering around empty does not churn).
+    #[inline]
     fn give_back_if_empty(&mut self) {
         if self.slab.len() != 0 {
             return;
