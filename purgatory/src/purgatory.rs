@@ -394,7 +394,9 @@ where
         if let Some(workers) = workers {
             workers.join();
         }
-        // Handles dropped from now on free their cells.
+        // Handles dropped from now on free their cells (one whose drop
+        // races with this may still park its cell; that one is freed with
+        // the purgatory's shared state, which holds the pool).
         self.shared.spare.release();
         tracing::debug!(purgatory = %self.shared.name, "shut down");
     }
