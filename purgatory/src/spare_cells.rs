@@ -6,8 +6,9 @@
 //! read). With glibc's allocator each answer then frees, on one thread, a
 //! block that another thread allocated; glibc serialises such frees with the
 //! allocating thread's own mallocs on one arena lock. In Kafka's benchmark
-//! workload (`purgatory_perf`) a profile put about a fifth of all CPU time
-//! there, much of it in futex waits between the two threads.
+//! workload (`purgatory_perf`) a profile put more than a quarter of all CPU
+//! time there, most of it in futex waits and wake-ups between the two
+//! threads (figures in `BENCHMARKS.md`).
 //!
 //! So when the handle of an answered operation is dropped and it holds the
 //! last reference, the cell is cleared (the user's operation and waker are
@@ -78,8 +79,10 @@ mod tests {
     use crate::outcome::Outcome;
     use crate::state::Request;
 
-    fn answered(spare: &SpareCells<u32, String>, op: &str) -> CellRef<u32, String> {
-        let cell = spare.cell(op.to_string(), 1);
+    /// A cell from `spare` whose operation `op` has been answered (its
+    /// result delivered and not taken).
+    fn answered<O>(spare: &SpareCells<u32, O>, op: O) -> CellRef<u32, O> {
+        let cell = spare.cell(op, 1);
         let decided = cell.state.drive(
             Request::Force(Outcome::Completed),
             |_| false,
@@ -92,7 +95,7 @@ mod tests {
     #[test]
     fn a_given_back_cell_is_reused_cleared() {
         let spare = SpareCells::new(2);
-        let mut cell = answered(&spare, "first");
+        let mut cell = answered(&spare, "first".to_string());
         let first = Arc::as_ptr(&cell);
         spare.give_back(&mut cell);
         drop(cell);
@@ -120,7 +123,7 @@ mod tests {
     fn shared_pending_and_overflowing_cells_are_not_kept() {
         let spare = SpareCells::new(1);
         // Another reference exists: not the last one, not parked.
-        let mut shared = answered(&spare, "shared");
+        let mut shared = answered(&spare, "shared".to_string());
         let other = Arc::clone(&shared);
         spare.give_back(&mut shared);
         assert_eq!(spare.len(), 0);
@@ -130,7 +133,10 @@ mod tests {
         spare.give_back(&mut pending);
         assert_eq!(spare.len(), 0);
         // Beyond capacity: freed as usual.
-        let (mut a, mut b) = (answered(&spare, "a"), answered(&spare, "b"));
+        let (mut a, mut b) = (
+            answered(&spare, "a".to_string()),
+            answered(&spare, "b".to_string()),
+        );
         spare.give_back(&mut a);
         spare.give_back(&mut b);
         drop((a, b));
@@ -139,7 +145,7 @@ mod tests {
         assert_eq!(spare.len(), 0);
         // Keeping none is allowed.
         let none = SpareCells::<u32, String>::new(0);
-        let mut c = answered(&none, "c");
+        let mut c = answered(&none, "c".to_string());
         none.give_back(&mut c);
         assert_eq!(none.len(), 0);
     }
@@ -148,13 +154,7 @@ mod tests {
     fn giving_back_drops_the_users_result_at_once() {
         let spare = SpareCells::new(1);
         let op = Arc::new(());
-        let cell: CellRef<u32, Arc<()>> = spare.cell(Arc::clone(&op), 1);
-        cell.state.drive(
-            Request::Force(Outcome::Expired),
-            |_| false,
-            |o, outcome| cell.deliver(outcome, o),
-        );
-        let mut cell = cell;
+        let mut cell = answered(&spare, Arc::clone(&op));
         assert_eq!(Arc::strong_count(&op), 2, "the result holds the operation");
         spare.give_back(&mut cell);
         assert_eq!(Arc::strong_count(&op), 1, "a spare cell holds no user data");

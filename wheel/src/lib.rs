@@ -54,10 +54,10 @@
 //! | 1,000,000 | 47.6 |
 //!
 //! The `memory_per_entry` test checks the same bound (under 56) on every run.
-//! Once every entry is cancelled, 64 to 80 KB stay allocated whatever the
-//! peak was (one page and the bucket headers): measured after 1e3 to 1e6 by
-//! the run above, and 63,592 bytes after 1e7 by
-//! `cargo bench --bench compare -- --pending 10000000 --workload insert_cancel --impl wheel,floor`.
+//! Once every entry is cancelled, about 64 KB stay allocated whatever the
+//! peak was (one page and the bucket headers): 63,608 bytes after 1e3 and
+//! 63,584 after 1e5 and 1e6 in the run above, and 63,584 after 1e7 by
+//! `cargo bench --bench compare -- --pending 10000000 --workload insert_cancel`.
 //!
 //! When the wheel becomes empty it returns all pages but one and every
 //! bucket buffer, so a burst does not leave its peak behind.

@@ -111,13 +111,7 @@ impl<T> Slab<T> {
     #[inline]
     pub(crate) fn take(&mut self, index: u32, generation: u32) -> Option<(T, (u16, u32))> {
         let free = self.free;
-        let entry = self
-            .pages
-            .get_mut((index >> PAGE_BITS) as usize)?
-            .get_mut(index as usize & (PAGE - 1))?;
-        if entry.generation != generation {
-            return None;
-        }
+        let entry = self.lookup_mut(index, generation)?;
         let value = entry.value.take()?;
         let place = (entry.bucket, entry.link);
         entry.generation = entry.generation.wrapping_add(1);
@@ -149,6 +143,7 @@ impl<T> Slab<T> {
     }
 
     /// Mutable [`lookup`](Self::lookup).
+    #[inline]
     pub(crate) fn lookup_mut(&mut self, index: u32, generation: u32) -> Option<&mut Entry<T>> {
         let entry = self
             .pages
@@ -180,8 +175,8 @@ impl<T> Slab<T> {
             .unwrap_or(0);
         self.generation_floor = self.generation_floor.max(highest.wrapping_add(1));
         self.pages.truncate(1);
-        // The page table itself grew with the peak (16 bytes a page: 160 KB
-        // after 1e7 entries); give that back too.
+        // The page table itself grew with the peak (a pointer a page: 128 KB
+        // of capacity after 1e7 entries); give that back too.
         self.pages.shrink_to_fit();
         // Rebuild the free list over page 0 only: the old one runs through
         // released pages.
