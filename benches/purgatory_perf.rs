@@ -158,38 +158,42 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
     // The completion thread: force-completes each request when its latency
     // has passed (Kafka's CompletionQueue). It keeps them in a timing wheel
     // of 1 ms ticks and sleeps until the next one is due.
-    let completer = std::thread::spawn(move || {
-        let origin = Instant::now();
-        let mut queue: timing_wheel::Timer<Delayed<u64, FakeOperation>> =
-            timing_wheel::Timer::new(origin);
-        let mut open = true;
-        while open || !queue.is_empty() {
-            let wait = queue
-                .next_expiration()
-                .map_or(Duration::from_millis(10), |at| {
-                    at.saturating_duration_since(Instant::now())
-                });
-            let wait = wait.min(Duration::from_millis(10));
-            if !open {
-                // The generator is done: no batch can arrive to wake us.
-                std::thread::sleep(wait);
-            } else {
-                match rx.recv_timeout(wait) {
-                    Ok(batch) => {
-                        for (at, handle) in batch {
-                            // Infallible: far fewer than 2^31 are ever waiting.
-                            let _ = queue.insert_at(at, handle);
+    // Named, so that a profile tells its samples from the generator's.
+    let completer = std::thread::Builder::new()
+        .name("completer".into())
+        .spawn(move || {
+            let origin = Instant::now();
+            let mut queue: timing_wheel::Timer<Delayed<u64, FakeOperation>> =
+                timing_wheel::Timer::new(origin);
+            let mut open = true;
+            while open || !queue.is_empty() {
+                let wait = queue
+                    .next_expiration()
+                    .map_or(Duration::from_millis(10), |at| {
+                        at.saturating_duration_since(Instant::now())
+                    });
+                let wait = wait.min(Duration::from_millis(10));
+                if !open {
+                    // The generator is done: no batch can arrive to wake us.
+                    std::thread::sleep(wait);
+                } else {
+                    match rx.recv_timeout(wait) {
+                        Ok(batch) => {
+                            for (at, handle) in batch {
+                                // Infallible: far fewer than 2^31 are ever waiting.
+                                let _ = queue.insert_at(at, handle);
+                            }
                         }
+                        Err(crossbeam_channel::RecvTimeoutError::Disconnected) => open = false,
+                        Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
                     }
-                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => open = false,
-                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
                 }
+                queue.advance_to(Instant::now(), |_, handle| {
+                    handle.force_complete();
+                });
             }
-            queue.advance_to(Instant::now(), |_, handle| {
-                handle.force_complete();
-            });
-        }
-    });
+        })
+        .expect("spawn the completion thread");
     let mut batch = Vec::with_capacity(256);
     let mut batch_started = Instant::now();
 
