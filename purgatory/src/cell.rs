@@ -14,9 +14,7 @@ pub(crate) const NO_TIMER: u64 = u64::MAX;
 /// An operation in the purgatory: its state machine, where it is watched and
 /// scheduled, and the slot its result is delivered to.
 pub(crate) struct Cell<K, O> {
-    pub state: OpState<O>,
-    /// The watch-list entries that point at this operation.
-    pub links: Mutex<Links<K, O>>,
+    pub state: OpState<Pending<K, O>>,
     /// The wheel id (raw), or [`NO_TIMER`]. Only touched under the timer's lock.
     pub timer: AtomicU64,
     /// The deadline tick in force; the DelayQueue baseline compares it with
@@ -29,11 +27,12 @@ pub(crate) struct Cell<K, O> {
     ready: Condvar,
 }
 
-/// Where an operation is watched. Once `closed`, no key may be added: the
-/// operation is completing and its entries are being removed.
-pub(crate) struct Links<K, O> {
-    pub closed: bool,
-    pub keys: LinkSet<K, O>,
+/// What only the thread that holds an operation (see `state.rs`) reaches:
+/// the operation, and where it is watched. The submitter fills `links`
+/// before it lets go of the operation; whoever completes it empties them.
+pub(crate) struct Pending<K, O> {
+    pub op: O,
+    pub links: LinkSet<K, O>,
 }
 
 /// Each key's list with the entry's index in it. Requests seldom watch more
@@ -60,12 +59,14 @@ pub struct Completion<O> {
 }
 
 impl<K, O> Cell<K, O> {
+    /// A cell for a submission; the calling thread holds the operation
+    /// until it calls `state.start` (see `state.rs`).
     pub(crate) fn new(op: O, seq: u64) -> Self {
         Cell {
-            state: OpState::new(op),
-            links: Mutex::new(Links {
-                closed: false,
-                keys: LinkSet::new(),
+            // Held by the submitter until it has watched and scheduled it.
+            state: OpState::new_held(Pending {
+                op,
+                links: LinkSet::new(),
             }),
             timer: AtomicU64::new(NO_TIMER),
             deadline: AtomicU64::new(0),

@@ -46,14 +46,16 @@
 //! purgatory lock held, only the operation's own `RUNNING` bit, which nobody
 //! ever waits for. The internal locks, in the order they may nest:
 //!
-//! 1. an operation's `links` (where it is watched), then
-//! 2. one shard of the map from keys to watch lists (keys hashed over
+//! 1. one shard of the map from keys to watch lists (keys hashed over
 //!    [`PurgatoryBuilder::shards`]), then
-//! 3. one key's watch list.
+//! 2. one key's watch list.
 //!
 //! The timer's lock is a leaf: nothing else is taken while it is held, and
-//! so is a key's list. Completing an operation takes its lists' locks
-//! directly (it holds them), without the map. No lock is held while another
+//! so is a key's list. Where an operation is watched needs no lock: only
+//! the thread holding its `RUNNING` bit reaches it (the submitter while it
+//! sets the operation up, then whoever completes it). Completing an
+//! operation takes its lists' locks directly (it holds them), without the
+//! map. No lock is held while another
 //! operation is checked, so the lock cycles behind Kafka's purgatory
 //! deadlocks (KAFKA-3994, KAFKA-5970, KAFKA-7697, KAFKA-8334) cannot form.
 //! Cells removed under a lock are dropped after it is released, so not even

@@ -1,6 +1,7 @@
 //! The purgatory: submission, checks by key, cancellation, the timer thread
 //! and shutdown.
 
+use crate::cell::Pending;
 use crate::error::{ConfigError, SubmitError};
 use crate::handle::Delayed;
 use crate::metrics::{Counters, PurgatoryMetrics};
@@ -261,17 +262,32 @@ where
         let handle = |at_once| Ok(Delayed::new(Arc::clone(shared), Arc::clone(&cell), at_once));
 
         if holds {
-            shared.drive(&cell, Request::Force(Outcome::Completed));
+            // SAFETY: this thread made `cell` just above, held (`Cell::new`),
+            // and nothing else lets go of it.
+            unsafe {
+                cell.state
+                    .decide_at_start(Outcome::Completed, |p, outcome| {
+                        shared.finish(&cell, p, outcome)
+                    });
+            }
             return handle(true);
         }
-        // Adds nothing if a check under an earlier key completed it meanwhile.
-        shared
-            .watchers
-            .watch_all(&cell, keys, |n| shared.counters.watched_add(n));
-        if shared.timer.schedule(&cell, deadline) {
-            shared.wake_timer_thread();
-        }
-        let at_once = shared.drive(&cell, Request::Check);
+        // SAFETY: as above; this is the one call that lets go of it. Until
+        // then, a check under a key watched already, or an expiry, only
+        // leaves its flag for `start` to serve.
+        let at_once = unsafe {
+            cell.state.start(
+                |pending| {
+                    shared.watchers.watch_all(&cell, &mut pending.links, keys);
+                    shared.counters.watched_add(keys.len());
+                    if shared.timer.schedule(&cell, deadline) {
+                        shared.wake_timer_thread();
+                    }
+                },
+                |pending| shared.check(pending),
+                |pending, outcome| shared.finish(&cell, pending, outcome),
+            )
+        };
         // A shutdown that began during this call may have drained the timer
         // before the operation was in it: answer it here, exactly once.
         if shared.shutting_down.load(Ordering::SeqCst) {
@@ -422,12 +438,15 @@ where
     pub(crate) fn drive(&self, cell: &CellRef<K, O>, request: Request) -> bool {
         cell.state.drive(
             request,
-            |op| {
-                self.guarded("try_complete", || op.try_complete())
-                    .unwrap_or(false)
-            },
-            |op, outcome| self.finish(cell, op, outcome),
+            |pending| self.check(pending),
+            |pending, outcome| self.finish(cell, pending, outcome),
         )
+    }
+
+    /// Runs the operation's condition; a panic counts as "not yet".
+    fn check(&self, pending: &mut Pending<K, O>) -> bool {
+        self.guarded("try_complete", || pending.op.try_complete())
+            .unwrap_or(false)
     }
 
     /// Runs user code, catching and counting a panic.
@@ -450,8 +469,9 @@ where
     /// Completes an operation whose outcome this thread decided: out of the
     /// watch lists and the timer first, then the user's callbacks, then the
     /// result to the handle.
-    fn finish(&self, cell: &CellRef<K, O>, mut op: O, outcome: Outcome) {
-        let entries = self.watchers.close(cell);
+    fn finish(&self, cell: &CellRef<K, O>, pending: Pending<K, O>, outcome: Outcome) {
+        let Pending { mut op, links } = pending;
+        let entries = self.watchers.close(cell, links);
         self.counters.watched_sub(entries);
         self.timer.unschedule(cell);
         self.counters.delayed_sub();

@@ -77,18 +77,18 @@ impl<K, O> SpareCells<K, O> {
 mod tests {
     use super::*;
     use crate::outcome::Outcome;
-    use crate::state::Request;
 
     /// A cell from `spare` whose operation `op` has been answered (its
     /// result delivered and not taken).
     fn answered<O>(spare: &SpareCells<u32, O>, op: O) -> CellRef<u32, O> {
         let cell = spare.cell(op, 1);
-        let decided = cell.state.drive(
-            Request::Force(Outcome::Completed),
-            |_| false,
-            |op, outcome| cell.deliver(outcome, op),
-        );
-        assert!(decided);
+        // SAFETY: `spare.cell` made the cell held by this thread, and
+        // nothing else lets go of it.
+        unsafe {
+            cell.state
+                .decide_at_start(Outcome::Completed, |p, outcome| cell.deliver(outcome, p.op));
+        }
+        assert!(cell.state.is_done());
         cell
     }
 
@@ -108,14 +108,14 @@ mod tests {
         assert_eq!(again.outcome(), None);
         assert_eq!(again.seq, 2);
         let mut seen = None;
-        again.state.drive(
-            Request::Check,
-            |op| {
-                seen = Some(op.clone());
-                false
-            },
-            |_, _| {},
-        );
+        // SAFETY: `spare.cell` made the cell held by this thread, and
+        // nothing else lets go of it.
+        let decided = unsafe {
+            again
+                .state
+                .start(|p| seen = Some(p.op.clone()), |_| false, |_, _| {})
+        };
+        assert!(!decided);
         assert_eq!(seen.as_deref(), Some("second"));
     }
 

@@ -22,6 +22,12 @@
 //! folded into the flags. (A first version kept the lock apart from the
 //! flags; the loom model found a lost check there on weak memory.)
 //!
+//! A submitter holds `RUNNING` from the moment it creates the state until
+//! the operation is watched and scheduled ([`OpState::new_held`],
+//! [`OpState::start`]): a check or an expiry that finds the operation
+//! half set up leaves its flag, and the submitter's own final check serves
+//! it, which is Kafka's second `tryComplete` in `tryCompleteElseWatch`.
+//!
 //! A request from the running thread itself (an operation's code calling
 //! back into the purgatory) is recognised by the runner's token and returns
 //! at once: a check is covered by the one running, a forced outcome is picked
@@ -58,9 +64,27 @@ pub(crate) struct OpState<O> {
 }
 
 impl<O> OpState<O> {
+    /// A state that nobody holds: the first request takes it.
+    // The purgatory makes every state held; the loom model (which compiles
+    // this file on its own) also starts from states nobody holds.
+    #[allow(dead_code)]
     pub(crate) fn new(op: O) -> Self {
+        Self::with_flags(op, 0)
+    }
+
+    /// A state whose `RUNNING` right its creator has from the start, so
+    /// that it can finish setting the operation up (watch it, schedule it)
+    /// before anyone else may run it. Requests that arrive meanwhile only
+    /// leave their flags; [`start`](Self::start) serves them. Submission
+    /// used to take a lock around the setup instead: that cost two atomic
+    /// read-modify-writes at submission and two at completion.
+    pub(crate) fn new_held(op: O) -> Self {
+        Self::with_flags(op, RUNNING)
+    }
+
+    fn with_flags(op: O, flags: u32) -> Self {
         OpState {
-            flags: AtomicU32::new(0),
+            flags: AtomicU32::new(flags),
             owner: AtomicU64::new(0),
             op: Exclusive::new(Some(op)),
         }
@@ -114,6 +138,44 @@ impl<O> OpState<O> {
         }
     }
 
+    /// The creator's end of [`new_held`](Self::new_held): runs `setup` on
+    /// the operation, then checks it and serves every request that arrived
+    /// meanwhile, as [`drive`](Self::drive) does, and lets go of `RUNNING`
+    /// unless the outcome is decided. Returns whether this call decided it.
+    ///
+    /// # Safety
+    /// The state was made by `new_held` on the calling thread, and neither
+    /// `start` nor `decide_at_start` has been called on it since: the caller
+    /// still holds `RUNNING`.
+    pub(crate) unsafe fn start(
+        &self,
+        setup: impl FnOnce(&mut O),
+        check: impl FnMut(&mut O) -> bool,
+        finish: impl FnOnce(O, Outcome),
+    ) -> bool {
+        {
+            // SAFETY: the caller holds `RUNNING` (this function's contract);
+            // the access ends with this block, before `run` reaches the
+            // value again under the same right.
+            let mut op = unsafe { self.op.get_mut() };
+            if let Some(pending) = op.as_mut() {
+                setup(pending);
+            }
+        }
+        // Whatever was asked for during the setup is in the word now.
+        self.run(self.flags.load(Ordering::Acquire), check, finish)
+    }
+
+    /// Decides `outcome` for a state its creator still holds, without a
+    /// check: for an operation whose first try already held.
+    ///
+    /// # Safety
+    /// As for [`start`](Self::start), which is not called afterwards.
+    pub(crate) unsafe fn decide_at_start(&self, outcome: Outcome, finish: impl FnOnce(O, Outcome)) {
+        let forced = RUNNING | FORCED | (outcome.code() << OUTCOME_SHIFT);
+        self.run(forced, |_| false, finish);
+    }
+
     /// Runs the operation, holding `RUNNING`, until it completes or no
     /// request is left.
     fn run(
@@ -129,8 +191,9 @@ impl<O> OpState<O> {
             }
             let decided = {
                 // SAFETY: this thread holds `RUNNING`: it set the bit with its
-                // own compare-exchange in `drive` (or kept it through a failed
-                // release below), and only the `RUNNING` thread ever reaches
+                // own compare-exchange in `drive`, or has held it since
+                // `new_held` (the contract of `start` and `decide_at_start`),
+                // or kept it through a failed release below; and only the `RUNNING` thread ever reaches
                 // `op`. This access ends with this block, before the bit is
                 // released, and the acquire/release on `flags` orders it
                 // before the next holder's.

@@ -10,7 +10,7 @@
 //! completed operations in place until a walk of the list or a purge finds
 //! them, as Kafka's purgatory did before 0.9.
 //!
-//! Lock order: an operation's `links`, then a map shard, then a key list.
+//! Lock order: a map shard, then a key list.
 //! A key list lock is a leaf: under it only `Arc`s are cloned or moved, and
 //! cells removed under it are dropped after it is released.
 
@@ -54,27 +54,14 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         }
     }
 
-    /// Adds `cell` to the list of every key in `keys`, taking the cell's
-    /// links lock once. Adds nothing if the cell has started completing
-    /// (its links are closed). `on_added` runs under the links lock, so a
-    /// completion (which takes that lock before it unlinks) always sees its
-    /// effect first. Returns how many keys were added.
-    pub(crate) fn watch_all(
-        &self,
-        cell: &CellRef<K, O>,
-        keys: &[K],
-        on_added: impl FnOnce(usize),
-    ) -> usize {
-        let mut links = cell.links.lock();
-        if links.closed {
-            return 0;
-        }
+    /// Adds `cell` to the list of every key in `keys`, recording each entry
+    /// in `links`. The caller holds the operation (see `state.rs`), so no
+    /// completion can be unlinking it meanwhile.
+    pub(crate) fn watch_all(&self, cell: &CellRef<K, O>, links: &mut LinkSet<K, O>, keys: &[K]) {
         for key in keys {
             let (list, index) = self.push(key, cell);
-            links.keys.push((list, index));
+            links.push((list, index));
         }
-        on_added(keys.len());
-        keys.len()
     }
 
     /// Appends `cell` to `key`'s list, creating the list if there is none.
@@ -98,15 +85,10 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         (Arc::clone(&list), index)
     }
 
-    /// Closes `cell`'s links so no key is added any more, and (wheel
-    /// purgatory) removes it from every list it is on. Returns how many
-    /// watch entries it had.
-    pub(crate) fn close(&self, cell: &Cell<K, O>) -> usize {
-        let links = {
-            let mut links = cell.links.lock();
-            links.closed = true;
-            std::mem::take(&mut links.keys)
-        };
+    /// Removes a completing `cell` from every list in `links` (wheel
+    /// purgatory; the baseline leaves it there). Returns how many watch
+    /// entries it had.
+    pub(crate) fn close(&self, cell: &Cell<K, O>, links: LinkSet<K, O>) -> usize {
         let count = links.len();
         if !self.lazy {
             self.unlink(cell, links);

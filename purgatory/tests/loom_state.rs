@@ -75,10 +75,19 @@ struct World {
 
 impl World {
     fn new() -> Arc<World> {
+        Self::build(OpState::new)
+    }
+
+    /// As a submitter makes it: held by the calling thread until `start`.
+    fn new_held() -> Arc<World> {
+        Self::build(OpState::new_held)
+    }
+
+    fn build(state: fn(Op) -> OpState<Op>) -> Arc<World> {
         let ready = Arc::new(AtomicBool::new(false));
         let inside = Arc::new(AtomicUsize::new(0));
         Arc::new(World {
-            state: OpState::new(Op {
+            state: state(Op {
                 ready: ready.clone(),
                 inside: inside.clone(),
             }),
@@ -90,21 +99,37 @@ impl World {
     }
 
     fn serve(&self, request: Request) -> bool {
-        self.state.drive(
-            request,
-            |op| {
-                // Never two checks at once on one operation.
-                assert_eq!(op.inside.fetch_add(1, Ordering::SeqCst), 0);
-                let holds = op.ready.load(Ordering::SeqCst);
-                op.inside.fetch_sub(1, Ordering::SeqCst);
-                holds
-            },
-            |op, outcome| {
-                assert_eq!(op.inside.load(Ordering::SeqCst), 0, "finish beside a check");
-                self.outcome.store(outcome as usize, Ordering::SeqCst);
-                self.finished.fetch_add(1, Ordering::SeqCst);
-            },
-        )
+        self.state
+            .drive(request, |op| self.check(op), |op, o| self.finish(op, o))
+    }
+
+    /// The submitter's end of `new_held`: a setup that touches the
+    /// operation (loom fails the model if anyone else can reach it then),
+    /// then the final check.
+    fn start(&self) -> bool {
+        // SAFETY: every test calls this once, on the thread that made the
+        // state with `new_held`.
+        unsafe {
+            self.state.start(
+                |op| assert_eq!(op.inside.load(Ordering::SeqCst), 0),
+                |op| self.check(op),
+                |op, o| self.finish(op, o),
+            )
+        }
+    }
+
+    fn check(&self, op: &mut Op) -> bool {
+        // Never two checks at once on one operation.
+        assert_eq!(op.inside.fetch_add(1, Ordering::SeqCst), 0);
+        let holds = op.ready.load(Ordering::SeqCst);
+        op.inside.fetch_sub(1, Ordering::SeqCst);
+        holds
+    }
+
+    fn finish(&self, op: Op, outcome: Outcome) {
+        assert_eq!(op.inside.load(Ordering::SeqCst), 0, "finish beside a check");
+        self.outcome.store(outcome as usize, Ordering::SeqCst);
+        self.finished.fetch_add(1, Ordering::SeqCst);
     }
 
     fn outcome(&self) -> Outcome {
@@ -181,5 +206,45 @@ fn a_forced_outcome_asked_for_during_a_check_is_never_lost() {
         // The condition never held, so only the expiry can have ended it.
         assert_eq!(w.finished.load(Ordering::SeqCst), 1);
         assert_eq!(w.outcome(), Outcome::Expired);
+    });
+}
+
+#[test]
+fn a_check_during_the_submitters_hold_is_never_lost() {
+    model(|| {
+        let w = World::new_held();
+        // The condition comes true and a check is asked for while the
+        // submitter still sets the operation up: its `start` must serve it
+        // (or let go first, so that the checker runs it itself).
+        let checker = {
+            let w = w.clone();
+            thread::spawn(move || {
+                w.ready.store(true, Ordering::SeqCst);
+                w.serve(Request::Check)
+            })
+        };
+        let started = w.start();
+        let checked = checker.join().unwrap();
+        assert_eq!(w.finished.load(Ordering::SeqCst), 1);
+        assert_eq!(w.outcome(), Outcome::Completed);
+        assert!(usize::from(started) + usize::from(checked) == 1);
+    });
+}
+
+#[test]
+fn an_expiry_during_the_submitters_hold_ends_it_exactly_once() {
+    model(|| {
+        let w = World::new_held();
+        let expirer = {
+            let w = w.clone();
+            thread::spawn(move || w.serve(Request::Force(Outcome::Expired)))
+        };
+        let started = w.start();
+        let expired = expirer.join().unwrap();
+        // The condition never holds: only the expiry can end it, decided by
+        // the expirer itself or by the submitter that saw its flag.
+        assert_eq!(w.finished.load(Ordering::SeqCst), 1);
+        assert_eq!(w.outcome(), Outcome::Expired);
+        assert!(usize::from(started) + usize::from(expired) == 1);
     });
 }
