@@ -17,7 +17,7 @@
 //!   The state machine behind this is model-checked with loom.
 //! - **Nothing held by finished work.** The moment an operation completes it
 //!   leaves the timer (a timing-wheel cancel) and every watch list it is on
-//!   (a removal by index), O(1) each; a list that empties is removed.
+//!   (a slab removal by index), O(1) each; a list that empties is removed.
 //!   There is no purge interval and no reaper walking lists. What stays is
 //!   memory without user data: up to
 //!   [`spare_cells`](PurgatoryBuilder::spare_cells) emptied cells kept for

@@ -3,7 +3,7 @@
 //! Each key has its own list behind its own lock ([`KeyList`]), found
 //! through a sharded map. An operation keeps an `Arc` of every list it is on
 //! and its index there, so completing it goes straight to each list: no
-//! hashing, no map lock, one slot freed per key. That matters when
+//! hashing, no map lock, one slab slot freed per key. That matters when
 //! every request watches the same few keys (Kafka's benchmark): submitters
 //! and completers then meet only on those lists' locks. A list that becomes
 //! empty leaves the map at once. The DelayQueue baseline instead leaves
