@@ -275,7 +275,7 @@ where
         // SAFETY: as above; this is the one call that lets go of it. Until
         // then, a check under a key watched already, or an expiry, only
         // leaves its flag for `start` to serve.
-        let at_once = unsafe {
+        let decided = unsafe {
             cell.state.start(
                 |pending| {
                     shared.watchers.watch_all(&cell, &mut pending.links, keys);
@@ -288,6 +288,10 @@ where
                 |pending, outcome| shared.finish(&cell, pending, outcome),
             )
         };
+        // `start` also serves an expiry, a cancel or a shutdown that came in
+        // during the setup; only a condition that held counts as completed
+        // at once. (No handle exists yet, so nobody else forced `Completed`.)
+        let at_once = decided && cell.outcome() == Some(Outcome::Completed);
         // A shutdown that began during this call may have drained the timer
         // before the operation was in it: answer it here, exactly once.
         if shared.shutting_down.load(Ordering::SeqCst) {
