@@ -254,9 +254,7 @@ where
         // The first try needs no state machine: nobody else can reach the
         // operation before it is watched.
         let mut op = op;
-        let holds = shared
-            .guarded("try_complete", || op.try_complete())
-            .unwrap_or(false);
+        let holds = shared.check(&mut op);
         let cell = shared.spare.cell(op, seq);
         shared.counters.delayed_add();
         let handle = |at_once| Ok(Delayed::new(Arc::clone(shared), Arc::clone(&cell), at_once));
@@ -272,10 +270,14 @@ where
             }
             return handle(true);
         }
+        // `start` also serves an expiry, a cancel or a shutdown that came in
+        // during the setup; only a condition that held counts as completed
+        // at once. (No handle exists yet, so nobody else forces `Completed`.)
+        let mut at_once = false;
         // SAFETY: as above; this is the one call that lets go of it. Until
         // then, a check under a key watched already, or an expiry, only
         // leaves its flag for `start` to serve.
-        let decided = unsafe {
+        unsafe {
             cell.state.start(
                 |pending| {
                     shared.watchers.watch_all(&cell, &mut pending.links, keys);
@@ -284,14 +286,13 @@ where
                         shared.wake_timer_thread();
                     }
                 },
-                |pending| shared.check(pending),
-                |pending, outcome| shared.finish(&cell, pending, outcome),
-            )
-        };
-        // `start` also serves an expiry, a cancel or a shutdown that came in
-        // during the setup; only a condition that held counts as completed
-        // at once. (No handle exists yet, so nobody else forced `Completed`.)
-        let at_once = decided && cell.outcome() == Some(Outcome::Completed);
+                |pending| shared.check(&mut pending.op),
+                |pending, outcome| {
+                    at_once = outcome == Outcome::Completed;
+                    shared.finish(&cell, pending, outcome);
+                },
+            );
+        }
         // A shutdown that began during this call may have drained the timer
         // before the operation was in it: answer it here, exactly once.
         if shared.shutting_down.load(Ordering::SeqCst) {
@@ -442,14 +443,14 @@ where
     pub(crate) fn drive(&self, cell: &CellRef<K, O>, request: Request) -> bool {
         cell.state.drive(
             request,
-            |pending| self.check(pending),
+            |pending| self.check(&mut pending.op),
             |pending, outcome| self.finish(cell, pending, outcome),
         )
     }
 
     /// Runs the operation's condition; a panic counts as "not yet".
-    fn check(&self, pending: &mut Pending<K, O>) -> bool {
-        self.guarded("try_complete", || pending.op.try_complete())
+    fn check(&self, op: &mut O) -> bool {
+        self.guarded("try_complete", || op.try_complete())
             .unwrap_or(false)
     }
 

@@ -64,9 +64,10 @@ pub(crate) struct OpState<O> {
 }
 
 impl<O> OpState<O> {
-    /// A state that nobody holds: the first request takes it.
-    // The purgatory makes every state held; the loom model (which compiles
-    // this file on its own) also starts from states nobody holds.
+    /// A state that nobody holds: the first request takes it. The
+    /// purgatory makes every state held; the loom model (which compiles
+    /// this file on its own) starts from this, the state a submission
+    /// leaves behind.
     #[allow(dead_code)]
     pub(crate) fn new(op: O) -> Self {
         Self::with_flags(op, 0)
