@@ -2,9 +2,8 @@
 
 use crate::outcome::Outcome;
 use crate::state::OpState;
-use crate::watchers::KeyListRef;
+use crate::watchers::Links;
 use parking_lot::{Condvar, Mutex};
-use smallvec::SmallVec;
 use std::sync::atomic::AtomicU64;
 use std::task::Waker;
 
@@ -32,15 +31,8 @@ pub(crate) struct Cell<K, O> {
 /// before it lets go of the operation; whoever completes it empties them.
 pub(crate) struct Pending<K, O> {
     pub op: O,
-    pub links: LinkSet<K, O>,
+    pub links: Links<K, O>,
 }
-
-/// Each key's list with the entry's index in it. Requests seldom watch more
-/// than a few partitions, so that many are stored inline, without allocating.
-pub(crate) type LinkSet<K, O> = SmallVec<[(KeyListRef<K, O>, usize); INLINE_KEYS]>;
-
-/// Keys an operation can be watched under before its links spill to the heap.
-const INLINE_KEYS: usize = 4;
 
 struct Slot<O> {
     outcome: Option<Outcome>,
@@ -66,7 +58,7 @@ impl<K, O> Cell<K, O> {
             // Held by the submitter until it has watched and scheduled it.
             state: OpState::new_held(Pending {
                 op,
-                links: LinkSet::new(),
+                links: Links::new(),
             }),
             timer: AtomicU64::new(NO_TIMER),
             deadline: AtomicU64::new(0),

@@ -17,7 +17,8 @@
 //!   The state machine behind this is model-checked with loom.
 //! - **Nothing held by finished work.** The moment an operation completes it
 //!   leaves the timer (a timing-wheel cancel) and every watch list it is on
-//!   (a slab removal by index), O(1) each; a list that empties is removed.
+//!   (a slab removal by index), O(1) each; a list that empties is removed,
+//!   and so is a group of operations sharing their keys.
 //!   There is no purge interval and no reaper walking lists. What stays is
 //!   memory without user data: up to
 //!   [`spare_cells`](PurgatoryBuilder::spare_cells) emptied cells kept for
@@ -46,16 +47,19 @@
 //! purgatory lock held, only the operation's own `RUNNING` bit, which nobody
 //! ever waits for. The internal locks, in the order they may nest:
 //!
-//! 1. one shard of the map from keys to watch lists (keys hashed over
+//! 1. one shard of the map from key sets to their groups (an operation
+//!    watched under several keys whose set came lately is entered once, in
+//!    its set's group, and the group in each key's list), then
+//! 2. one shard of the map from keys to watch lists (both maps hashed over
 //!    [`PurgatoryBuilder::shards`]), then
-//! 2. one key's watch list.
+//! 3. one watch list (a key's or a group's).
 //!
 //! The timer's lock is a leaf: nothing else is taken while it is held, and
-//! so is a key's list. Where an operation is watched needs no lock: only
+//! so is a watch list. Where an operation is watched needs no lock: only
 //! the thread holding its `RUNNING` bit reaches it (the submitter while it
 //! sets the operation up, then whoever completes it). Completing an
-//! operation takes its lists' locks directly (it holds them), without the
-//! map. No lock is held while another
+//! operation takes its lists' locks directly (it holds them), without a
+//! map, unless it empties a list. No lock is held while another
 //! operation is checked, so the lock cycles behind Kafka's purgatory
 //! deadlocks (KAFKA-3994, KAFKA-5970, KAFKA-7697, KAFKA-8334) cannot form.
 //! Cells removed under a lock are dropped after it is released, so not even
@@ -140,6 +144,7 @@ mod metrics;
 mod operation;
 mod outcome;
 mod purgatory;
+mod recent_key_sets;
 mod spare_cells;
 mod state;
 mod sync;

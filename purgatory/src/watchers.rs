@@ -1,47 +1,154 @@
 //! Watch lists: for each key, the operations watched under it.
 //!
-//! Each key has its own list behind its own lock ([`KeyList`]), found
-//! through a sharded map. An operation keeps an `Arc` of every list it is on
-//! and its index there, so completing it goes straight to each list: no
-//! hashing, no map lock, one slab slot freed per key. That matters when
-//! every request watches the same few keys (Kafka's benchmark): submitters
-//! and completers then meet only on those lists' locks. A list that becomes
-//! empty leaves the map at once. The DelayQueue baseline instead leaves
-//! completed operations in place until a walk of the list or a purge finds
-//! them, as Kafka's purgatory did before 0.9.
+//! Each key has its own list behind its own lock ([`List`]), found through
+//! a sharded map. An operation keeps an `Arc` of the list it is on and its
+//! index there, so completing it goes straight to that list: no hashing, no
+//! map lock, one slab slot freed. A list that becomes empty leaves its map
+//! at once.
 //!
-//! Lock order: a map shard, then a key list.
-//! A key list lock is a leaf: under it only `Arc`s are cloned or moved, and
-//! cells removed under it are dropped after it is released.
+//! # Groups
+//! An operation watched under several keys is not entered in each key's
+//! list but in the list of its key *set*, a group, and the group is one
+//! entry in each of its keys' lists. Submitting and completing then touch one
+//! list whatever the number of keys: one lock, one slot, one reference count,
+//! where there were one per key. In a broker the same partitions come back
+//! request after request (a fetch session's partitions, a producer's batches,
+//! and Kafka's benchmark, where every request watches the same keys), so a
+//! group is shared by many operations. A group lives while it has operations:
+//! the one that empties it takes it out of its map and out of its keys'
+//! lists. A check under a key reaches a group's operations through the group's
+//! entry; cancelling a key's operations takes its groups apart too, so an
+//! operation submitted afterwards lands in a new group with a fresh entry in
+//! the key's new list.
+//!
+//! A key set is a slice of keys as the caller gave it: the same keys in
+//! another order make another group, which is correct, only less shared.
+//!
+//! The DelayQueue baseline keeps one entry per key, and leaves completed
+//! operations in place until a walk of the list or a purge finds them, as
+//! Kafka's purgatory did before 0.9.
+//!
+//! Lock order: a shard of the group map, then a shard of the key map, then
+//! one list. A list's lock is a leaf: under it only `Arc`s are cloned or
+//! moved, and entries removed under it are dropped after it is released.
 
-use crate::cell::{Cell, LinkSet};
+use crate::cell::Cell;
+use crate::recent_key_sets::RecentKeySets;
 use crate::timer_queue::CellRef;
 use crate::watch_list::WatchList;
 use dashmap::DashMap;
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use std::hash::Hash;
 use std::sync::Arc;
 
-/// One key's watch list.
+/// A key's list, or a group's.
 // `repr(C)` with the lock first keeps the lock word on the cache line of
 // the `Arc`'s counts, which every watch and completion touch anyway.
 #[repr(C)]
-pub(crate) struct KeyList<K, O> {
-    entries: Mutex<ListState<K, O>>,
-    key: K,
+pub(crate) struct List<K, O> {
+    state: Mutex<ListState<K, O>>,
+    name: Name<K>,
+}
+
+/// Which map a list is found in, and under what.
+enum Name<K> {
+    Key(K),
+    Group(Box<[K]>),
+}
+
+impl<K> Name<K> {
+    /// How many keys an entry in this list watches under.
+    fn keys(&self) -> usize {
+        match self {
+            Name::Key(_) => 1,
+            Name::Group(keys) => keys.len(),
+        }
+    }
 }
 
 struct ListState<K, O> {
-    cells: WatchList<CellRef<K, O>>,
-    /// Taken out of the map: nothing is added any more.
+    entries: WatchList<Entry<K, O>>,
+    /// Taken out of its map: nothing is added any more.
     detached: bool,
+    /// A group's entries in its keys' lists; empty for a key's list.
+    members: Links<K, O>,
 }
 
-pub(crate) type KeyListRef<K, O> = Arc<KeyList<K, O>>;
+enum Entry<K, O> {
+    Op(CellRef<K, O>),
+    /// Only in a key's list.
+    Group(ListRef<K, O>),
+}
+
+impl<K, O> Entry<K, O> {
+    fn is_op(&self, cell: &Cell<K, O>) -> bool {
+        matches!(self, Entry::Op(c) if std::ptr::eq(&**c, cell))
+    }
+
+    fn is_group(&self, group: &ListRef<K, O>) -> bool {
+        matches!(self, Entry::Group(g) if Arc::ptr_eq(g, group))
+    }
+
+    fn op(&self) -> Option<&CellRef<K, O>> {
+        match self {
+            Entry::Op(cell) => Some(cell),
+            Entry::Group(_) => None,
+        }
+    }
+
+    /// A completed operation the baseline may drop.
+    fn is_done(&self) -> bool {
+        self.op().is_some_and(|cell| cell.state.is_done())
+    }
+}
+
+pub(crate) type ListRef<K, O> = Arc<List<K, O>>;
+
+/// Lists with an entry's index in each: an operation's (one list, except
+/// in the baseline) or a group's (one per key). Requests seldom watch more
+/// than a few partitions, so that many are stored inline, without allocating.
+pub(crate) type Links<K, O> = SmallVec<[(ListRef<K, O>, usize); INLINE_KEYS]>;
+
+/// Keys a group (or a baseline operation) can be watched under before its
+/// links spill to the heap.
+const INLINE_KEYS: usize = 4;
+
+impl<K, O> ListState<K, O> {
+    /// Marks the list detached (out of its map) and takes what it holds.
+    fn close(&mut self) -> (WatchList<Entry<K, O>>, Links<K, O>) {
+        self.detached = true;
+        (
+            std::mem::take(&mut self.entries),
+            std::mem::take(&mut self.members),
+        )
+    }
+}
+
+impl<K, O> List<K, O> {
+    fn new(name: Name<K>) -> ListRef<K, O> {
+        Arc::new(List {
+            state: Mutex::new(ListState {
+                entries: WatchList::default(),
+                detached: false,
+                members: Links::new(),
+            }),
+            name,
+        })
+    }
+
+    fn push(&self, entry: Entry<K, O>) -> usize {
+        self.state.lock().entries.push(entry)
+    }
+}
 
 pub(crate) struct Watchers<K, O> {
-    map: DashMap<K, KeyListRef<K, O>>,
-    /// The baseline's policy: leave completed operations in their lists.
+    keys: DashMap<K, ListRef<K, O>>,
+    groups: DashMap<Box<[K]>, ListRef<K, O>>,
+    /// Which key sets came lately: only those get a group.
+    recent: RecentKeySets,
+    /// The baseline's policy: one entry per key, and completed operations
+    /// left in their lists.
     lazy: bool,
 }
 
@@ -49,140 +156,205 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     /// `shards` must be a power of two of at least 2.
     pub(crate) fn new(shards: usize, lazy: bool) -> Self {
         Watchers {
-            map: DashMap::with_hasher_and_shard_amount(Default::default(), shards),
+            keys: DashMap::with_hasher_and_shard_amount(Default::default(), shards),
+            groups: DashMap::with_hasher_and_shard_amount(Default::default(), shards),
+            recent: RecentKeySets::default(),
             lazy,
         }
     }
 
-    /// Adds `cell` to the list of every key in `keys`, recording each entry
-    /// in `links`. The caller holds the operation (see `state.rs`), so no
-    /// completion can be unlinking it meanwhile.
-    pub(crate) fn watch_all(&self, cell: &CellRef<K, O>, links: &mut LinkSet<K, O>, keys: &[K]) {
-        for key in keys {
-            let (list, index) = self.push(key, cell);
-            links.push((list, index));
+    /// Watches `cell` under every key in `keys`, recording where in `links`.
+    /// The caller holds the operation (see `state.rs`), so no completion can
+    /// be unlinking it meanwhile.
+    pub(crate) fn watch_all(&self, cell: &CellRef<K, O>, links: &mut Links<K, O>, keys: &[K]) {
+        if self.lazy || keys.len() == 1 || !self.recent.seen_again(keys) {
+            for key in keys {
+                links.push(self.push_to_key(key, Entry::Op(Arc::clone(cell))));
+            }
+        } else {
+            links.push(self.push_to_group(keys, cell));
         }
     }
 
-    /// Appends `cell` to `key`'s list, creating the list if there is none.
-    fn push(&self, key: &K, cell: &CellRef<K, O>) -> (KeyListRef<K, O>, usize) {
+    /// Appends `entry` to `key`'s list, creating the list if there is none.
+    fn push_to_key(&self, key: &K, entry: Entry<K, O>) -> (ListRef<K, O>, usize) {
         // The shard's read lock is held while the list is locked, so the
         // list cannot be detached in between (detaching needs the write lock).
-        if let Some(list) = self.map.get(key) {
-            let index = list.entries.lock().cells.push(Arc::clone(cell));
-            return (Arc::clone(&list), index);
+        if let Some(list) = self.keys.get(key) {
+            return (Arc::clone(&list), list.push(entry));
         }
-        let list = self.map.entry(key.clone()).or_insert_with(|| {
-            Arc::new(KeyList {
-                entries: Mutex::new(ListState {
-                    cells: WatchList::default(),
-                    detached: false,
-                }),
-                key: key.clone(),
-            })
+        let list = self
+            .keys
+            .entry(key.clone())
+            .or_insert_with(|| List::new(Name::Key(key.clone())));
+        (Arc::clone(&list), list.push(entry))
+    }
+
+    /// Appends `cell` to the group of `keys`, creating the group if there is
+    /// none.
+    fn push_to_group(&self, keys: &[K], cell: &CellRef<K, O>) -> (ListRef<K, O>, usize) {
+        let entry = Entry::Op(Arc::clone(cell));
+        // As for a key's list, the read lock keeps the group attached.
+        if let Some(group) = self.groups.get(keys) {
+            return (Arc::clone(&group), group.push(entry));
+        }
+        let group = self.groups.entry(keys.into()).or_insert_with(|| {
+            let group = List::new(Name::Group(keys.into()));
+            // In its keys' lists before any operation is in it, so a check
+            // under any of its keys finds every operation in it.
+            let members = keys
+                .iter()
+                .map(|key| self.push_to_key(key, Entry::Group(Arc::clone(&group))))
+                .collect();
+            group.state.lock().members = members;
+            group
         });
-        let index = list.entries.lock().cells.push(Arc::clone(cell));
-        (Arc::clone(&list), index)
+        (Arc::clone(&group), group.push(entry))
     }
 
     /// Removes a completing `cell` from every list in `links` (wheel
-    /// purgatory; the baseline leaves it there). Returns how many watch
-    /// entries it had.
-    pub(crate) fn close(&self, cell: &Cell<K, O>, links: LinkSet<K, O>) -> usize {
-        let count = links.len();
+    /// purgatory; the baseline leaves it there). Returns how many keys it
+    /// was watched under.
+    pub(crate) fn close(&self, cell: &Cell<K, O>, links: Links<K, O>) -> usize {
+        let keys = links.iter().map(|(list, _)| list.name.keys()).sum();
         if !self.lazy {
-            self.unlink(cell, links);
-        }
-        count
-    }
-
-    fn unlink(&self, cell: &Cell<K, O>, links: LinkSet<K, O>) {
-        for (list, index) in links {
-            let (removed, now_empty) = {
-                let mut state = list.entries.lock();
-                // The slot is empty if `remove_key` took the list's entries.
-                let removed = state.cells.remove_if(index, |c| std::ptr::eq(&**c, cell));
-                (removed, state.cells.is_empty() && !state.detached)
-            };
-            drop(removed);
-            if now_empty {
-                self.detach_if_empty(&list);
+            for (list, index) in links {
+                self.remove(&list, index, |entry| entry.is_op(cell));
             }
         }
+        keys
     }
 
-    /// Takes `list` out of the map if it is (still) the key's list and
-    /// (still) empty: no memory stays behind for a key nobody watches.
-    fn detach_if_empty(&self, list: &KeyListRef<K, O>) {
-        self.map.remove_if(&list.key, |_, current| {
+    /// Removes the entry at `index` in `list` if `is_it` recognises it (the
+    /// slot is empty if a cancellation took the list's entries), and takes
+    /// the list out of its map if that emptied it.
+    fn remove(&self, list: &ListRef<K, O>, index: usize, is_it: impl FnOnce(&Entry<K, O>) -> bool) {
+        let (removed, now_empty) = {
+            let mut state = list.state.lock();
+            let removed = state.entries.remove_if(index, is_it);
+            (removed, state.entries.is_empty() && !state.detached)
+        };
+        drop(removed);
+        if now_empty {
+            self.detach(list, true);
+        }
+    }
+
+    /// Takes `list` out of its map if it is (still) there and, when
+    /// `only_if_empty`, (still) empty: no memory stays behind for keys nobody
+    /// watches. Returns the operations it held.
+    fn detach(&self, list: &ListRef<K, O>, only_if_empty: bool) -> Vec<CellRef<K, O>> {
+        let mut taken = None;
+        let mut take = |current: &ListRef<K, O>| {
             if !Arc::ptr_eq(current, list) {
                 return false;
             }
-            let mut state = current.entries.lock();
-            state.detached = state.cells.is_empty();
-            state.detached
-        });
+            let mut state = current.state.lock();
+            if only_if_empty && !state.entries.is_empty() {
+                return false;
+            }
+            taken = Some(state.close());
+            true
+        };
+        match &list.name {
+            Name::Key(key) => drop(self.keys.remove_if(key, |_, current| take(current))),
+            Name::Group(keys) => drop(self.groups.remove_if(&**keys, |_, current| take(current))),
+        }
+        match taken {
+            Some((entries, members)) => self.dismantle(list, entries, members),
+            None => Vec::new(),
+        }
     }
 
-    /// The pending operations watched under `key`, to check them outside
-    /// the lock. The baseline drops completed entries as it walks past them,
-    /// as Kafka's `Watchers.checkAndMaybeComplete` did.
+    /// What is left to do once `list` is out of its map: a group leaves its
+    /// keys' lists, and a key's groups are detached in turn. Returns the
+    /// operations that were in them.
+    fn dismantle(
+        &self,
+        list: &ListRef<K, O>,
+        entries: WatchList<Entry<K, O>>,
+        members: Links<K, O>,
+    ) -> Vec<CellRef<K, O>> {
+        for (key_list, index) in members {
+            self.remove(&key_list, index, |entry| entry.is_group(list));
+        }
+        let mut cells = Vec::new();
+        for entry in entries.into_values() {
+            match entry {
+                Entry::Op(cell) => cells.push(cell),
+                Entry::Group(group) => cells.extend(self.detach(&group, false)),
+            }
+        }
+        cells
+    }
+
+    /// The pending operations watched under `key`, its groups' included, to
+    /// check them outside the lock. The baseline drops completed entries as
+    /// it walks past them, as Kafka's `Watchers.checkAndMaybeComplete` did.
     pub(crate) fn pending(&self, key: &K) -> Vec<CellRef<K, O>> {
         let mut dead = Vec::new();
-        let (pending, list) = {
-            let Some(list) = self.map.get(key) else {
+        let mut groups = Vec::new();
+        let (mut pending, list) = {
+            let Some(list) = self.keys.get(key) else {
                 return Vec::new();
             };
-            let mut state = list.entries.lock();
+            let mut state = list.state.lock();
             if self.lazy {
-                state.cells.retain(|cell| !cell.state.is_done(), &mut dead);
+                state.entries.retain(|entry| !entry.is_done(), &mut dead);
             }
-            let pending: Vec<_> = state.cells.iter().map(Arc::clone).collect();
+            let mut pending = Vec::with_capacity(state.entries.len());
+            for entry in state.entries.iter() {
+                match entry {
+                    Entry::Op(cell) => pending.push(Arc::clone(cell)),
+                    Entry::Group(group) => groups.push(Arc::clone(group)),
+                }
+            }
             (pending, Arc::clone(&list))
         };
-        if pending.is_empty() {
-            self.detach_if_empty(&list);
+        if pending.is_empty() && groups.is_empty() {
+            self.detach(&list, true);
+        }
+        for group in &groups {
+            let state = group.state.lock();
+            pending.extend(state.entries.iter().filter_map(Entry::op).map(Arc::clone));
         }
         drop(dead);
         oldest_first(pending)
     }
 
-    /// Removes `key`'s list and returns the operations that were on it.
+    /// Removes `key`'s list, and the groups in it, and returns the
+    /// operations that were watched under `key`.
     pub(crate) fn remove_key(&self, key: &K) -> Vec<CellRef<K, O>> {
-        let Some((_, list)) = self.map.remove(key) else {
+        let Some((_, list)) = self.keys.remove(key) else {
             return Vec::new();
         };
-        let cells = {
-            let mut state = list.entries.lock();
-            state.detached = true;
-            std::mem::take(&mut state.cells)
-        };
-        oldest_first(cells.into_values())
+        let (entries, members) = list.state.lock().close();
+        oldest_first(self.dismantle(&list, entries, members))
     }
 
     /// The baseline's purge: drops completed entries from every list.
     pub(crate) fn purge(&self) {
         let mut dead = Vec::new();
-        self.map.retain(|_, list| {
-            let mut state = list.entries.lock();
-            state.cells.retain(|cell| !cell.state.is_done(), &mut dead);
-            state.detached = state.cells.is_empty();
+        self.keys.retain(|_, list| {
+            let mut state = list.state.lock();
+            state.entries.retain(|entry| !entry.is_done(), &mut dead);
+            state.detached = state.entries.is_empty();
             !state.detached
         });
         drop(dead);
     }
 
-    /// Entries held in all lists (the baseline's include completed ones).
+    /// Entries held in all lists, groups' and their entries in keys' lists
+    /// included (the baseline's include completed operations).
     pub(crate) fn held(&self) -> usize {
-        self.map
-            .iter()
-            .map(|list| list.entries.lock().cells.len())
-            .sum()
+        let held = |list: &ListRef<K, O>| list.state.lock().entries.len();
+        self.keys.iter().map(|l| held(&l)).sum::<usize>()
+            + self.groups.iter().map(|l| held(&l)).sum::<usize>()
     }
 
     /// Keys with a non-empty list.
     pub(crate) fn keys(&self) -> usize {
-        self.map.len()
+        self.keys.len()
     }
 }
 

@@ -588,3 +588,84 @@ fn keeping_no_spare_cells_is_allowed() {
     assert_eq!(p.metrics().spare_cells, 0);
     assert_eq!(journal.outcomes(), [(1, Outcome::Completed)]);
 }
+
+#[test]
+fn operations_with_the_same_keys_share_one_group_reached_from_each_key() {
+    let (p, _clock, journal) = setup(TimerKind::Wheel);
+    let (early, late) = (flag(false), flag(false));
+    let keys = ["t-0", "t-1", "t-2"];
+    for id in 0..10 {
+        let ready = if id < 4 { &early } else { &late };
+        p.try_complete_else_watch(Probe::new(id, ready, SEC, &journal), &keys)
+            .unwrap();
+    }
+    // The set was new to the first operation, which has an entry in each
+    // key's list; the other nine share a group, which has one.
+    assert_eq!(p.metrics().held_watch_entries, 3 + 9 + 3);
+    assert_eq!((p.watched(), p.watched_keys()), (30, 3));
+    early.store(true, Ordering::SeqCst);
+    // Any of the keys reaches the group's operations, oldest first.
+    assert_eq!(p.check_and_complete(&"t-2"), 4);
+    let ids: Vec<u64> = journal.outcomes().iter().map(|&(id, _)| id).collect();
+    assert_eq!(ids, [0, 1, 2, 3]);
+    // Operations 1 to 3 left the group, operation 0 its three keys.
+    assert_eq!(p.metrics().held_watch_entries, 6 + 3);
+    late.store(true, Ordering::SeqCst);
+    assert_eq!(p.check_and_complete(&"t-0"), 6);
+    // The last operation out took the group out of every key's list.
+    assert_empty(&p);
+}
+
+#[test]
+fn cancelling_a_key_takes_its_groups_apart_and_later_operations_get_a_new_one() {
+    let (p, _clock, journal) = setup(TimerKind::Wheel);
+    let f = flag(false);
+    let keys = ["moved", "stays"];
+    // The first is watched under each key, the second in a group.
+    let old: Vec<_> = (0..2)
+        .map(|id| {
+            p.try_complete_else_watch(Probe::new(id, &f, SEC, &journal), &keys)
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(p.metrics().held_watch_entries, 2 + 1 + 2);
+    let single = p
+        .try_complete_else_watch(Probe::new(2, &f, SEC, &journal), &["stays"])
+        .unwrap();
+    assert_eq!(p.cancel_for_key(&"moved"), 2);
+    for h in &old {
+        assert_eq!(h.outcome(), Some(Outcome::Cancelled));
+    }
+    // The group's entry left "stays"; the single operation is still there.
+    assert_eq!(p.metrics().held_watch_entries, 1);
+    assert_eq!(p.watched_keys(), 1);
+    // The same key set again: a new group, reachable from both keys.
+    let new = p
+        .try_complete_else_watch(Probe::new(3, &f, SEC, &journal), &keys)
+        .unwrap();
+    assert_eq!(p.metrics().held_watch_entries, 1 + 1 + 2);
+    f.store(true, Ordering::SeqCst);
+    assert_eq!(p.check_and_complete(&"moved"), 1);
+    assert_eq!(new.outcome(), Some(Outcome::Completed));
+    assert_eq!(p.check_and_complete(&"stays"), 1);
+    assert_eq!(single.outcome(), Some(Outcome::Completed));
+    assert_empty(&p);
+}
+
+#[test]
+fn an_operation_in_a_group_is_cancelled_by_any_of_its_keys_once() {
+    for kind in KINDS {
+        let (p, _clock, journal) = setup(kind);
+        let f = flag(false);
+        for id in 0..5 {
+            p.try_complete_else_watch(Probe::new(id, &f, SEC, &journal), &["a", "b", "c"])
+                .unwrap();
+        }
+        assert_eq!(p.cancel_for_key(&"b"), 5);
+        assert_eq!(p.cancel_for_key(&"a"), 0);
+        assert_eq!(p.cancel_for_key(&"c"), 0);
+        assert_eq!(journal.outcomes().len(), 5);
+        assert_eq!(p.metrics().cancelled, 5);
+        assert_empty(&p);
+    }
+}
