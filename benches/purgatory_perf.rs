@@ -9,9 +9,13 @@
 //! `--pct75` ms. A completion thread force-completes each request when its
 //! latency has passed; a request whose latency is beyond its timeout expires.
 //!
+//! `--random-keys` departs from Kafka's benchmark: each request draws its own
+//! keys, so key sets seldom repeat (the purgatory's per-key path, where the
+//! default workload takes its groups path; see `watchers.rs`).
+//!
 //! `cargo bench --bench purgatory_perf -- [--rate R] [--num N] [--keys K]
-//!  [--key-space-size S] [--timeout MS] [--pct50 MS] [--pct75 MS]
-//!  [--find-saturation] [--json] [--impl wheel|heap_lazy]`
+//!  [--key-space-size S] [--random-keys] [--timeout MS] [--pct50 MS]
+//!  [--pct75 MS] [--find-saturation] [--json] [--impl wheel|heap_lazy]`
 
 use purgatory::{Delayed, DelayedOperation, Outcome, Purgatory, TimerKind};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +27,8 @@ struct Options {
     num: u64,
     keys: usize,
     key_space: u64,
+    /// Each request draws its own keys (not Kafka's benchmark).
+    random_keys: bool,
     timeout_ms: u64,
     pct50: f64,
     pct75: f64,
@@ -48,6 +54,7 @@ fn options() -> Options {
         num: value("--num").map_or(1_000_000, |v| v as u64),
         keys: value("--keys").map_or(3, |v| v as usize),
         key_space: value("--key-space-size").map_or(100, |v| v as u64),
+        random_keys: args.iter().any(|a| a == "--random-keys"),
         timeout_ms: value("--timeout").map_or(200, |v| v as u64),
         pct50: value("--pct50").unwrap_or(20.0),
         pct75: value("--pct75").unwrap_or(60.0),
@@ -143,8 +150,9 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
             .expect("valid purgatory"),
     );
     let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
-    // Drawn once per run, as Kafka's benchmark does: every request shares them.
-    let keys: Vec<u64> = (0..o.keys)
+    // Drawn once per run, as Kafka's benchmark does: every request shares them
+    // (unless `--random-keys`).
+    let mut keys: Vec<u64> = (0..o.keys)
         .map(|_| (rng.unit() * o.key_space as f64) as u64)
         .collect();
     let sigma = (o.pct75.ln() - o.pct50.ln()) / 0.674_489_750_196_081_7;
@@ -216,6 +224,11 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
             completes_at,
             timeout,
         };
+        if o.random_keys {
+            for key in keys.iter_mut() {
+                *key = (rng.unit() * o.key_space as f64) as u64;
+            }
+        }
         let handle = purgatory
             .try_complete_else_watch(op, &keys)
             .expect("running purgatory");
