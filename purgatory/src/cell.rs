@@ -32,6 +32,8 @@ pub(crate) struct Cell<K, O> {
 pub(crate) struct Pending<K, O> {
     pub op: O,
     pub links: Links<K, O>,
+    /// Keys it is watched under (a group's link stands for several).
+    pub keys: usize,
 }
 
 struct Slot<O> {
@@ -59,6 +61,7 @@ impl<K, O> Cell<K, O> {
             state: OpState::new_held(Pending {
                 op,
                 links: Links::new(),
+                keys: 0,
             }),
             timer: AtomicU64::new(NO_TIMER),
             deadline: AtomicU64::new(0),

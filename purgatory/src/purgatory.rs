@@ -281,6 +281,7 @@ where
             cell.state.start(
                 |pending| {
                     shared.watchers.watch_all(&cell, &mut pending.links, keys);
+                    pending.keys = keys.len();
                     shared.counters.watched_add(keys.len());
                     if shared.timer.schedule(&cell, deadline) {
                         shared.wake_timer_thread();
@@ -475,9 +476,13 @@ where
     /// watch lists and the timer first, then the user's callbacks, then the
     /// result to the handle.
     fn finish(&self, cell: &CellRef<K, O>, pending: Pending<K, O>, outcome: Outcome) {
-        let Pending { mut op, links } = pending;
-        let entries = self.watchers.close(cell, links);
-        self.counters.watched_sub(entries);
+        let Pending {
+            mut op,
+            links,
+            keys,
+        } = pending;
+        self.watchers.close(cell, links);
+        self.counters.watched_sub(keys);
         self.timer.unschedule(cell);
         self.counters.delayed_sub();
         if outcome == Outcome::Expired {

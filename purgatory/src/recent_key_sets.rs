@@ -60,11 +60,22 @@ struct Mix(u64);
 
 impl Hasher for Mix {
     fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            let mut le = [0u8; 8];
+            le.copy_from_slice(word);
+            self.write_u64(u64::from_le_bytes(le));
         }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut le = [0u8; 8];
+            le[..rest.len()].copy_from_slice(rest);
+            self.write_u64(u64::from_le_bytes(le));
+        }
+    }
+
+    fn write_usize(&mut self, word: usize) {
+        self.write_u64(word as u64);
     }
 
     fn write_u64(&mut self, word: u64) {

@@ -1,15 +1,17 @@
 //! Watch lists: for each key, the operations watched under it.
 //!
 //! Each key has its own list behind its own lock ([`List`]), found through
-//! a sharded map. An operation keeps an `Arc` of the list it is on and its
-//! index there, so completing it goes straight to that list: no hashing, no
-//! map lock, one slab slot freed. A list that becomes empty leaves its map
-//! at once.
+//! a sharded map. An operation keeps an `Arc` of each list it is on and its
+//! index there, so completing it goes straight to those lists: no hashing,
+//! no map lock, one slab slot freed in each. A list that becomes empty
+//! leaves its map at once.
 //!
 //! # Groups
-//! An operation watched under several keys is not entered in each key's
-//! list but in the list of its key *set*, a group, and the group is one
-//! entry in each of its keys' lists. Submitting and completing then touch one
+//! An operation watched under several keys, if its key set came lately
+//! (`recent_key_sets.rs`), is not entered in each key's list but in the list
+//! of its key *set*, a group, and the group is one entry in each of its
+//! keys' lists. (A set that does not come back gets an entry per key: a group
+//! of one would cost more.) Submitting and completing then touch one
 //! list whatever the number of keys: one lock, one slot, one reference count,
 //! where there were one per key. In a broker the same partitions come back
 //! request after request (a fetch session's partitions, a producer's batches,
@@ -57,22 +59,13 @@ enum Name<K> {
     Group(Box<[K]>),
 }
 
-impl<K> Name<K> {
-    /// How many keys an entry in this list watches under.
-    fn keys(&self) -> usize {
-        match self {
-            Name::Key(_) => 1,
-            Name::Group(keys) => keys.len(),
-        }
-    }
-}
-
 struct ListState<K, O> {
     entries: WatchList<Entry<K, O>>,
     /// Taken out of its map: nothing is added any more.
     detached: bool,
-    /// A group's entries in its keys' lists; empty for a key's list.
-    members: Links<K, O>,
+    /// A group's entries in its keys' lists; empty (and unallocated) for a
+    /// key's list.
+    members: Members<K, O>,
 }
 
 enum Entry<K, O> {
@@ -105,18 +98,20 @@ impl<K, O> Entry<K, O> {
 
 pub(crate) type ListRef<K, O> = Arc<List<K, O>>;
 
-/// Lists with an entry's index in each: an operation's (one list, except
-/// in the baseline) or a group's (one per key). Requests seldom watch more
-/// than a few partitions, so that many are stored inline, without allocating.
+/// A group's entries in its keys' lists, with their indices there.
+type Members<K, O> = Vec<(ListRef<K, O>, usize)>;
+
+/// Where an operation is watched: each list with the entry's index in it
+/// (one group's, or one per key). Requests seldom watch more than a few
+/// partitions, so that many are stored inline, without allocating.
 pub(crate) type Links<K, O> = SmallVec<[(ListRef<K, O>, usize); INLINE_KEYS]>;
 
-/// Keys a group (or a baseline operation) can be watched under before its
-/// links spill to the heap.
+/// Lists an operation can be on before its links spill to the heap.
 const INLINE_KEYS: usize = 4;
 
 impl<K, O> ListState<K, O> {
     /// Marks the list detached (out of its map) and takes what it holds.
-    fn close(&mut self) -> (WatchList<Entry<K, O>>, Links<K, O>) {
+    fn close(&mut self) -> (WatchList<Entry<K, O>>, Members<K, O>) {
         self.detached = true;
         (
             std::mem::take(&mut self.entries),
@@ -131,7 +126,7 @@ impl<K, O> List<K, O> {
             state: Mutex::new(ListState {
                 entries: WatchList::default(),
                 detached: false,
-                members: Links::new(),
+                members: Vec::new(),
             }),
             name,
         })
@@ -213,16 +208,13 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     }
 
     /// Removes a completing `cell` from every list in `links` (wheel
-    /// purgatory; the baseline leaves it there). Returns how many keys it
-    /// was watched under.
-    pub(crate) fn close(&self, cell: &Cell<K, O>, links: Links<K, O>) -> usize {
-        let keys = links.iter().map(|(list, _)| list.name.keys()).sum();
+    /// purgatory; the baseline leaves it there).
+    pub(crate) fn close(&self, cell: &Cell<K, O>, links: Links<K, O>) {
         if !self.lazy {
             for (list, index) in links {
                 self.remove(&list, index, |entry| entry.is_op(cell));
             }
         }
-        keys
     }
 
     /// Removes the entry at `index` in `list` if `is_it` recognises it (the
@@ -273,7 +265,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         &self,
         list: &ListRef<K, O>,
         entries: WatchList<Entry<K, O>>,
-        members: Links<K, O>,
+        members: Members<K, O>,
     ) -> Vec<CellRef<K, O>> {
         for (key_list, index) in members {
             self.remove(&key_list, index, |entry| entry.is_group(list));
