@@ -249,12 +249,12 @@ where
             return Err(SubmitError::ShutDown(op));
         }
         let shared = &self.shared;
-        let deadline = shared.scale.tick_after(shared.clock.now(), op.timeout());
         let seq = shared.submitted.fetch_add(1, Ordering::Relaxed);
         // The first try needs no state machine: nobody else can reach the
         // operation before it is watched.
         let mut op = op;
         let holds = shared.check(&mut op);
+        let timeout = op.timeout();
         let cell = shared.spare.cell(op, seq);
         shared.counters.delayed_add();
         let handle = |at_once| Ok(Delayed::new(Arc::clone(shared), Arc::clone(&cell), at_once));
@@ -270,6 +270,9 @@ where
             }
             return handle(true);
         }
+        // The timeout runs from here, as a Kafka timer task's delay runs from
+        // its `add`; an operation answered at once reads no clock.
+        let deadline = shared.scale.tick_after(shared.clock.now(), timeout);
         // `start` also serves an expiry, a cancel or a shutdown that came in
         // during the setup; only a condition that held counts as completed
         // at once. (No handle exists yet, so nobody else forces `Completed`.)

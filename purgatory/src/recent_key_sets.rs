@@ -9,13 +9,15 @@
 //! slot, and a set that finds its own hash there is seen again. A workload
 //! whose requests share their keys (Kafka's benchmark, a producer writing the
 //! same partitions) finds its sets here at once; one whose sets are all
-//! different never does and keeps one entry per key, paying only a hash.
+//! different almost never does (fewer than 10 in 10,000 in the test below)
+//! and keeps one entry per key, paying only a hash.
 //!
 //! The table is a hint with no lock: a lost or torn-apart race only sends
 //! one operation down the other path, and both paths are correct together
 //! (a check under a key finds a set's operations in its group and in the
 //! key's own list alike).
 
+use rustc_hash::FxHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -40,50 +42,19 @@ impl Default for RecentKeySets {
 impl RecentKeySets {
     /// Whether `keys` came lately; records that it came now.
     pub(crate) fn seen_again<K: Hash>(&self, keys: &[K]) -> bool {
-        let mut hasher = Mix(0);
+        // A fast hash (rustc's own): the table only picks a path, so a
+        // collision costs a little speed, never correctness, and keys chosen
+        // to collide do no harm.
+        let mut hasher = FxHasher::default();
         keys.hash(&mut hasher);
         // Never 0, the value of a slot nothing landed in yet.
-        let tag = hasher.0 | 1;
-        let slot = &self.slots[(tag >> 56) as usize % SLOTS];
+        let tag = hasher.finish() | 1;
+        let slot = &self.slots[(tag >> 1) as usize % SLOTS];
         if slot.load(Ordering::Relaxed) == tag {
             return true;
         }
         slot.store(tag, Ordering::Relaxed);
         false
-    }
-}
-
-/// A fast multiplicative hash (the one rustc uses for its own tables). The
-/// table only picks a path, so a collision costs a little speed, never
-/// correctness, and keys chosen to collide do no harm.
-struct Mix(u64);
-
-impl Hasher for Mix {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for word in &mut words {
-            let mut le = [0u8; 8];
-            le.copy_from_slice(word);
-            self.write_u64(u64::from_le_bytes(le));
-        }
-        let rest = words.remainder();
-        if !rest.is_empty() {
-            let mut le = [0u8; 8];
-            le[..rest.len()].copy_from_slice(rest);
-            self.write_u64(u64::from_le_bytes(le));
-        }
-    }
-
-    fn write_usize(&mut self, word: usize) {
-        self.write_u64(word as u64);
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
     }
 }
 

@@ -41,6 +41,7 @@ use crate::watch_list::WatchList;
 use dashmap::DashMap;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
+use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -173,27 +174,19 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
 
     /// Appends `entry` to `key`'s list, creating the list if there is none.
     fn push_to_key(&self, key: &K, entry: Entry<K, O>) -> (ListRef<K, O>, usize) {
-        // The shard's read lock is held while the list is locked, so the
-        // list cannot be detached in between (detaching needs the write lock).
-        if let Some(list) = self.keys.get(key) {
-            return (Arc::clone(&list), list.push(entry));
-        }
-        let list = self
-            .keys
-            .entry(key.clone())
-            .or_insert_with(|| List::new(Name::Key(key.clone())));
-        (Arc::clone(&list), list.push(entry))
+        push_to(
+            &self.keys,
+            key,
+            || key.clone(),
+            || List::new(Name::Key(key.clone())),
+            entry,
+        )
     }
 
     /// Appends `cell` to the group of `keys`, creating the group if there is
     /// none.
     fn push_to_group(&self, keys: &[K], cell: &CellRef<K, O>) -> (ListRef<K, O>, usize) {
-        let entry = Entry::Op(Arc::clone(cell));
-        // As for a key's list, the read lock keeps the group attached.
-        if let Some(group) = self.groups.get(keys) {
-            return (Arc::clone(&group), group.push(entry));
-        }
-        let group = self.groups.entry(keys.into()).or_insert_with(|| {
+        let create = || {
             let group = List::new(Name::Group(keys.into()));
             // In its keys' lists before any operation is in it, so a check
             // under any of its keys finds every operation in it.
@@ -203,8 +196,14 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
                 .collect();
             group.state.lock().members = members;
             group
-        });
-        (Arc::clone(&group), group.push(entry))
+        };
+        push_to(
+            &self.groups,
+            keys,
+            || keys.into(),
+            create,
+            Entry::Op(Arc::clone(cell)),
+        )
     }
 
     /// Removes a completing `cell` from every list in `links` (wheel
@@ -348,6 +347,29 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     pub(crate) fn keys(&self) -> usize {
         self.keys.len()
     }
+}
+
+/// Appends `entry` to the list `map` holds under `name`, made by `create`
+/// (under the map's write lock) if there is none. Returns the list and the
+/// entry's index in it.
+fn push_to<N, Q, K, O>(
+    map: &DashMap<N, ListRef<K, O>>,
+    name: &Q,
+    owned_name: impl FnOnce() -> N,
+    create: impl FnOnce() -> ListRef<K, O>,
+    entry: Entry<K, O>,
+) -> (ListRef<K, O>, usize)
+where
+    N: Borrow<Q> + Hash + Eq,
+    Q: Hash + Eq + ?Sized,
+{
+    // The shard's read lock is held while the list is locked, so the list
+    // cannot be detached in between (detaching needs the write lock).
+    if let Some(list) = map.get(name) {
+        return (Arc::clone(&list), list.push(entry));
+    }
+    let list = map.entry(owned_name()).or_insert_with(create);
+    (Arc::clone(&list), list.push(entry))
 }
 
 /// Operations in submission order (outside any lock): checks and
