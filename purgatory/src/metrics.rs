@@ -2,7 +2,8 @@
 
 use crate::outcome::Outcome;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// A snapshot of a purgatory's counters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,8 +41,16 @@ pub struct PurgatoryMetrics {
 /// read sums the stripes; it is exact whenever no operation is being
 /// submitted or answered at that moment, and otherwise off by at most
 /// those in flight.
+///
+/// A stripe is *owned*: while a thread lives, no other thread writes its
+/// stripe (see [`StripeClaim`]), so the owner adds with a plain load and
+/// store instead of a locked read-modify-write. There are five counter
+/// updates per request, and a locked instruction also waits for the
+/// thread's earlier stores to drain. Threads beyond the owned stripes share
+/// one more stripe, with atomic adds.
 pub(crate) struct Counters {
-    stripes: Box<[CachePadded<Stripe>]>,
+    owned: Box<[CachePadded<Stripe>]>,
+    shared: CachePadded<Stripe>,
 }
 
 #[derive(Default)]
@@ -54,39 +63,97 @@ struct Stripe {
     panics: AtomicI64,
 }
 
-/// Numbers threads as they first touch a counter, to pick their stripe.
-static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
+/// A thread's claim on stripe number `.0` of every purgatory's counters,
+/// from its first counter update until it exits.
+struct StripeClaim(usize);
+
+/// Stripe numbers: the lowest free one goes to the next thread, so numbers
+/// stay as dense as the threads alive and fit the owned stripes.
+#[derive(Default)]
+struct StripeNumbers {
+    /// Numbers given back by exited threads.
+    free: Vec<usize>,
+    /// The lowest number never handed out.
+    next: usize,
+}
+
+impl StripeNumbers {
+    fn take(&mut self) -> usize {
+        match self.free.iter().enumerate().min_by_key(|&(_, n)| *n) {
+            Some((i, _)) => self.free.swap_remove(i),
+            None => {
+                self.next += 1;
+                self.next - 1
+            }
+        }
+    }
+
+    fn give_back(&mut self, n: usize) {
+        self.free.push(n);
+    }
+}
+
+static STRIPE_NUMBERS: Mutex<StripeNumbers> = Mutex::new(StripeNumbers {
+    free: Vec::new(),
+    next: 0,
+});
+
+impl StripeClaim {
+    fn take() -> Self {
+        StripeClaim(STRIPE_NUMBERS.lock().take())
+    }
+}
+
+impl Drop for StripeClaim {
+    fn drop(&mut self) {
+        // The mutex orders this thread's last plain stores before the next
+        // owner's first load.
+        STRIPE_NUMBERS.lock().give_back(self.0);
+    }
+}
 
 thread_local! {
-    static THREAD_NUMBER: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+    static STRIPE: StripeClaim = StripeClaim::take();
 }
 
 impl Counters {
     pub(crate) fn new() -> Self {
         let cpus = std::thread::available_parallelism().map_or(4, usize::from);
-        let stripes = (2 * cpus).next_power_of_two().clamp(4, 64);
+        // Request handlers, network threads, the timer and its workers:
+        // a broker runs several threads a core.
+        let owned = (4 * cpus).next_power_of_two().clamp(16, 256);
         Counters {
-            stripes: (0..stripes).map(|_| CachePadded::default()).collect(),
+            owned: (0..owned).map(|_| CachePadded::default()).collect(),
+            shared: CachePadded::default(),
         }
     }
 
-    fn mine(&self) -> &Stripe {
-        // A thread being torn down has no thread-locals left; any stripe is
-        // correct, only slower.
-        let n = THREAD_NUMBER.try_with(|n| *n).unwrap_or(0);
-        &self.stripes[n & (self.stripes.len() - 1)]
-    }
-
     fn add(&self, field: impl Fn(&Stripe) -> &AtomicI64, delta: i64) {
-        field(self.mine()).fetch_add(delta, Ordering::Relaxed);
+        // A thread being torn down may have given its number back already:
+        // it uses the shared stripe then.
+        let owned = STRIPE
+            .try_with(|claim| claim.0)
+            .ok()
+            .and_then(|n| self.owned.get(n));
+        match owned {
+            Some(stripe) => {
+                // Only this thread writes this stripe (see `StripeClaim`).
+                let counter = field(stripe);
+                counter.store(counter.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
+            }
+            None => {
+                field(&self.shared).fetch_add(delta, Ordering::Relaxed);
+            }
+        }
     }
 
     /// The sum over stripes; never below zero (a read racing a submission
     /// and its completion can see the subtraction first).
     fn total(&self, field: impl Fn(&Stripe) -> &AtomicI64) -> u64 {
         let sum: i64 = self
-            .stripes
+            .owned
             .iter()
+            .chain(std::iter::once(&self.shared))
             .map(|s| field(s).load(Ordering::Relaxed))
             .sum();
         u64::try_from(sum).unwrap_or(0)
@@ -130,5 +197,58 @@ impl Counters {
 
     pub(crate) fn panics(&self) -> u64 {
         self.total(|s| &s.panics)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Barrier};
+
+    /// More threads alive at once than there are owned stripes (some add on
+    /// the shared stripe), in waves whose threads reuse the numbers of the
+    /// wave before: no update is lost either way.
+    #[test]
+    fn concurrent_updates_add_up_exactly() {
+        let counters = Arc::new(Counters::new());
+        let threads = counters.owned.len() + 8;
+        for _wave in 0..3 {
+            let barrier = Arc::new(Barrier::new(threads));
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let (counters, barrier) = (Arc::clone(&counters), Arc::clone(&barrier));
+                    std::thread::spawn(move || {
+                        // Every thread holds its number while all others do.
+                        counters.delayed_add();
+                        barrier.wait();
+                        for _ in 0..1_000 {
+                            counters.watched_add(3);
+                            counters.record(Outcome::Completed);
+                        }
+                        counters.watched_sub(1);
+                    })
+                })
+                .collect();
+            for handle in handles {
+                handle.join().unwrap();
+            }
+        }
+        let n = 3 * threads as u64;
+        assert_eq!(counters.delayed() as u64, n);
+        assert_eq!(counters.watched() as u64, n * 2_999);
+        assert_eq!(counters.count(Outcome::Completed), n * 1_000);
+        assert_eq!(counters.count(Outcome::Expired), 0);
+    }
+
+    #[test]
+    fn numbers_are_reused_lowest_first() {
+        let mut numbers = StripeNumbers::default();
+        let taken: Vec<usize> = (0..4).map(|_| numbers.take()).collect();
+        assert_eq!(taken, [0, 1, 2, 3]);
+        numbers.give_back(2);
+        numbers.give_back(0);
+        assert_eq!(numbers.take(), 0);
+        assert_eq!(numbers.take(), 2);
+        assert_eq!(numbers.take(), 4);
     }
 }

@@ -96,13 +96,17 @@ impl<K, O> TimerQueue<K, O> {
         cell.deadline.store(deadline, Ordering::Relaxed);
         match self {
             TimerQueue::Wheel(state) => {
+                // Cloned before locking: the reference count's atomic add
+                // would otherwise lengthen the critical section that the
+                // completing threads' `unschedule` waits on.
+                let entry = Arc::clone(cell);
                 let mut s = state.lock();
                 // Checked under the lock: a completion that unschedules
                 // after this sees the id; one before it left DONE for us.
                 if cell.state.is_done() {
                     return false;
                 }
-                match s.wheel.insert(deadline, Arc::clone(cell)) {
+                match s.wheel.insert(deadline, entry) {
                     Ok(id) => cell.timer.store(id.into_raw(), Ordering::Relaxed),
                     // 2^32 pending timers cannot be reached before memory
                     // runs out; were it to happen, the op waits for its
@@ -131,7 +135,10 @@ impl<K, O> TimerQueue<K, O> {
         if let TimerQueue::Wheel(state) = self {
             let removed = {
                 let mut s = state.lock();
-                let raw = cell.timer.swap(NO_TIMER, Ordering::Relaxed);
+                // `timer` is only written under this lock, so a load and a
+                // store do what a swap would, without a locked instruction.
+                let raw = cell.timer.load(Ordering::Relaxed);
+                cell.timer.store(NO_TIMER, Ordering::Relaxed);
                 (raw != NO_TIMER)
                     .then(|| s.wheel.cancel(TimerId::from_raw(raw)))
                     .flatten()
