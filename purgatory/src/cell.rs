@@ -1,6 +1,7 @@
 //! Everything the purgatory keeps about one submitted operation.
 
 use crate::outcome::Outcome;
+use crate::prefetch;
 use crate::state::OpState;
 use crate::watchers::Links;
 use parking_lot::{Condvar, Mutex};
@@ -34,6 +35,22 @@ pub(crate) struct Pending<K, O> {
     pub links: Links<K, O>,
     /// Keys it is watched under (a group's link stands for several).
     pub keys: usize,
+    /// Where its timer entry's slot and bucket place were when it was
+    /// scheduled (`TimingWheel::addresses`), to prefetch.
+    pub timer_addresses: [usize; 2],
+}
+
+impl<K, O> Pending<K, O> {
+    /// Prefetches the list entries and the timer entry that completing the
+    /// operation removes (see `prefetch.rs`).
+    pub fn prefetch_removals(&self) {
+        for link in &self.links {
+            prefetch::for_write(link.address);
+        }
+        for address in self.timer_addresses {
+            prefetch::for_write(address);
+        }
+    }
 }
 
 struct Slot<O> {
@@ -62,6 +79,7 @@ impl<K, O> Cell<K, O> {
                 op,
                 links: Links::new(),
                 keys: 0,
+                timer_addresses: [0; 2],
             }),
             timer: AtomicU64::new(NO_TIMER),
             deadline: AtomicU64::new(0),

@@ -143,6 +143,7 @@ mod handle;
 mod metrics;
 mod operation;
 mod outcome;
+mod prefetch;
 mod purgatory;
 mod recent_key_sets;
 mod spare_cells;

@@ -286,7 +286,10 @@ where
                     shared.watchers.watch_all(&cell, &mut pending.links, keys);
                     pending.keys = keys.len();
                     shared.counters.watched_add(keys.len());
-                    if shared.timer.schedule(&cell, deadline) {
+                    if shared
+                        .timer
+                        .schedule(&cell, deadline, &mut pending.timer_addresses)
+                    {
                         shared.wake_timer_thread();
                     }
                 },
@@ -479,10 +482,13 @@ where
     /// watch lists and the timer first, then the user's callbacks, then the
     /// result to the handle.
     fn finish(&self, cell: &CellRef<K, O>, pending: Pending<K, O>, outcome: Outcome) {
+        // Before the first lock: see `prefetch.rs`.
+        pending.prefetch_removals();
         let Pending {
             mut op,
             links,
             keys,
+            timer_addresses: _,
         } = pending;
         self.watchers.close(cell, links);
         self.counters.watched_sub(keys);

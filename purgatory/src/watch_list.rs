@@ -17,9 +17,13 @@ impl<T> Default for WatchList<T> {
 }
 
 impl<T> WatchList<T> {
-    /// Adds `value`; returns the index that removes it.
-    pub(crate) fn push(&mut self, value: T) -> usize {
-        self.0.insert(value)
+    /// Adds `value`; returns the index that removes it and the address
+    /// where it is stored (only a hint to prefetch: the storage moves when
+    /// the list grows).
+    pub(crate) fn push(&mut self, value: T) -> (usize, usize) {
+        let index = self.0.insert(value);
+        let address = self.0.get(index).map_or(0, |v| v as *const T as usize);
+        (index, address)
     }
 
     /// Removes the value at `index`, if there is one and `is_it` accepts it.
@@ -67,7 +71,7 @@ mod tests {
     #[test]
     fn removal_by_index_and_retain() {
         let mut list = WatchList::default();
-        let ids: Vec<usize> = (0..5).map(|v| list.push(v)).collect();
+        let ids: Vec<usize> = (0..5).map(|v| list.push(v).0).collect();
         assert_eq!(list.remove_if(ids[1], |&v| v == 0), None);
         assert_eq!(list.remove_if(ids[1], |&v| v == 1), Some(1));
         assert_eq!(list.remove_if(ids[1], |_| true), None);
@@ -80,7 +84,8 @@ mod tests {
         assert_eq!(list.len(), 3);
         // Freed indices are reused: why a holder of an old index must check
         // what is there before removing it.
-        let again = list.push(9);
+        let (again, address) = list.push(9);
+        assert_eq!(address, list.0.get(again).unwrap() as *const i32 as usize);
         assert!(again == ids[1] || again == ids[3]);
         assert_eq!(list.remove_if(again, |_| true), Some(9));
         assert!(!list.is_empty());

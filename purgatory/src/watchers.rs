@@ -99,13 +99,23 @@ impl<K, O> Entry<K, O> {
 
 pub(crate) type ListRef<K, O> = Arc<List<K, O>>;
 
-/// A group's entries in its keys' lists, with their indices there.
-type Members<K, O> = Vec<(ListRef<K, O>, usize)>;
+/// An entry in a list: which list, and where in it.
+pub(crate) struct Link<K, O> {
+    list: ListRef<K, O>,
+    /// The entry's index in the list.
+    index: usize,
+    /// Where the entry was stored when added, to prefetch before removing
+    /// it (see `prefetch.rs`).
+    pub address: usize,
+}
 
-/// Where an operation is watched: each list with the entry's index in it
-/// (one group's, or one per key). Requests seldom watch more than a few
-/// partitions, so that many are stored inline, without allocating.
-pub(crate) type Links<K, O> = SmallVec<[(ListRef<K, O>, usize); INLINE_KEYS]>;
+/// A group's entries in its keys' lists.
+type Members<K, O> = Vec<Link<K, O>>;
+
+/// Where an operation is watched: its entry in each list (one group's, or
+/// one per key). Requests seldom watch more than a few partitions, so that
+/// many are stored inline, without allocating.
+pub(crate) type Links<K, O> = SmallVec<[Link<K, O>; INLINE_KEYS]>;
 
 /// Lists an operation can be on before its links spill to the heap.
 const INLINE_KEYS: usize = 4;
@@ -133,7 +143,7 @@ impl<K, O> List<K, O> {
         })
     }
 
-    fn push(&self, entry: Entry<K, O>) -> usize {
+    fn push(&self, entry: Entry<K, O>) -> (usize, usize) {
         self.state.lock().entries.push(entry)
     }
 }
@@ -173,7 +183,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     }
 
     /// Appends `entry` to `key`'s list, creating the list if there is none.
-    fn push_to_key(&self, key: &K, entry: Entry<K, O>) -> (ListRef<K, O>, usize) {
+    fn push_to_key(&self, key: &K, entry: Entry<K, O>) -> Link<K, O> {
         push_to(
             &self.keys,
             key,
@@ -185,7 +195,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
 
     /// Appends `cell` to the group of `keys`, creating the group if there is
     /// none.
-    fn push_to_group(&self, keys: &[K], cell: &CellRef<K, O>) -> (ListRef<K, O>, usize) {
+    fn push_to_group(&self, keys: &[K], cell: &CellRef<K, O>) -> Link<K, O> {
         let create = || {
             let group = List::new(Name::Group(keys.into()));
             // In its keys' lists before any operation is in it, so a check
@@ -210,8 +220,8 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     /// purgatory; the baseline leaves it there).
     pub(crate) fn close(&self, cell: &Cell<K, O>, links: Links<K, O>) {
         if !self.lazy {
-            for (list, index) in links {
-                self.remove(&list, index, |entry| entry.is_op(cell));
+            for link in links {
+                self.remove(&link.list, link.index, |entry| entry.is_op(cell));
             }
         }
     }
@@ -266,8 +276,8 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         entries: WatchList<Entry<K, O>>,
         members: Members<K, O>,
     ) -> Vec<CellRef<K, O>> {
-        for (key_list, index) in members {
-            self.remove(&key_list, index, |entry| entry.is_group(list));
+        for member in members {
+            self.remove(&member.list, member.index, |entry| entry.is_group(list));
         }
         let mut cells = Vec::new();
         for entry in entries.into_values() {
@@ -350,26 +360,32 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
 }
 
 /// Appends `entry` to the list `map` holds under `name`, made by `create`
-/// (under the map's write lock) if there is none. Returns the list and the
-/// entry's index in it.
+/// (under the map's write lock) if there is none. Returns where the entry is.
 fn push_to<N, Q, K, O>(
     map: &DashMap<N, ListRef<K, O>>,
     name: &Q,
     owned_name: impl FnOnce() -> N,
     create: impl FnOnce() -> ListRef<K, O>,
     entry: Entry<K, O>,
-) -> (ListRef<K, O>, usize)
+) -> Link<K, O>
 where
     N: Borrow<Q> + Hash + Eq,
     Q: Hash + Eq + ?Sized,
 {
     // The shard's read lock is held while the list is locked, so the list
     // cannot be detached in between (detaching needs the write lock).
+    let link = |list: &ListRef<K, O>| {
+        let (index, address) = list.push(entry);
+        Link {
+            list: Arc::clone(list),
+            index,
+            address,
+        }
+    };
     if let Some(list) = map.get(name) {
-        return (Arc::clone(&list), list.push(entry));
+        return link(&list);
     }
-    let list = map.entry(owned_name()).or_insert_with(create);
-    (Arc::clone(&list), list.push(entry))
+    link(&map.entry(owned_name()).or_insert_with(create))
 }
 
 /// Operations in submission order (outside any lock): checks and

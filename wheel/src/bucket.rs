@@ -68,6 +68,12 @@ impl Bucket {
         false
     }
 
+    /// Where position `pos` is stored (dangling past the end: it is only a
+    /// prefetch hint, never dereferenced).
+    pub(crate) fn address(&self, pos: u32) -> *const () {
+        self.slots.as_ptr().wrapping_add(pos as usize).cast()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.live == 0
     }

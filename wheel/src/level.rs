@@ -69,6 +69,12 @@ impl Level {
         self.buckets[slot].push(index)
     }
 
+    /// Where position `pos` of bucket `slot` is stored (see
+    /// `TimingWheel::addresses`).
+    pub(crate) fn address(&self, slot: usize, pos: u32) -> *const () {
+        self.buckets[slot].address(pos)
+    }
+
     /// Removes position `pos` of bucket `slot`.
     #[inline]
     pub(crate) fn remove(&mut self, slot: usize, pos: u32) {

@@ -4,7 +4,7 @@ use crate::bucket::{Bucket, MAX_INDEX};
 use crate::error::InsertError;
 use crate::id::TimerId;
 use crate::level::{level_for, slot_for, Level, LEVELS, SLOTS};
-use crate::slab::Slab;
+use crate::slab::{Entry, Slab};
 
 /// `Entry::bucket` of an entry in the due list (see [`TimingWheel::insert`]).
 const DUE: u16 = (LEVELS * SLOTS) as u16;
@@ -159,6 +159,27 @@ impl<T> TimingWheel<T> {
         self.unplace(old);
         self.link(id.index(), deadline);
         true
+    }
+
+    /// Where a pending entry lives in memory: its slot and its place in its
+    /// bucket, the two cache lines that [`cancel`](Self::cancel) writes.
+    /// `None` for a stale id.
+    ///
+    /// For callers that keep the wheel behind a lock: they can prefetch
+    /// these lines before taking it, so the misses are not paid inside the
+    /// critical section. The addresses are only hints and are never
+    /// dereferenced here: the slot stays put while the entry is pending, but
+    /// its bucket place moves when it is rescheduled or moved down a level,
+    /// and a bucket's buffer moves when it grows.
+    pub fn addresses(&self, id: TimerId) -> Option<[*const (); 2]> {
+        let entry = self.slab.lookup(id.index(), id.generation())?;
+        let place = if entry.bucket == DUE {
+            self.due.address(entry.link)
+        } else {
+            let (level, slot) = (entry.bucket as usize / SLOTS, entry.bucket as usize % SLOTS);
+            self.levels[level].address(slot, entry.link)
+        };
+        Some([(entry as *const Entry<T>).cast(), place])
     }
 
     /// The deadline of a pending entry.

@@ -327,3 +327,27 @@ fn memory_per_entry() {
         assert!(per_entry < 56.0, "{per_entry} bytes per entry at {n}");
     }
 }
+
+#[test]
+fn addresses_locate_a_pending_entry_and_only_while_it_is_pending() {
+    let mut wheel = TimingWheel::new();
+    let a = wheel.insert(100, 'a').unwrap();
+    let b = wheel.insert(100, 'b').unwrap();
+    let [slot_a, place_a] = wheel.addresses(a).unwrap();
+    let [slot_b, place_b] = wheel.addresses(b).unwrap();
+    assert_ne!(slot_a, slot_b);
+    // Neighbours in one bucket: consecutive 4-byte places.
+    assert_eq!(place_b as usize - place_a as usize, 4);
+    // A reschedule keeps the slot and moves the place to another bucket.
+    assert!(wheel.reschedule(a, 5_000));
+    let [slot_again, place_again] = wheel.addresses(a).unwrap();
+    assert_eq!(slot_again, slot_a);
+    assert_ne!(place_again, place_a);
+    // Entries in the due list are located too.
+    wheel.advance(200, |_, _| {});
+    let late = wheel.insert(150, 'c').unwrap();
+    assert!(wheel.addresses(late).is_some());
+    assert_eq!(wheel.cancel(a), Some('a'));
+    assert_eq!(wheel.addresses(a), None, "stale after cancel");
+    assert_eq!(wheel.addresses(b), None, "stale after firing");
+}
