@@ -1,7 +1,6 @@
 //! Everything the purgatory keeps about one submitted operation.
 
 use crate::outcome::Outcome;
-use crate::prefetch;
 use crate::state::OpState;
 use crate::watchers::Links;
 use parking_lot::{Condvar, Mutex};
@@ -38,19 +37,6 @@ pub(crate) struct Pending<K, O> {
     /// Where its timer entry's slot and bucket place were when it was
     /// scheduled (`TimingWheel::addresses`), to prefetch.
     pub timer_addresses: [usize; 2],
-}
-
-impl<K, O> Pending<K, O> {
-    /// Prefetches the list entries and the timer entry that completing the
-    /// operation removes (see `prefetch.rs`).
-    pub fn prefetch_removals(&self) {
-        for link in &self.links {
-            prefetch::for_write(link.address);
-        }
-        for address in self.timer_addresses {
-            prefetch::for_write(address);
-        }
-    }
 }
 
 struct Slot<O> {

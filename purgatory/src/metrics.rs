@@ -3,6 +3,8 @@
 use crate::outcome::Outcome;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 /// A snapshot of a purgatory's counters.
@@ -69,18 +71,24 @@ struct StripeClaim(usize);
 
 /// Stripe numbers: the lowest free one goes to the next thread, so numbers
 /// stay as dense as the threads alive and fit the owned stripes.
-#[derive(Default)]
 struct StripeNumbers {
-    /// Numbers given back by exited threads.
-    free: Vec<usize>,
+    /// Numbers given back by exited threads, lowest on top.
+    free: BinaryHeap<Reverse<usize>>,
     /// The lowest number never handed out.
     next: usize,
 }
 
 impl StripeNumbers {
+    const fn new() -> Self {
+        StripeNumbers {
+            free: BinaryHeap::new(),
+            next: 0,
+        }
+    }
+
     fn take(&mut self) -> usize {
-        match self.free.iter().enumerate().min_by_key(|&(_, n)| *n) {
-            Some((i, _)) => self.free.swap_remove(i),
+        match self.free.pop() {
+            Some(Reverse(n)) => n,
             None => {
                 self.next += 1;
                 self.next - 1
@@ -89,14 +97,11 @@ impl StripeNumbers {
     }
 
     fn give_back(&mut self, n: usize) {
-        self.free.push(n);
+        self.free.push(Reverse(n));
     }
 }
 
-static STRIPE_NUMBERS: Mutex<StripeNumbers> = Mutex::new(StripeNumbers {
-    free: Vec::new(),
-    next: 0,
-});
+static STRIPE_NUMBERS: Mutex<StripeNumbers> = Mutex::new(StripeNumbers::new());
 
 impl StripeClaim {
     fn take() -> Self {
@@ -242,7 +247,7 @@ mod tests {
 
     #[test]
     fn numbers_are_reused_lowest_first() {
-        let mut numbers = StripeNumbers::default();
+        let mut numbers = StripeNumbers::new();
         let taken: Vec<usize> = (0..4).map(|_| numbers.take()).collect();
         assert_eq!(taken, [0, 1, 2, 3]);
         numbers.give_back(2);

@@ -6,6 +6,7 @@ use crate::error::{ConfigError, SubmitError};
 use crate::handle::Delayed;
 use crate::metrics::{Counters, PurgatoryMetrics};
 use crate::outcome::Outcome;
+use crate::prefetch;
 use crate::spare_cells::SpareCells;
 use crate::state::Request;
 use crate::timer_queue::{CellRef, TimerKind, TimerQueue};
@@ -482,14 +483,15 @@ where
     /// watch lists and the timer first, then the user's callbacks, then the
     /// result to the handle.
     fn finish(&self, cell: &CellRef<K, O>, pending: Pending<K, O>, outcome: Outcome) {
-        // Before the first lock: see `prefetch.rs`.
-        pending.prefetch_removals();
         let Pending {
             mut op,
             links,
             keys,
-            timer_addresses: _,
+            timer_addresses,
         } = pending;
+        // Before the first lock: see `prefetch.rs`.
+        self.watchers.prefetch(&links);
+        timer_addresses.into_iter().for_each(prefetch::for_write);
         self.watchers.close(cell, links);
         self.counters.watched_sub(keys);
         self.timer.unschedule(cell);

@@ -21,7 +21,7 @@ pub(crate) struct Entry<T> {
     pub generation: u32,
     /// Occupied: position in its bucket. Vacant: next free slot, or [`NONE`].
     pub link: u32,
-    /// Occupied: which bucket holds it (see `Wheel::locate`).
+    /// Occupied: which bucket holds it (see `locate` in `wheel.rs`).
     pub bucket: u16,
 }
 

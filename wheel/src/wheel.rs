@@ -9,6 +9,13 @@ use crate::slab::{Entry, Slab};
 /// `Entry::bucket` of an entry in the due list (see [`TimingWheel::insert`]).
 const DUE: u16 = (LEVELS * SLOTS) as u16;
 
+/// The level and slot an entry's `bucket` code names; `None` for the due
+/// list. (`place` makes the codes.)
+#[inline]
+fn locate(bucket: u16) -> Option<(usize, usize)> {
+    (bucket != DUE).then_some((bucket as usize / SLOTS, bucket as usize % SLOTS))
+}
+
 /// Counters that show how much work the wheel did, for tests and tuning.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WheelStats {
@@ -173,11 +180,9 @@ impl<T> TimingWheel<T> {
     /// and a bucket's buffer moves when it grows.
     pub fn addresses(&self, id: TimerId) -> Option<[*const (); 2]> {
         let entry = self.slab.lookup(id.index(), id.generation())?;
-        let place = if entry.bucket == DUE {
-            self.due.address(entry.link)
-        } else {
-            let (level, slot) = (entry.bucket as usize / SLOTS, entry.bucket as usize % SLOTS);
-            self.levels[level].address(slot, entry.link)
+        let place = match locate(entry.bucket) {
+            None => self.due.address(entry.link),
+            Some((level, slot)) => self.levels[level].address(slot, entry.link),
         };
         Some([(entry as *const Entry<T>).cast(), place])
     }
@@ -329,11 +334,11 @@ impl<T> TimingWheel<T> {
     /// Removes an entry from the bucket and position it recorded.
     #[inline]
     fn unplace(&mut self, (bucket, pos): (u16, u32)) {
-        if bucket == DUE {
-            self.due.remove(pos);
-        } else {
-            let (level, slot) = (bucket as usize / SLOTS, bucket as usize % SLOTS);
-            self.levels[level].remove(slot, pos);
+        match locate(bucket) {
+            None => {
+                self.due.remove(pos);
+            }
+            Some((level, slot)) => self.levels[level].remove(slot, pos),
         }
     }
 
