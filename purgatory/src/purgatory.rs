@@ -316,10 +316,7 @@ where
     /// same moment is checked again by that thread instead of waited for.
     pub fn check_and_complete(&self, key: &K) -> usize {
         let pending = self.shared.watchers.pending(key);
-        pending
-            .iter()
-            .filter(|cell| self.shared.drive(cell, Request::Check))
-            .count()
+        self.shared.drive_all(pending, Request::Check)
     }
 
     /// Answers every operation watched under `key` with
@@ -328,10 +325,8 @@ where
     /// other keys leaves their lists too.
     pub fn cancel_for_key(&self, key: &K) -> usize {
         let watched = self.shared.watchers.remove_key(key);
-        watched
-            .iter()
-            .filter(|cell| self.shared.drive(cell, Request::Force(Outcome::Cancelled)))
-            .count()
+        self.shared
+            .drive_all(watched, Request::Force(Outcome::Cancelled))
     }
 
     /// Expires, on the calling thread, every operation whose deadline has
@@ -342,7 +337,7 @@ where
         let now = self.shared.scale.now_tick(self.shared.clock.now());
         let mut due = Vec::new();
         self.shared.timer.expire(now, &mut due, false);
-        self.shared.expire_all(&due)
+        self.shared.drive_all(due, Request::Force(Outcome::Expired))
     }
 
     /// When the next operation is due on the purgatory's clock, if any is
@@ -512,10 +507,18 @@ where
         }
     }
 
-    fn expire_all(&self, due: &[CellRef<K, O>]) -> usize {
-        due.iter()
-            .filter(|cell| self.drive(cell, Request::Force(Outcome::Expired)))
-            .count()
+    /// Drives each of `cells` (see `drive`); returns how many this call
+    /// answered. The purgatory may hold the last reference to a cell here
+    /// (its handle was dropped at submission, as a broker that answers
+    /// through the callback does): it is recycled, not freed on this thread
+    /// (see `spare_cells.rs`).
+    fn drive_all(&self, cells: Vec<CellRef<K, O>>, request: Request) -> usize {
+        let mut answered = 0;
+        for mut cell in cells {
+            answered += usize::from(self.drive(&cell, request));
+            self.recycle(&mut cell);
+        }
+        answered
     }
 
     pub(crate) fn reset_timeout(&self, cell: &CellRef<K, O>, timeout: Duration) -> bool {
@@ -576,7 +579,7 @@ impl Threads {
                 .name(format!("{}-expiration-{n}", shared.name))
                 .spawn(move || {
                     for batch in rx {
-                        shared.expire_all(&batch);
+                        shared.drive_all(batch, Request::Force(Outcome::Expired));
                     }
                 })
                 .map_err(spawn_err)?;

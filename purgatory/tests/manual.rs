@@ -553,6 +553,9 @@ fn answered_cells_are_reused_and_given_back_on_shutdown() {
     assert_eq!(three.outcome(), None);
     f.store(true, Ordering::SeqCst);
     assert_eq!(p.check_and_complete(&"a"), 2);
+    // The purgatory held the last reference to 2 (answered through its
+    // callback, as a broker does): kept too.
+    assert_eq!(p.metrics().spare_cells, 1);
     assert_eq!(three.wait().outcome, Outcome::Completed);
     clock.advance(2 * SEC);
     assert_eq!(p.advance_clock(), 0);
@@ -566,7 +569,38 @@ fn answered_cells_are_reused_and_given_back_on_shutdown() {
             (3, Outcome::Completed)
         ]
     );
-    assert_eq!(p.metrics().spare_cells, 1);
+    assert_eq!(p.metrics().spare_cells, 2);
+    p.shutdown();
+    assert_eq!(p.metrics().spare_cells, 0);
+    assert_empty(&p);
+}
+
+#[test]
+fn expired_and_cancelled_cells_without_a_handle_are_reused() {
+    let (p, clock, journal) = setup(TimerKind::Wheel);
+    let never = flag(false);
+    for id in 0..3 {
+        drop(
+            p.try_complete_else_watch(Probe::new(id, &never, SEC, &journal), &["a"])
+                .unwrap(),
+        );
+    }
+    let kept = p
+        .try_complete_else_watch(Probe::new(3, &never, SEC, &journal), &["b"])
+        .unwrap();
+    drop(
+        p.try_complete_else_watch(Probe::new(4, &never, 3 * SEC, &journal), &["b"])
+            .unwrap(),
+    );
+    assert_eq!(p.metrics().spare_cells, 0);
+    clock.advance(2 * SEC);
+    assert_eq!(p.advance_clock(), 4);
+    // The three whose handles were gone; 3's handle still holds its cell.
+    assert_eq!(p.metrics().spare_cells, 3);
+    assert_eq!(p.cancel_for_key(&"b"), 1);
+    assert_eq!(p.metrics().spare_cells, 4);
+    assert_eq!(kept.wait().outcome, Outcome::Expired);
+    assert_eq!(p.metrics().spare_cells, 5);
     p.shutdown();
     assert_eq!(p.metrics().spare_cells, 0);
     assert_empty(&p);
