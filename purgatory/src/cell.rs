@@ -7,14 +7,24 @@ use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::AtomicU64;
 use std::task::Waker;
 
-/// `Cell::timer` when the operation is not in the wheel.
+/// `Cell::timer` before the operation is scheduled, and after it was
+/// taken out of the wheel by `unschedule`.
 pub(crate) const NO_TIMER: u64 = u64::MAX;
+
+/// `Cell::timer` once the wheel handed the entry out (it fell due, or at
+/// shutdown). Unlike [`NO_TIMER`] it can only follow an insert, and nothing
+/// puts the operation back, so a completion that reads it knows, without
+/// the timer's lock, that there is nothing to unschedule. Neither value is
+/// a wheel id: wheel indices stay below 2^31.
+pub(crate) const FIRED: u64 = u64::MAX - 1;
 
 /// An operation in the purgatory: its state machine, where it is watched and
 /// scheduled, and the slot its result is delivered to.
 pub(crate) struct Cell<K, O> {
     pub state: OpState<Pending<K, O>>,
-    /// The wheel id (raw), or [`NO_TIMER`]. Only touched under the timer's lock.
+    /// The wheel id (raw), [`NO_TIMER`] or [`FIRED`]. Written under the
+    /// timer's lock, except `FIRED`, stored just after the lock is released
+    /// (the stale id it replaces is one the wheel no longer answers to).
     pub timer: AtomicU64,
     /// The deadline tick in force; the DelayQueue baseline compares it with
     /// its heap entries to skip ones left behind by a reschedule.

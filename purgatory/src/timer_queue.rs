@@ -6,7 +6,7 @@
 //! under the lock are dropped after it is released, since dropping the last
 //! reference to a cell drops the user's operation).
 
-use crate::cell::{Cell, NO_TIMER};
+use crate::cell::{Cell, FIRED, NO_TIMER};
 use parking_lot::Mutex;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
@@ -145,10 +145,15 @@ impl<K, O> TimerQueue<K, O> {
     /// for the baseline, whose entry stays until it surfaces or is purged.
     pub(crate) fn unschedule(&self, cell: &CellRef<K, O>) {
         if let TimerQueue::Wheel(state) = self {
+            // Expired operations end here: no lock for them (see `FIRED`).
+            if cell.timer.load(Ordering::Relaxed) == FIRED {
+                return;
+            }
             let removed = {
                 let mut s = state.lock();
-                // `timer` is only written under this lock, so a load and a
-                // store do what a swap would, without a locked instruction.
+                // Ids and `NO_TIMER` are only written under this lock (and
+                // `FIRED` over an id the wheel no longer has), so a load and
+                // a store do what a swap would, without a locked instruction.
                 let raw = cell.timer.load(Ordering::Relaxed);
                 cell.timer.store(NO_TIMER, Ordering::Relaxed);
                 (raw != NO_TIMER)
@@ -165,8 +170,9 @@ impl<K, O> TimerQueue<K, O> {
         match self {
             TimerQueue::Wheel(state) => {
                 let mut s = state.lock();
+                // `NO_TIMER` and `FIRED` are not ids: the wheel refuses them.
                 let raw = cell.timer.load(Ordering::Relaxed);
-                if raw == NO_TIMER || !s.wheel.reschedule(TimerId::from_raw(raw), deadline) {
+                if !s.wheel.reschedule(TimerId::from_raw(raw), deadline) {
                     return false;
                 }
                 cell.deadline.store(deadline, Ordering::Relaxed);
@@ -190,17 +196,21 @@ impl<K, O> TimerQueue<K, O> {
         for_timer_thread: bool,
     ) -> Option<u64> {
         let mut dead = Vec::new();
+        let taken_from = due.len();
         let next = match self {
             TimerQueue::Wheel(state) => {
-                let mut s = state.lock();
-                s.wheel.advance(now, |_, cell| {
-                    cell.timer.store(NO_TIMER, Ordering::Relaxed);
-                    due.push(cell);
-                });
-                let next = s.wheel.next_expiration();
-                if for_timer_thread {
-                    s.wake_at = next.unwrap_or(u64::MAX);
-                }
+                let next = {
+                    let mut s = state.lock();
+                    // Cells are not touched under the lock: each is a likely
+                    // cache miss, and submissions wait on this lock.
+                    s.wheel.advance(now, |_, cell| due.push(cell));
+                    let next = s.wheel.next_expiration();
+                    if for_timer_thread {
+                        s.wake_at = next.unwrap_or(u64::MAX);
+                    }
+                    next
+                };
+                mark_fired(&due[taken_from..]);
                 next
             }
             TimerQueue::Heap(state) => {
@@ -240,14 +250,9 @@ impl<K, O> TimerQueue<K, O> {
     pub(crate) fn drain(&self) -> Vec<CellRef<K, O>> {
         match self {
             TimerQueue::Wheel(state) => {
-                let mut s = state.lock();
-                s.wheel
-                    .drain()
-                    .map(|(_, cell)| {
-                        cell.timer.store(NO_TIMER, Ordering::Relaxed);
-                        cell
-                    })
-                    .collect()
+                let cells: Vec<_> = state.lock().wheel.drain().map(|(_, cell)| cell).collect();
+                mark_fired(&cells);
+                cells
             }
             TimerQueue::Heap(state) => {
                 let mut s = state.lock();
@@ -284,5 +289,52 @@ impl<K, O> TimerQueue<K, O> {
             TimerQueue::Wheel(state) => state.lock().wheel.len(),
             TimerQueue::Heap(state) => state.lock().heap.len(),
         }
+    }
+}
+
+/// Records that the wheel handed these cells out (see `FIRED`).
+fn mark_fired<K, O>(cells: &[CellRef<K, O>]) {
+    for cell in cells {
+        cell.timer.store(FIRED, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(seq: u64) -> CellRef<u32, ()> {
+        Arc::new(Cell::new((), seq))
+    }
+
+    #[test]
+    fn a_fired_entry_is_marked_and_no_later_call_reaches_the_wheel() {
+        let timer = TimerQueue::new(TimerKind::Wheel);
+        let (a, b) = (cell(1), cell(2));
+        timer.schedule(&a, 5, &mut [0; 2]);
+        let a_id = a.timer.load(Ordering::Relaxed);
+        let mut due = Vec::new();
+        timer.expire(5, &mut due, false);
+        assert_eq!(due.len(), 1);
+        assert_eq!(a.timer.load(Ordering::Relaxed), FIRED);
+        // `b` takes the slot `a` had, under a newer generation.
+        timer.schedule(&b, 50, &mut [0; 2]);
+        assert_eq!(
+            b.timer.load(Ordering::Relaxed) as u32,
+            a_id as u32,
+            "same slot"
+        );
+        assert!(!timer.reschedule(&a, 60));
+        timer.unschedule(&a);
+        // Before `FIRED` is stored the cell still holds its old id: stale,
+        // so the entry that reuses the slot is left alone.
+        a.timer.store(a_id, Ordering::Relaxed);
+        assert!(!timer.reschedule(&a, 60));
+        timer.unschedule(&a);
+        assert_eq!(timer.held(), 1);
+        assert_eq!(timer.next_expiration(), Some(50));
+        timer.unschedule(&b);
+        assert_eq!(b.timer.load(Ordering::Relaxed), NO_TIMER);
+        assert_eq!(timer.held(), 0);
     }
 }
