@@ -162,6 +162,10 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
     // Completions travel in batches: one channel message per request would
     // cost more than the purgatory itself.
     let (tx, rx) = crossbeam_channel::unbounded::<Vec<(Instant, Delayed<u64, FakeOperation>)>>();
+    // Emptied batches go back to the generator: a batch allocated on one
+    // thread and freed on the other would contend on the allocator's lock,
+    // a cost of this harness, not of the purgatory under test.
+    let (empty_tx, empty_rx) = crossbeam_channel::unbounded();
 
     // The completion thread: force-completes each request when its latency
     // has passed (Kafka's CompletionQueue). It keeps them in a timing wheel
@@ -186,11 +190,12 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
                     std::thread::sleep(wait);
                 } else {
                     match rx.recv_timeout(wait) {
-                        Ok(batch) => {
-                            for (at, handle) in batch {
+                        Ok(mut batch) => {
+                            for (at, handle) in batch.drain(..) {
                                 // Infallible: far fewer than 2^31 are ever waiting.
                                 let _ = queue.insert_at(at, handle);
                             }
+                            let _ = empty_tx.send(batch);
                         }
                         Err(crossbeam_channel::RecvTimeoutError::Disconnected) => open = false,
                         Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
@@ -238,7 +243,10 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
         if batch.len() == batch.capacity()
             || now.duration_since(batch_started) > Duration::from_micros(500)
         {
-            let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(256)));
+            let empty = empty_rx
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(256));
+            let _ = tx.send(std::mem::replace(&mut batch, empty));
             batch_started = now;
         }
     }
