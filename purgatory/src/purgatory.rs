@@ -97,8 +97,10 @@ where
     }
 
     /// How many answered operations' cells are kept for reuse by later
-    /// submissions (default 1,024; 0 keeps none). A cell is kept only when
-    /// its handle is dropped last; it holds none of the user's data then.
+    /// submissions (default 1,024; 0 keeps none). A cell is kept when the
+    /// last reference to an answered operation goes, whether its handle's
+    /// or the purgatory's own (a handle dropped at submission); it holds
+    /// none of the user's data then.
     /// Reuse spares the allocator the cross-thread frees of a broker, where
     /// one thread submits and another answers; what it costs is this many
     /// cells' memory held while the purgatory runs (`metrics().spare_cells`).
