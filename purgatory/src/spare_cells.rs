@@ -12,9 +12,10 @@
 //!
 //! So when the last reference to an answered operation's cell goes (its
 //! handle is dropped, or the purgatory lets go of a cell whose handle went
-//! at submission: after an expiry, a check or a cancel), the cell is cleared (the user's operation and waker are
-//! dropped at once) and parked in a bounded lock-free queue; submissions
-//! take a parked cell before they allocate. A full queue frees the cell as
+//! at submission: after an expiry, a check or a cancel), the cell is
+//! cleared (the user's operation and waker are dropped at once) and parked
+//! in a bounded lock-free queue; submissions take a parked cell before they
+//! allocate. A full queue frees the cell as
 //! before; an empty one allocates. Spare cells hold no user data, at most
 //! `capacity` of them are kept, and shutdown gives them all back.
 
