@@ -54,9 +54,16 @@ impl<K, O> SpareCells<K, O> {
     /// reference right after, which makes the parked one unique.
     pub(crate) fn give_back(&self, cell: &mut CellRef<K, O>) {
         let Some(queue) = &self.queue else { return };
+        // Plain loads first: `Arc::get_mut` is a locked compare-exchange,
+        // and most calls would fail it (a check that left its operation
+        // pending, a handle dropped while the purgatory still holds the
+        // operation).
+        if !cell.state.is_done() || Arc::strong_count(cell) != 1 {
+            return;
+        }
         match Arc::get_mut(cell) {
-            Some(unique) if unique.state.is_done() => unique.clear(),
-            _ => return,
+            Some(unique) => unique.clear(),
+            None => return,
         }
         // Full: the caller's drop frees the cell as usual.
         let _ = queue.push(Arc::clone(cell));
