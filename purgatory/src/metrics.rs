@@ -46,10 +46,11 @@ pub struct PurgatoryMetrics {
 ///
 /// A stripe is *owned*: while a thread lives, no other thread writes its
 /// stripe (see [`StripeClaim`]), so the owner adds with a plain load and
-/// store instead of a locked read-modify-write. There are five counter
-/// updates per request, and a locked instruction also waits for the
-/// thread's earlier stores to drain. Threads beyond the owned stripes share
-/// one more stripe, with atomic adds.
+/// store instead of a locked read-modify-write. There are three counter
+/// updates per request (how many operations are pending is derived, not
+/// counted: see `Purgatory::delayed`), and a locked instruction also waits
+/// for the thread's earlier stores to drain. Threads beyond the owned
+/// stripes share one more stripe, with atomic adds.
 pub(crate) struct Counters {
     owned: Box<[CachePadded<Stripe>]>,
     shared: CachePadded<Stripe>,
@@ -60,7 +61,6 @@ struct Stripe {
     // Signed: an operation submitted on one thread and answered on another
     // adds on one stripe and subtracts on the other.
     watched: AtomicI64,
-    delayed: AtomicI64,
     outcomes: [AtomicI64; 4],
     panics: AtomicI64,
 }
@@ -172,14 +172,6 @@ impl Counters {
         self.add(|s| &s.watched, -(n as i64));
     }
 
-    pub(crate) fn delayed_add(&self) {
-        self.add(|s| &s.delayed, 1);
-    }
-
-    pub(crate) fn delayed_sub(&self) {
-        self.add(|s| &s.delayed, -1);
-    }
-
     pub(crate) fn record(&self, outcome: Outcome) {
         self.add(|s| &s.outcomes[outcome.code() as usize], 1);
     }
@@ -192,8 +184,9 @@ impl Counters {
         self.total(|s| &s.watched) as usize
     }
 
-    pub(crate) fn delayed(&self) -> usize {
-        self.total(|s| &s.delayed) as usize
+    /// Operations answered, whatever the outcome.
+    pub(crate) fn answered(&self) -> u64 {
+        Outcome::ALL.into_iter().map(|o| self.count(o)).sum()
     }
 
     pub(crate) fn count(&self, outcome: Outcome) -> u64 {
@@ -224,7 +217,7 @@ mod tests {
                     let (counters, barrier) = (Arc::clone(&counters), Arc::clone(&barrier));
                     std::thread::spawn(move || {
                         // Every thread holds its number while all others do.
-                        counters.delayed_add();
+                        counters.panicked();
                         barrier.wait();
                         for _ in 0..1_000 {
                             counters.watched_add(3);
@@ -239,7 +232,7 @@ mod tests {
             }
         }
         let n = 3 * threads as u64;
-        assert_eq!(counters.delayed() as u64, n);
+        assert_eq!(counters.panics(), n);
         assert_eq!(counters.watched() as u64, n * 2_999);
         assert_eq!(counters.count(Outcome::Completed), n * 1_000);
         assert_eq!(counters.count(Outcome::Expired), 0);

@@ -259,7 +259,6 @@ where
         let holds = shared.check(&mut op);
         let timeout = op.timeout();
         let cell = shared.spare.cell(op, seq);
-        shared.counters.delayed_add();
         let handle = |at_once| Ok(Delayed::new(Arc::clone(shared), Arc::clone(&cell), at_once));
 
         if holds {
@@ -364,10 +363,15 @@ where
         self.shared.counters.watched()
     }
 
-    /// Pending operations (Kafka's `NumDelayedOperations`), counted as
-    /// [`watched`](Self::watched) is.
+    /// Pending operations (Kafka's `NumDelayedOperations`): submitted and
+    /// not yet answered, an operation counting as answered once its
+    /// callbacks have returned. Exact while nothing is being submitted or
+    /// answered, and otherwise off by at most the operations in flight.
     pub fn delayed(&self) -> usize {
-        self.shared.counters.delayed()
+        // Answered first: every operation it counts was submitted before.
+        let answered = self.shared.counters.answered();
+        let submitted = self.shared.submitted.load(Ordering::Relaxed);
+        submitted.saturating_sub(answered) as usize
     }
 
     /// Which timer this purgatory runs on.
@@ -492,7 +496,6 @@ where
         self.watchers.close(cell, links);
         self.counters.watched_sub(keys);
         self.timer.unschedule(cell);
-        self.counters.delayed_sub();
         if outcome == Outcome::Expired {
             self.guarded("on_expiration", || op.on_expiration());
         }
