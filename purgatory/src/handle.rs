@@ -2,7 +2,7 @@
 
 use crate::cell::{Cell, Completion};
 use crate::outcome::Outcome;
-use crate::purgatory::SharedRef;
+use crate::purgatory::Shared;
 use crate::state::Request;
 use crate::DelayedOperation;
 use std::future::Future;
@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 /// assert_eq!(purgatory.watched(), 0);
 /// ```
 pub struct Delayed<K, O> {
-    shared: SharedRef<K, O>,
+    shared: Arc<Shared<K, O>>,
     cell: Arc<Cell<K, O>>,
     at_once: bool,
 }
@@ -48,7 +48,7 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
-    pub(crate) fn new(shared: SharedRef<K, O>, cell: Arc<Cell<K, O>>, at_once: bool) -> Self {
+    pub(crate) fn new(shared: Arc<Shared<K, O>>, cell: Arc<Cell<K, O>>, at_once: bool) -> Self {
         Delayed {
             shared,
             cell,

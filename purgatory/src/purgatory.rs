@@ -174,12 +174,9 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
-    shared: SharedRef<K, O>,
+    shared: Arc<Shared<K, O>>,
     threads: Mutex<Option<Threads>>,
 }
-
-/// How handles and threads hold the shared state.
-pub(crate) type SharedRef<K, O> = Arc<Shared<K, O>>;
 
 /// What the purgatory's threads and handles share.
 pub(crate) struct Shared<K, O> {
@@ -569,7 +566,7 @@ struct Workers {
 }
 
 impl Threads {
-    fn start<K, O>(shared: &SharedRef<K, O>, workers: usize) -> Result<Self, ConfigError>
+    fn start<K, O>(shared: &Arc<Shared<K, O>>, workers: usize) -> Result<Self, ConfigError>
     where
         K: Hash + Eq + Clone + Send + Sync + 'static,
         O: DelayedOperation,

@@ -194,10 +194,11 @@ impl<O> OpState<O> {
                 // SAFETY: this thread holds `RUNNING`: it set the bit with its
                 // own compare-exchange in `drive`, or has held it since
                 // `new_held` (the contract of `start` and `decide_at_start`),
-                // or kept it through a failed release below; and only the `RUNNING` thread ever reaches
-                // `op`. This access ends with this block, before the bit is
-                // released, and the acquire/release on `flags` orders it
-                // before the next holder's.
+                // or kept it through a failed release below; and only the
+                // `RUNNING` thread ever reaches `op`. This access ends with
+                // this block, before the bit is released, and the
+                // acquire/release on `flags` orders it before the next
+                // holder's.
                 let mut op = unsafe { self.op.get_mut() };
                 let outcome = if flags & FORCED != 0 {
                     Some(Outcome::from_code(flags >> OUTCOME_SHIFT))

@@ -120,7 +120,7 @@ impl<K, O> TimerQueue<K, O> {
                             *addresses = at.map(|a| a as usize);
                         }
                     }
-                    // 2^32 pending timers cannot be reached before memory
+                    // 2^31 pending timers cannot be reached before memory
                     // runs out; were it to happen, the op waits for its
                     // condition, cancel or shutdown instead of a timeout.
                     Err(_) => tracing::error!("timer full; operation left without a timeout"),
@@ -156,9 +156,8 @@ impl<K, O> TimerQueue<K, O> {
                 // a store do what a swap would, without a locked instruction.
                 let raw = cell.timer.load(Ordering::Relaxed);
                 cell.timer.store(NO_TIMER, Ordering::Relaxed);
-                (raw != NO_TIMER)
-                    .then(|| s.wheel.cancel(TimerId::from_raw(raw)))
-                    .flatten()
+                // `NO_TIMER` is not an id: the wheel refuses it.
+                s.wheel.cancel(TimerId::from_raw(raw))
             };
             drop(removed);
         }
