@@ -579,19 +579,15 @@ fn answered_cells_are_reused_and_given_back_on_shutdown() {
 fn expired_and_cancelled_cells_without_a_handle_are_reused() {
     let (p, clock, journal) = setup(TimerKind::Wheel);
     let never = flag(false);
+    let submit = |id, timeout, key| {
+        p.try_complete_else_watch(Probe::new(id, &never, timeout, &journal), &[key])
+            .unwrap()
+    };
     for id in 0..3 {
-        drop(
-            p.try_complete_else_watch(Probe::new(id, &never, SEC, &journal), &["a"])
-                .unwrap(),
-        );
+        drop(submit(id, SEC, "a"));
     }
-    let kept = p
-        .try_complete_else_watch(Probe::new(3, &never, SEC, &journal), &["b"])
-        .unwrap();
-    drop(
-        p.try_complete_else_watch(Probe::new(4, &never, 3 * SEC, &journal), &["b"])
-            .unwrap(),
-    );
+    let kept = submit(3, SEC, "b");
+    drop(submit(4, 3 * SEC, "b"));
     assert_eq!(p.metrics().spare_cells, 0);
     clock.advance(2 * SEC);
     assert_eq!(p.advance_clock(), 4);
