@@ -489,7 +489,11 @@ where
         } = pending;
         // Before the first lock: see `prefetch.rs`.
         self.watchers.prefetch(&links);
-        timer_addresses.into_iter().for_each(prefetch::for_write);
+        // An expired operation's entry is out of the wheel already: fetching
+        // its lines would only pull them away from the timer's threads.
+        if outcome != Outcome::Expired {
+            timer_addresses.into_iter().for_each(prefetch::for_write);
+        }
         self.watchers.close(cell, links);
         self.counters.watched_sub(keys);
         self.timer.unschedule(cell);
