@@ -256,7 +256,9 @@ where
         let holds = shared.check(&mut op);
         let timeout = op.timeout();
         let cell = shared.spare.cell(op, seq);
-        let handle = |at_once| Ok(Delayed::new(Arc::clone(shared), Arc::clone(&cell), at_once));
+        // The handle takes `cell` itself: a clone here and a drop at the end
+        // would be two more atomic read-modify-writes per submission.
+        let handle = |cell, at_once| Ok(Delayed::new(Arc::clone(shared), cell, at_once));
 
         if holds {
             // SAFETY: this thread made `cell` just above, held (`Cell::new`),
@@ -267,7 +269,7 @@ where
                         shared.finish(&cell, p, outcome)
                     });
             }
-            return handle(true);
+            return handle(cell, true);
         }
         // The timeout runs from here, as a Kafka timer task's delay runs from
         // its `add`; an operation answered at once reads no clock.
@@ -304,7 +306,7 @@ where
         if shared.shutting_down.load(Ordering::SeqCst) {
             shared.drive(&cell, Request::Force(Outcome::Shutdown));
         }
-        handle(at_once)
+        handle(cell, at_once)
     }
 
     /// Checks every operation watched under `key` and completes those whose
