@@ -100,6 +100,14 @@ impl<K, O> Entry<K, O> {
 
 pub(crate) type ListRef<K, O> = Arc<List<K, O>>;
 
+/// The maps' hasher. Every multi-key submission hashes its key set to find
+/// its group; std's SipHash made that a tenth of a one-thread submit and
+/// complete. foldhash is seeded per process, as SipHash is, so keys cannot
+/// be chosen in advance to collide; it is not built to stand a determined
+/// attacker who can time the broker, which a partition name (created by
+/// the cluster's admins, not by clients) does not call for.
+type MapHasher = foldhash::fast::RandomState;
+
 /// An entry in a list: which list, and where in it.
 pub(crate) struct Link<K, O> {
     list: ListRef<K, O>,
@@ -150,8 +158,8 @@ impl<K, O> List<K, O> {
 }
 
 pub(crate) struct Watchers<K, O> {
-    keys: DashMap<K, ListRef<K, O>>,
-    groups: DashMap<Box<[K]>, ListRef<K, O>>,
+    keys: DashMap<K, ListRef<K, O>, MapHasher>,
+    groups: DashMap<Box<[K]>, ListRef<K, O>, MapHasher>,
     /// Which key sets came lately: only those get a group.
     recent: RecentKeySets,
     /// The baseline's policy: one entry per key, and completed operations
@@ -373,7 +381,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
 /// Appends `entry` to the list `map` holds under `name`, made by `create`
 /// (under the map's write lock) if there is none. Returns where the entry is.
 fn push_to<N, Q, K, O>(
-    map: &DashMap<N, ListRef<K, O>>,
+    map: &DashMap<N, ListRef<K, O>, MapHasher>,
     name: &Q,
     owned_name: impl FnOnce() -> N,
     create: impl FnOnce() -> ListRef<K, O>,
