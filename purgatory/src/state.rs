@@ -114,8 +114,14 @@ impl<O> OpState<O> {
             let wanted = match request {
                 // Another outcome was forced first: it wins.
                 Request::Force(_) if flags & FORCED != 0 => return false,
+                // The runner will see the flag and decide.
+                Request::Force(outcome) if flags & RUNNING != 0 => {
+                    flags | FORCED | (outcome.code() << OUTCOME_SHIFT)
+                }
+                // Nobody runs it: this exchange decides, `DONE` included,
+                // so that deciding costs one read-modify-write, not two.
                 Request::Force(outcome) => {
-                    flags | FORCED | (outcome.code() << OUTCOME_SHIFT) | RUNNING
+                    flags | FORCED | (outcome.code() << OUTCOME_SHIFT) | RUNNING | DONE
                 }
                 Request::Check if flags & RUNNING != 0 => {
                     if self.owner.load(Ordering::Relaxed) == thread_token() {
@@ -212,7 +218,9 @@ impl<O> OpState<O> {
                 };
                 outcome.map(|outcome| {
                     // RUNNING stays set: nobody takes a decided operation.
-                    self.flags.fetch_or(DONE, Ordering::AcqRel);
+                    if flags & DONE == 0 {
+                        self.flags.fetch_or(DONE, Ordering::AcqRel);
+                    }
                     (op.take(), outcome)
                 })
             };
