@@ -2,7 +2,7 @@
 
 use crate::cell::{Cell, Completion};
 use crate::outcome::Outcome;
-use crate::purgatory::Shared;
+use crate::purgatory::{Reader, Shared};
 use crate::state::Request;
 use crate::DelayedOperation;
 use std::future::Future;
@@ -88,10 +88,11 @@ where
         if self.cell.state.is_done() {
             return false;
         }
-        if self
-            .shared
-            .drive(&self.cell, Request::Force(Outcome::Completed))
-        {
+        if self.shared.drive(
+            &self.cell,
+            Request::Force(Outcome::Completed),
+            Reader::Handle,
+        ) {
             return true;
         }
         // Not decided by this call: true unless someone else had decided

@@ -178,6 +178,17 @@ where
     threads: Mutex<Option<Threads>>,
 }
 
+/// Whose reference to a cell a completion runs with, which decides whether
+/// the result must be stored for a handle to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reader {
+    /// A handle's, or the submitter's, from which its handle is made.
+    Handle,
+    /// The purgatory's own (a watch list's, the timer's): a handle exists
+    /// only if another reference does.
+    Internal,
+}
+
 /// What the purgatory's threads and handles share.
 pub(crate) struct Shared<K, O> {
     name: String,
@@ -266,7 +277,7 @@ where
             unsafe {
                 cell.state
                     .decide_at_start(Outcome::Completed, |p, outcome| {
-                        shared.finish(&cell, p, outcome)
+                        shared.finish(&cell, p, outcome, Reader::Handle)
                     });
             }
             return handle(cell, true);
@@ -297,14 +308,14 @@ where
                 |pending| shared.check(&mut pending.op),
                 |pending, outcome| {
                     at_once = outcome == Outcome::Completed;
-                    shared.finish(&cell, pending, outcome);
+                    shared.finish(&cell, pending, outcome, Reader::Handle);
                 },
             );
         }
         // A shutdown that began during this call may have drained the timer
         // before the operation was in it: answer it here, exactly once.
         if shared.shutting_down.load(Ordering::SeqCst) {
-            shared.drive(&cell, Request::Force(Outcome::Shutdown));
+            shared.drive(&cell, Request::Force(Outcome::Shutdown), Reader::Handle);
         }
         handle(cell, at_once)
     }
@@ -418,7 +429,8 @@ where
         let threads = self.threads.lock().take();
         let workers = threads.map(Threads::stop_timer);
         for cell in self.shared.timer.drain() {
-            self.shared.drive(&cell, Request::Force(Outcome::Shutdown));
+            self.shared
+                .drive(&cell, Request::Force(Outcome::Shutdown), Reader::Internal);
         }
         if let Some(workers) = workers {
             workers.join();
@@ -447,12 +459,12 @@ where
     O: DelayedOperation,
 {
     /// Serves a request on one operation (see `state.rs`), with the user's
-    /// code guarded against panics.
-    pub(crate) fn drive(&self, cell: &CellRef<K, O>, request: Request) -> bool {
+    /// code guarded against panics. `reader` says whose reference `cell` is.
+    pub(crate) fn drive(&self, cell: &CellRef<K, O>, request: Request, reader: Reader) -> bool {
         cell.state.drive(
             request,
             |pending| self.check(&mut pending.op),
-            |pending, outcome| self.finish(cell, pending, outcome),
+            |pending, outcome| self.finish(cell, pending, outcome, reader),
         )
     }
 
@@ -482,7 +494,13 @@ where
     /// Completes an operation whose outcome this thread decided: out of the
     /// watch lists and the timer first, then the user's callbacks, then the
     /// result to the handle.
-    fn finish(&self, cell: &CellRef<K, O>, pending: Pending<K, O>, outcome: Outcome) {
+    fn finish(
+        &self,
+        cell: &CellRef<K, O>,
+        pending: Pending<K, O>,
+        outcome: Outcome,
+        reader: Reader,
+    ) {
         let Pending {
             mut op,
             links,
@@ -505,7 +523,15 @@ where
         self.guarded("on_complete", || op.on_complete(outcome));
         self.counters.record(outcome);
         tracing::debug!(purgatory = %self.name, %outcome, "delayed operation answered");
-        cell.deliver(outcome, op);
+        // Handles are only made at submission, so once `cell` is the last
+        // reference and not a handle's, nobody can ever read the result:
+        // the slot's lock and lines are skipped (an operation whose handle
+        // was dropped, as a broker answering through `on_complete` does).
+        // The count cannot rise meanwhile: only this thread holds a reference
+        // to clone.
+        if reader == Reader::Handle || Arc::strong_count(cell) > 1 {
+            cell.deliver(outcome, op);
+        }
         if let Some(interval) = self.purge_interval {
             if self.since_purge.fetch_add(1, Ordering::Relaxed) + 1 >= interval {
                 self.since_purge.store(0, Ordering::Relaxed);
@@ -523,7 +549,7 @@ where
     fn drive_all(&self, cells: Vec<CellRef<K, O>>, request: Request) -> usize {
         let mut answered = 0;
         for mut cell in cells {
-            answered += usize::from(self.drive(&cell, request));
+            answered += usize::from(self.drive(&cell, request, Reader::Internal));
             self.recycle(&mut cell);
         }
         answered

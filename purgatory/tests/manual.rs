@@ -603,6 +603,46 @@ fn expired_and_cancelled_cells_without_a_handle_are_reused() {
 }
 
 #[test]
+fn operations_whose_handles_were_dropped_are_answered_through_their_callbacks() {
+    for kind in KINDS {
+        let (p, clock, journal) = setup(kind);
+        let ready = flag(false);
+        let submit = |id, timeout, key| {
+            drop(
+                p.try_complete_else_watch(Probe::new(id, &ready, timeout, &journal), &[key])
+                    .unwrap(),
+            );
+        };
+        submit(1, 3 * SEC, "checked");
+        submit(2, SEC, "expires");
+        submit(3, 3 * SEC, "cancelled");
+        // Answered by the submission itself, with no handle left to read it.
+        ready.store(true, Ordering::Relaxed);
+        submit(4, SEC, "at-once");
+        assert_eq!(p.check_and_complete(&"checked"), 1);
+        ready.store(false, Ordering::Relaxed);
+        clock.advance(2 * SEC);
+        assert_eq!(p.advance_clock(), 1);
+        assert_eq!(p.cancel_for_key(&"cancelled"), 1);
+        let mut outcomes = journal.outcomes();
+        outcomes.sort_by_key(|&(id, _)| id);
+        assert_eq!(
+            outcomes,
+            [
+                (1, Outcome::Completed),
+                (2, Outcome::Expired),
+                (3, Outcome::Cancelled),
+                (4, Outcome::Completed)
+            ]
+        );
+        let m = p.metrics();
+        assert_eq!((m.completed, m.expired, m.cancelled), (2, 1, 1));
+        assert_eq!(p.delayed(), 0);
+        assert_empty(&p);
+    }
+}
+
+#[test]
 fn keeping_no_spare_cells_is_allowed() {
     let journal = Arc::new(Journal::default());
     let p: Purgatory<&'static str, Probe> = Purgatory::builder("no-spares")
