@@ -1,5 +1,6 @@
 //! Criterion suites: the wheel's operations, and the purgatory's
-//! watch-then-complete cycle on one thread and on two.
+//! watch-then-complete cycle on one thread and on two, and its
+//! submit-then-force-complete cycle on one.
 //!
 //! `cargo bench --bench ops`
 
@@ -70,6 +71,19 @@ impl DelayedOperation for Flagged {
     fn on_complete(&mut self, _: Outcome) {}
 }
 
+/// Never completes by itself: answered by `force_complete`.
+struct Pending;
+
+impl DelayedOperation for Pending {
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(200)
+    }
+    fn try_complete(&mut self) -> bool {
+        false
+    }
+    fn on_complete(&mut self, _: Outcome) {}
+}
+
 fn purgatory_cycle(c: &mut Criterion) {
     let mut group = c.benchmark_group("purgatory");
     // One thread: watch an op under its partition, then complete it by key.
@@ -83,6 +97,24 @@ fn purgatory_cycle(c: &mut Criterion) {
             flag.store(true, Ordering::Relaxed);
             p.check_and_complete(&(key % 32));
             key += 1;
+        });
+    });
+    // One thread, the shape of Kafka's benchmark: every operation watches
+    // the same 3 keys with a 200 ms timeout and is force-completed 64
+    // submissions later, still in cache, so what is measured is the
+    // purgatory's own work (locks, reference counts, the state's exchanges),
+    // not cache misses or another core.
+    group.bench_function("submit_then_force_complete_3_shared_keys", |b| {
+        let p: Purgatory<u32, Pending> = Purgatory::builder("bench").build().expect("valid");
+        let mut in_flight = std::collections::VecDeque::with_capacity(65);
+        b.iter(|| {
+            in_flight.push_back(
+                p.try_complete_else_watch(Pending, &[3, 17, 42])
+                    .expect("running"),
+            );
+            if in_flight.len() > 64 {
+                in_flight.pop_front().expect("in flight").force_complete();
+            }
         });
     });
     // Two threads on different partitions of one purgatory.
