@@ -3,8 +3,9 @@
 //!
 //! Pages (rather than one growing `Vec`) keep an insert from ever copying the
 //! whole population, and bound the unused tail to one page. Once every entry is
-//! gone, all pages but the first are released, so a burst does not leave its
-//! peak behind.
+//! gone, all pages but the first are released. Not before: the free list
+//! runs through every page, so a page cannot go while another entry is
+//! pending (see "Known limits" in `BENCHMARKS.md`).
 
 /// Entries per page.
 const PAGE: usize = 1024;
