@@ -147,6 +147,12 @@ impl Model {
     }
 }
 
+/// The id a step's `pick` names among `ids` (modulo their number).
+fn nth<'a>(ids: impl ExactSizeIterator<Item = &'a u64>, pick: usize) -> Option<u64> {
+    let len = ids.len();
+    ids.copied().nth(pick % len.max(1))
+}
+
 fn run(config: Config, steps: &[Step]) -> Result<(), TestCaseError> {
     let clock = ManualClock::new();
     let purgatory: Purgatory<&'static str, Op> = Purgatory::builder("model")
@@ -198,8 +204,7 @@ fn run(config: Config, steps: &[Step]) -> Result<(), TestCaseError> {
                 handles.insert(id, handle);
             }
             Step::MakeReady(pick) => {
-                let ids: Vec<u64> = model.pending.keys().copied().collect();
-                if let Some(&id) = ids.get(pick % ids.len().max(1)) {
+                if let Some(id) = nth(model.pending.keys(), *pick) {
                     flags[id as usize].store(true, Ordering::SeqCst);
                     model.pending.get_mut(&id).unwrap().ready = true;
                 }
@@ -235,8 +240,7 @@ fn run(config: Config, steps: &[Step]) -> Result<(), TestCaseError> {
                 );
             }
             Step::Force(pick) => {
-                let ids: Vec<u64> = handles.keys().copied().collect();
-                if let Some(&id) = ids.get(pick % ids.len().max(1)) {
+                if let Some(id) = nth(handles.keys(), *pick) {
                     let pending = model.pending.contains_key(&id);
                     if pending {
                         model.answer(vec![id], Outcome::Completed);
@@ -245,8 +249,7 @@ fn run(config: Config, steps: &[Step]) -> Result<(), TestCaseError> {
                 }
             }
             Step::Reset { op, timeout_ms } => {
-                let ids: Vec<u64> = handles.keys().copied().collect();
-                if let Some(&id) = ids.get(op % ids.len().max(1)) {
+                if let Some(id) = nth(handles.keys(), *op) {
                     let now = model.now;
                     let pending = match model.pending.get_mut(&id) {
                         Some(p) => {
@@ -260,8 +263,7 @@ fn run(config: Config, steps: &[Step]) -> Result<(), TestCaseError> {
                 }
             }
             Step::DropHandle(pick) => {
-                let ids: Vec<u64> = handles.keys().copied().collect();
-                if let Some(&id) = ids.get(pick % ids.len().max(1)) {
+                if let Some(id) = nth(handles.keys(), *pick) {
                     handles.remove(&id);
                 }
             }
