@@ -63,8 +63,9 @@
 //! bucket buffer. Only then: while any entry is pending, the slab keeps the
 //! pages of its peak, since an entry cannot move (its [`TimerId`] names its
 //! slot). A wheel that took a burst of 1e6 entries and then had all but one
-//! cancelled still holds 47.7 MB, and a broker's wheel is seldom empty (a
-//! session or a long fetch is usually pending). Giving pages back as they
+//! cancelled still holds 47.65 MB (`cargo run --release --example
+//! burst_memory` at the workspace root), and a broker's wheel is seldom
+//! empty (a session or a long fetch is usually pending). Giving pages back as they
 //! empty is measured, not yet kept: see "Known limits" in `BENCHMARKS.md`.
 //!
 //! # Example
