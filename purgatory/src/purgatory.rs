@@ -428,10 +428,8 @@ where
         }
         let threads = self.threads.lock().take();
         let workers = threads.map(Threads::stop_timer);
-        for cell in self.shared.timer.drain() {
-            self.shared
-                .drive(&cell, Request::Force(Outcome::Shutdown), Reader::Internal);
-        }
+        self.shared
+            .drive_all(self.shared.timer.drain(), Request::Force(Outcome::Shutdown));
         if let Some(workers) = workers {
             workers.join();
         }
