@@ -11,11 +11,17 @@
 //! wheel and on the DelayQueue baseline, under several configurations, with
 //! a manual clock so that every run is deterministic.
 
+// The purgatory's own test operation: it records each answer in a journal
+// (and checks that `on_expiration` ran before an expiry's `on_complete`).
+#[path = "../purgatory/tests/common/mod.rs"]
+mod common;
+
+use common::{Journal, Probe};
 use proptest::prelude::*;
-use request_purgatory::purgatory::{DelayedOperation, ManualClock, Outcome, Purgatory, TimerKind};
+use request_purgatory::purgatory::{ManualClock, Outcome, Purgatory, TimerKind};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 const KEYS: [&str; 4] = ["t-0", "t-1", "t-2", "t-3"];
@@ -84,39 +90,6 @@ fn config() -> impl Strategy<Value = Config> {
         })
 }
 
-/// What the operations report, in the order their callbacks ran.
-#[derive(Default)]
-struct Journal {
-    answers: Mutex<Vec<(u64, Outcome)>>,
-    expirations: AtomicUsize,
-}
-
-struct Op {
-    id: u64,
-    ready: Arc<AtomicBool>,
-    timeout: Duration,
-    journal: Arc<Journal>,
-}
-
-impl DelayedOperation for Op {
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
-    fn try_complete(&mut self) -> bool {
-        self.ready.load(Ordering::SeqCst)
-    }
-    fn on_complete(&mut self, outcome: Outcome) {
-        self.journal
-            .answers
-            .lock()
-            .unwrap()
-            .push((self.id, outcome));
-    }
-    fn on_expiration(&mut self) {
-        self.journal.expirations.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 /// A pending operation, as the model sees it.
 struct Pending {
     keys: Vec<usize>,
@@ -155,7 +128,7 @@ fn nth<'a>(ids: impl ExactSizeIterator<Item = &'a u64>, pick: usize) -> Option<u
 
 fn run(config: Config, steps: &[Step]) -> Result<(), TestCaseError> {
     let clock = ManualClock::new();
-    let purgatory: Purgatory<&'static str, Op> = Purgatory::builder("model")
+    let purgatory: Purgatory<&'static str, Probe> = Purgatory::builder("model")
         .timer(config.timer)
         .manual(clock.clone())
         .shards(config.shards)
@@ -179,12 +152,7 @@ fn run(config: Config, steps: &[Step]) -> Result<(), TestCaseError> {
                 let flag = Arc::new(AtomicBool::new(*ready));
                 flags.push(Arc::clone(&flag));
                 let names: Vec<&'static str> = keys.iter().map(|&k| KEYS[k]).collect();
-                let op = Op {
-                    id,
-                    ready: flag,
-                    timeout: Duration::from_millis(*timeout_ms),
-                    journal: Arc::clone(&journal),
-                };
+                let op = Probe::new(id, &flag, Duration::from_millis(*timeout_ms), &journal);
                 let handle = purgatory
                     .try_complete_else_watch(op, &names)
                     .map_err(|e| TestCaseError::fail(format!("submit refused: {e}")))?;
@@ -285,7 +253,7 @@ fn run(config: Config, steps: &[Step]) -> Result<(), TestCaseError> {
             }
         }
         prop_assert_eq!(
-            &*journal.answers.lock().unwrap(),
+            &journal.outcomes(),
             &model.answers,
             "answers after step {} ({:?})",
             n,
@@ -324,7 +292,7 @@ fn run(config: Config, steps: &[Step]) -> Result<(), TestCaseError> {
     // Shutdown answers whatever is left, in no promised order.
     let left: Vec<u64> = model.pending.keys().copied().collect();
     purgatory.shutdown();
-    let answers = journal.answers.lock().unwrap().clone();
+    let answers = journal.outcomes();
     prop_assert_eq!(&answers[..model.answers.len()], &model.answers[..]);
     let mut at_shutdown: Vec<(u64, Outcome)> = answers[model.answers.len()..].to_vec();
     at_shutdown.sort_unstable_by_key(|&(id, _)| id);
