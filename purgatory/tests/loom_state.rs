@@ -137,6 +137,15 @@ impl World {
     }
 }
 
+/// Runs `f` on a new loom thread with its own reference to `w`.
+fn on_thread(
+    w: &Arc<World>,
+    f: impl FnOnce(&World) -> bool + Send + 'static,
+) -> thread::JoinHandle<bool> {
+    let w = w.clone();
+    thread::spawn(move || f(&w))
+}
+
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(3);
@@ -147,17 +156,11 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 fn condition_expiry_and_cancel_race_to_exactly_one_outcome() {
     model(|| {
         let w = World::new();
-        let checker = {
-            let w = w.clone();
-            thread::spawn(move || {
-                w.ready.store(true, Ordering::SeqCst);
-                w.serve(Request::Check)
-            })
-        };
-        let expirer = {
-            let w = w.clone();
-            thread::spawn(move || w.serve(Request::Force(Outcome::Expired)))
-        };
+        let checker = on_thread(&w, |w| {
+            w.ready.store(true, Ordering::SeqCst);
+            w.serve(Request::Check)
+        });
+        let expirer = on_thread(&w, |w| w.serve(Request::Force(Outcome::Expired)));
         let cancelled = w.serve(Request::Force(Outcome::Cancelled));
         let checked = checker.join().unwrap();
         let expired = expirer.join().unwrap();
@@ -181,10 +184,7 @@ fn a_check_asked_for_while_another_runs_is_never_lost() {
         // Thread A checks while the condition is false; thread B makes it
         // true and checks. Whatever the interleaving, the operation must end
         // completed: B's check is served by B or handed to A.
-        let a = {
-            let w = w.clone();
-            thread::spawn(move || w.serve(Request::Check))
-        };
+        let a = on_thread(&w, |w| w.serve(Request::Check));
         w.ready.store(true, Ordering::SeqCst);
         w.serve(Request::Check);
         a.join().unwrap();
@@ -197,10 +197,7 @@ fn a_check_asked_for_while_another_runs_is_never_lost() {
 fn a_forced_outcome_asked_for_during_a_check_is_never_lost() {
     model(|| {
         let w = World::new();
-        let a = {
-            let w = w.clone();
-            thread::spawn(move || w.serve(Request::Check))
-        };
+        let a = on_thread(&w, |w| w.serve(Request::Check));
         w.serve(Request::Force(Outcome::Expired));
         a.join().unwrap();
         // The condition never held, so only the expiry can have ended it.
@@ -216,13 +213,10 @@ fn a_check_during_the_submitters_hold_is_never_lost() {
         // The condition comes true and a check is asked for while the
         // submitter still sets the operation up: its `start` must serve it
         // (or let go first, so that the checker runs it itself).
-        let checker = {
-            let w = w.clone();
-            thread::spawn(move || {
-                w.ready.store(true, Ordering::SeqCst);
-                w.serve(Request::Check)
-            })
-        };
+        let checker = on_thread(&w, |w| {
+            w.ready.store(true, Ordering::SeqCst);
+            w.serve(Request::Check)
+        });
         let started = w.start();
         let checked = checker.join().unwrap();
         assert_eq!(w.finished.load(Ordering::SeqCst), 1);
@@ -235,10 +229,7 @@ fn a_check_during_the_submitters_hold_is_never_lost() {
 fn an_expiry_during_the_submitters_hold_ends_it_exactly_once() {
     model(|| {
         let w = World::new_held();
-        let expirer = {
-            let w = w.clone();
-            thread::spawn(move || w.serve(Request::Force(Outcome::Expired)))
-        };
+        let expirer = on_thread(&w, |w| w.serve(Request::Force(Outcome::Expired)));
         let started = w.start();
         let expired = expirer.join().unwrap();
         // The condition never holds: only the expiry can end it, decided by
