@@ -1,7 +1,7 @@
 //! Everything the purgatory keeps about one submitted operation.
 
 use crate::outcome::Outcome;
-use crate::state::OpState;
+use crate::unchecked::OpState;
 use crate::watchers::Links;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::AtomicU64;

@@ -3,7 +3,7 @@
 use crate::cell::{Cell, Completion};
 use crate::outcome::Outcome;
 use crate::purgatory::{Reader, Shared};
-use crate::state::Request;
+use crate::unchecked::Request;
 use crate::DelayedOperation;
 use std::future::Future;
 use std::hash::Hash;

@@ -136,6 +136,7 @@
 //! assert_eq!((produces.watched(), fetches.watched()), (0, 0));
 //! ```
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 mod cell;
 mod error;
@@ -143,13 +144,12 @@ mod handle;
 mod metrics;
 mod operation;
 mod outcome;
-mod prefetch;
 mod purgatory;
 mod recent_key_sets;
 mod spare_cells;
-mod state;
-mod sync;
 mod timer_queue;
+#[allow(unsafe_code)]
+mod unchecked;
 mod watch_list;
 mod watchers;
 

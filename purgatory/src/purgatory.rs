@@ -6,10 +6,10 @@ use crate::error::{ConfigError, SubmitError};
 use crate::handle::Delayed;
 use crate::metrics::{Counters, PurgatoryMetrics};
 use crate::outcome::Outcome;
-use crate::prefetch;
 use crate::spare_cells::SpareCells;
-use crate::state::Request;
 use crate::timer_queue::{CellRef, TimerKind, TimerQueue};
+use crate::unchecked::prefetch;
+use crate::unchecked::Request;
 use crate::watchers::Watchers;
 use crate::DelayedOperation;
 use crossbeam_channel::{Receiver, Sender};
@@ -272,14 +272,11 @@ where
         let handle = |cell, at_once| Ok(Delayed::new(Arc::clone(shared), cell, at_once));
 
         if holds {
-            // SAFETY: this thread made `cell` just above, held (`Cell::new`),
-            // and nothing else lets go of it.
-            unsafe {
-                cell.state
-                    .decide_at_start(Outcome::Completed, |p, outcome| {
-                        shared.finish(&cell, p, outcome, Reader::Handle)
-                    });
-            }
+            // This thread made `cell` just above, held (`Cell::new`).
+            cell.state
+                .decide_at_start(Outcome::Completed, |p, outcome| {
+                    shared.finish(&cell, p, outcome, Reader::Handle)
+                });
             return handle(cell, true);
         }
         // The timeout runs from here, as a Kafka timer task's delay runs from
@@ -289,29 +286,27 @@ where
         // during the setup; only a condition that held counts as completed
         // at once. (No handle exists yet, so nobody else forces `Completed`.)
         let mut at_once = false;
-        // SAFETY: as above; this is the one call that lets go of it. Until
-        // then, a check under a key watched already, or an expiry, only
-        // leaves its flag for `start` to serve.
-        unsafe {
-            cell.state.start(
-                |pending| {
-                    shared.watchers.watch_all(&cell, &mut pending.links, keys);
-                    pending.keys = keys.len();
-                    shared.counters.watched_add(keys.len());
-                    if shared
-                        .timer
-                        .schedule(&cell, deadline, &mut pending.timer_addresses)
-                    {
-                        shared.wake_timer_thread();
-                    }
-                },
-                |pending| shared.check(&mut pending.op),
-                |pending, outcome| {
-                    at_once = outcome == Outcome::Completed;
-                    shared.finish(&cell, pending, outcome, Reader::Handle);
-                },
-            );
-        }
+        // This is the one call that lets go of it. Until then, a check under
+        // a key watched already, or an expiry, only leaves its flag for
+        // `start` to serve.
+        cell.state.start(
+            |pending| {
+                shared.watchers.watch_all(&cell, &mut pending.links, keys);
+                pending.keys = keys.len();
+                shared.counters.watched_add(keys.len());
+                if shared
+                    .timer
+                    .schedule(&cell, deadline, &mut pending.timer_addresses)
+                {
+                    shared.wake_timer_thread();
+                }
+            },
+            |pending| shared.check(&mut pending.op),
+            |pending, outcome| {
+                at_once = outcome == Outcome::Completed;
+                shared.finish(&cell, pending, outcome, Reader::Handle);
+            },
+        );
         // A shutdown that began during this call may have drained the timer
         // before the operation was in it: answer it here, exactly once.
         if shared.shutting_down.load(Ordering::SeqCst) {

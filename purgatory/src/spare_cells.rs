@@ -91,12 +91,8 @@ mod tests {
     /// result delivered and not taken).
     fn answered<O>(spare: &SpareCells<u32, O>, op: O) -> CellRef<u32, O> {
         let cell = spare.cell(op, 1);
-        // SAFETY: `spare.cell` made the cell held by this thread, and
-        // nothing else lets go of it.
-        unsafe {
-            cell.state
-                .decide_at_start(Outcome::Completed, |p, outcome| cell.deliver(outcome, p.op));
-        }
+        cell.state
+            .decide_at_start(Outcome::Completed, |p, outcome| cell.deliver(outcome, p.op));
         assert!(cell.state.is_done());
         cell
     }
@@ -117,13 +113,9 @@ mod tests {
         assert_eq!(again.outcome(), None);
         assert_eq!(again.seq, 2);
         let mut seen = None;
-        // SAFETY: `spare.cell` made the cell held by this thread, and
-        // nothing else lets go of it.
-        let decided = unsafe {
-            again
-                .state
-                .start(|p| seen = Some(p.op.clone()), |_| false, |_, _| {})
-        };
+        let decided = again
+            .state
+            .start(|p| seen = Some(p.op.clone()), |_| false, |_, _| {});
         assert!(!decided);
         assert_eq!(seen.as_deref(), Some("second"));
     }

@@ -35,9 +35,9 @@
 //! moved, and entries removed under it are dropped after it is released.
 
 use crate::cell::Cell;
-use crate::prefetch;
 use crate::recent_key_sets::RecentKeySets;
 use crate::timer_queue::CellRef;
+use crate::unchecked::prefetch;
 use crate::watch_list::WatchList;
 use dashmap::DashMap;
 use parking_lot::Mutex;

@@ -49,7 +49,7 @@ mod sync {
 
 #[path = "../src/outcome.rs"]
 mod outcome;
-#[path = "../src/state.rs"]
+#[path = "../src/unchecked/state.rs"]
 mod state;
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -107,15 +107,11 @@ impl World {
     /// operation (loom fails the model if anyone else can reach it then),
     /// then the final check.
     fn start(&self) -> bool {
-        // SAFETY: every test calls this once, on the thread that made the
-        // state with `new_held`.
-        unsafe {
-            self.state.start(
-                |op| assert_eq!(op.inside.load(Ordering::SeqCst), 0),
-                |op| self.check(op),
-                |op, o| self.finish(op, o),
-            )
-        }
+        self.state.start(
+            |op| assert_eq!(op.inside.load(Ordering::SeqCst), 0),
+            |op| self.check(op),
+            |op, o| self.finish(op, o),
+        )
     }
 
     fn check(&self, op: &mut Op) -> bool {

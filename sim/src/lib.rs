@@ -13,6 +13,7 @@
 //! that moves the HW, `check_and_complete` on the partition. Offsets count
 //! bytes, so "bytes readable below the HW" is `HW - offset`.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod cluster;
 pub mod config;

@@ -83,6 +83,7 @@
 //! assert_eq!(expired, ["member-1"]);
 //! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod bucket;
 mod clock;

@@ -27,20 +27,30 @@
 //! [`OpState::start`]): a check or an expiry that finds the operation
 //! half set up leaves its flag, and the submitter's own final check serves
 //! it, which is Kafka's second `tryComplete` in `tryCompleteElseWatch`.
+//! That right is marked in `owner` as the creating thread's token with
+//! `SETTING_UP` set, and the first `start` (or `decide_at_start`) on that
+//! thread takes the mark off; any other call finds no mark and does nothing.
+//! So `start` is safe to call: it cannot reach the operation beside a runner,
+//! however it is misused.
 //!
 //! A request from the running thread itself (an operation's code calling
 //! back into the purgatory) is recognised by the runner's token and returns
 //! at once: a check is covered by the one running, a forced outcome is picked
 //! up when it returns.
 
+use super::sync::{thread_token, AtomicU32, AtomicU64, Exclusive, Ordering};
 use crate::outcome::Outcome;
-use crate::sync::{thread_token, AtomicU32, AtomicU64, Exclusive, Ordering};
 
 const RUNNING: u32 = 1;
 const RECHECK: u32 = 1 << 1;
 const FORCED: u32 = 1 << 2;
 const DONE: u32 = 1 << 3;
 const OUTCOME_SHIFT: u32 = 8;
+
+/// Set in `owner`, beside the creator's token, while the creator of a
+/// [`new_held`](OpState::new_held) state has not started it yet. Tokens
+/// count threads from 1, so they never reach this bit.
+const SETTING_UP: u64 = 1 << 63;
 
 /// What a caller asks of an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +66,8 @@ pub(crate) struct OpState<O> {
     flags: AtomicU32,
     /// The token of the thread running the operation's code, or 0. Only
     /// the running thread writes its own token, so reading it back proves
-    /// a call comes from inside that code.
+    /// a call comes from inside that code. `SETTING_UP | token` from
+    /// `new_held` until the creator's `start`.
     owner: AtomicU64,
     /// `Some` until the outcome is decided. Only the `RUNNING` thread
     /// reaches it; the bit is its lock.
@@ -70,7 +81,7 @@ impl<O> OpState<O> {
     /// leaves behind.
     #[allow(dead_code)]
     pub(crate) fn new(op: O) -> Self {
-        Self::with_flags(op, 0)
+        Self::with_flags(op, 0, 0)
     }
 
     /// A state whose `RUNNING` right its creator has from the start, so
@@ -80,15 +91,35 @@ impl<O> OpState<O> {
     /// used to take a lock around the setup instead: that cost two atomic
     /// read-modify-writes at submission and two at completion.
     pub(crate) fn new_held(op: O) -> Self {
-        Self::with_flags(op, RUNNING)
+        Self::with_flags(op, RUNNING, SETTING_UP | thread_token())
     }
 
-    fn with_flags(op: O, flags: u32) -> Self {
+    fn with_flags(op: O, flags: u32, owner: u64) -> Self {
         OpState {
             flags: AtomicU32::new(flags),
-            owner: AtomicU64::new(0),
+            owner: AtomicU64::new(owner),
             op: Exclusive::new(Some(op)),
         }
+    }
+
+    /// Takes the creator's right over a `new_held` state: true once, on the
+    /// thread that made it, and false for every other call.
+    ///
+    /// Only this thread ever wrote its own token with `SETTING_UP` (in
+    /// `new_held`), and nobody else writes `owner` before the mark is off:
+    /// the others only write it while running, and nobody runs the
+    /// operation until this thread lets go of `RUNNING`. So the mark read
+    /// back here is this thread's own last write, and clearing it (before
+    /// the operation is reached) makes every later call fail, a reentrant
+    /// one from `setup` included. Tokens are never reused (`thread_token`),
+    /// so no later thread can take a dead creator's mark for its own.
+    fn take_setup_right(&self) -> bool {
+        let mark = SETTING_UP | thread_token();
+        if self.owner.load(Ordering::Relaxed) != mark {
+            return false;
+        }
+        self.owner.store(0, Ordering::Relaxed);
+        true
     }
 
     /// Whether the outcome has been decided.
@@ -150,20 +181,24 @@ impl<O> OpState<O> {
     /// meanwhile, as [`drive`](Self::drive) does, and lets go of `RUNNING`
     /// unless the outcome is decided. Returns whether this call decided it.
     ///
-    /// # Safety
-    /// The state was made by `new_held` on the calling thread, and neither
-    /// `start` nor `decide_at_start` has been called on it since: the caller
-    /// still holds `RUNNING`.
-    pub(crate) unsafe fn start(
+    /// Does nothing and returns false unless this is the first `start` or
+    /// [`decide_at_start`](Self::decide_at_start) on the thread that made the
+    /// state with `new_held`.
+    pub(crate) fn start(
         &self,
         setup: impl FnOnce(&mut O),
         check: impl FnMut(&mut O) -> bool,
         finish: impl FnOnce(O, Outcome),
     ) -> bool {
+        if !self.take_setup_right() {
+            return false;
+        }
         {
-            // SAFETY: the caller holds `RUNNING` (this function's contract);
-            // the access ends with this block, before `run` reaches the
-            // value again under the same right.
+            // SAFETY: this thread holds `RUNNING`, which `new_held` gave it
+            // and `take_setup_right` proved it still has, and no access of
+            // its own is alive (`setup` cannot start the state again). The
+            // access ends with this block, before `run` reaches the value
+            // again under the same right.
             let mut op = unsafe { self.op.get_mut() };
             if let Some(pending) = op.as_mut() {
                 setup(pending);
@@ -174,11 +209,12 @@ impl<O> OpState<O> {
     }
 
     /// Decides `outcome` for a state its creator still holds, without a
-    /// check: for an operation whose first try already held.
-    ///
-    /// # Safety
-    /// As for [`start`](Self::start), which is not called afterwards.
-    pub(crate) unsafe fn decide_at_start(&self, outcome: Outcome, finish: impl FnOnce(O, Outcome)) {
+    /// check: for an operation whose first try already held. Does nothing
+    /// when [`start`](Self::start) would not.
+    pub(crate) fn decide_at_start(&self, outcome: Outcome, finish: impl FnOnce(O, Outcome)) {
+        if !self.take_setup_right() {
+            return;
+        }
         let forced = RUNNING | FORCED | (outcome.code() << OUTCOME_SHIFT);
         self.run(forced, |_| false, finish);
     }
@@ -199,8 +235,9 @@ impl<O> OpState<O> {
             let decided = {
                 // SAFETY: this thread holds `RUNNING`: it set the bit with its
                 // own compare-exchange in `drive`, or has held it since
-                // `new_held` (the contract of `start` and `decide_at_start`),
-                // or kept it through a failed release below; and only the
+                // `new_held` (checked by `take_setup_right` in `start` and
+                // `decide_at_start`), or kept it through a failed release
+                // below; and only the
                 // `RUNNING` thread ever reaches `op`. This access ends with
                 // this block, before the bit is released, and the
                 // acquire/release on `flags` orders it before the next

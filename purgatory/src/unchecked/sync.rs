@@ -3,11 +3,21 @@
 
 pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// A non-zero number that identifies the calling thread while it lives: the
-/// address of a thread-local.
+/// A number that identifies the calling thread: threads are counted from 1
+/// as they first ask, so a token is never 0, never reused (as a
+/// thread-local's address would be once its thread ends) and never reaches
+/// the top bit, which `state.rs` uses as a mark.
 pub(crate) fn thread_token() -> u64 {
-    thread_local!(static TOKEN: u8 = const { 0 });
-    TOKEN.with(|t| t as *const u8 as u64)
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local!(static TOKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
+    TOKEN.with(|token| match token.get() {
+        0 => {
+            let new = NEXT.fetch_add(1, Ordering::Relaxed);
+            token.set(new);
+            new
+        }
+        known => known,
+    })
 }
 
 /// A value that one thread at a time has, by a protocol outside it (the

@@ -1,0 +1,80 @@
+//! Every `unsafe` block of the crate, and nothing else. The crate root
+//! denies `unsafe_code` everywhere but here, so the compiler keeps it so.
+//!
+//! Each piece buys a measured speed-up (figures in `BENCHMARKS.md`) and
+//! offers a safe interface whose soundness does not depend on how the rest
+//! of the crate calls it:
+//!
+//! - [`state`]: an operation's completion state machine. The operation sits
+//!   in an `UnsafeCell` whose lock is the state word's `RUNNING` bit, instead
+//!   of a mutex of its own (two atomic read-modify-writes per check fewer).
+//!   Model-checked with loom (`tests/loom_state.rs`, which compiles `state.rs`
+//!   against loom's versions of [`sync`]'s names).
+//! - [`prefetch`]: a cache-line hint before a completion takes its locks;
+//!   the intrinsic is `unsafe` only for its target feature.
+
+pub(crate) mod prefetch;
+pub(crate) mod state;
+mod sync;
+
+pub(crate) use state::{OpState, Request};
+
+#[cfg(test)]
+mod tests {
+    use super::sync::thread_token;
+    use super::OpState;
+    use crate::outcome::Outcome;
+    use std::collections::HashSet;
+
+    /// A `new_held` state whose setup right is checked: `start` runs
+    /// `setup` and reports whether it did.
+    fn started(state: &OpState<u32>) -> bool {
+        let mut ran = false;
+        state.start(|_| ran = true, |_| false, |_, _| {});
+        ran
+    }
+
+    #[test]
+    fn only_the_creator_starts_a_held_state_and_only_once() {
+        let state = OpState::new_held(7);
+        let elsewhere = std::thread::scope(|s| s.spawn(|| started(&state)).join().unwrap());
+        assert!(!elsewhere, "another thread has no setup right");
+        let mut inner = None;
+        state.start(
+            |_| inner = Some(started(&state)),
+            |_| false,
+            |_, _| panic!("nothing decides it"),
+        );
+        assert_eq!(inner, Some(false), "setup cannot start it again");
+        assert!(!started(&state), "nor can a second start");
+        let mut decided = false;
+        state.decide_at_start(Outcome::Completed, |_, _| decided = true);
+        assert!(!decided && !state.is_done());
+    }
+
+    #[test]
+    fn decide_at_start_takes_the_right_too() {
+        let state = OpState::new_held(7);
+        let mut finished = None;
+        state.decide_at_start(Outcome::Expired, |op, outcome| {
+            finished = Some((op, outcome))
+        });
+        assert_eq!(finished, Some((7, Outcome::Expired)));
+        assert!(!started(&state));
+        // A state nobody holds has no setup right to take.
+        assert!(!started(&OpState::new(7)));
+    }
+
+    #[test]
+    fn thread_tokens_are_never_reused() {
+        let mut seen = HashSet::from([thread_token()]);
+        for _ in 0..64 {
+            // Each thread ends before the next starts, so a thread-local's
+            // address could come round again; a token must not.
+            let token = std::thread::spawn(thread_token).join().unwrap();
+            assert!(token != 0 && token < 1 << 63);
+            assert!(seen.insert(token), "token {token} reused");
+        }
+        assert_eq!(thread_token(), thread_token());
+    }
+}
