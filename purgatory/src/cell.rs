@@ -36,8 +36,8 @@ pub(crate) struct Cell<K, O> {
     ready: Condvar,
 }
 
-/// What only the thread that holds an operation (see `state.rs`) reaches:
-/// the operation, and where it is watched. The submitter fills `links`
+/// What only the thread that holds an operation (see `unchecked/state.rs`)
+/// reaches: the operation, and where it is watched. The submitter fills `links`
 /// before it lets go of the operation; whoever completes it empties them.
 pub(crate) struct Pending<K, O> {
     pub op: O,
@@ -67,7 +67,7 @@ pub struct Completion<O> {
 
 impl<K, O> Cell<K, O> {
     /// A cell for a submission; the calling thread holds the operation
-    /// until it calls `state.start` (see `state.rs`).
+    /// until it calls `state.start` (see `unchecked/state.rs`).
     pub(crate) fn new(op: O, seq: u64) -> Self {
         Cell {
             // Held by the submitter until it has watched and scheduled it.

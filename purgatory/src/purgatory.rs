@@ -451,8 +451,9 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
-    /// Serves a request on one operation (see `state.rs`), with the user's
-    /// code guarded against panics. `reader` says whose reference `cell` is.
+    /// Serves a request on one operation (see `unchecked/state.rs`), with the
+    /// user's code guarded against panics. `reader` says whose reference `cell`
+    /// is.
     pub(crate) fn drive(&self, cell: &CellRef<K, O>, request: Request, reader: Reader) -> bool {
         cell.state.drive(
             request,
@@ -500,7 +501,7 @@ where
             keys,
             timer_addresses,
         } = pending;
-        // Before the first lock: see `prefetch.rs`.
+        // Before the first lock: see `unchecked/prefetch.rs`.
         self.watchers.prefetch(&links);
         // An expired operation's entry is out of the wheel already: fetching
         // its lines would only pull them away from the timer's threads.

@@ -116,7 +116,7 @@ pub(crate) struct Link<K, O> {
     /// The entry's index in the list.
     index: usize,
     /// Where the entry was stored when added, to prefetch before removing
-    /// it (see `prefetch.rs`).
+    /// it (see `unchecked/prefetch.rs`).
     address: usize,
 }
 
@@ -181,8 +181,8 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     }
 
     /// Watches `cell` under every key in `keys`, recording where in `links`.
-    /// The caller holds the operation (see `state.rs`), so no completion can
-    /// be unlinking it meanwhile.
+    /// The caller holds the operation (see `unchecked/state.rs`), so no
+    /// completion can be unlinking it meanwhile.
     pub(crate) fn watch_all(&self, cell: &CellRef<K, O>, links: &mut Links<K, O>, keys: &[K]) {
         if self.lazy || keys.len() == 1 || !self.recent.seen_again(keys) {
             for key in keys {
@@ -228,7 +228,8 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     }
 
     /// Prefetches the entries [`close`](Self::close) is about to remove (see
-    /// `prefetch.rs`); nothing for the baseline, which leaves them in place.
+    /// `unchecked/prefetch.rs`); nothing for the baseline, which leaves them in
+    /// place.
     pub(crate) fn prefetch(&self, links: &Links<K, O>) {
         if !self.lazy {
             for link in links {

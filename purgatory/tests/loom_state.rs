@@ -1,6 +1,6 @@
-//! Exhaustive interleavings of the completion state machine (`src/state.rs`,
-//! compiled here against loom's primitives): condition vs expiry vs cancel,
-//! two checkers, and a force racing a check.
+//! Exhaustive interleavings of the completion state machine
+//! (`src/unchecked/state.rs`, compiled here against loom's primitives):
+//! condition vs expiry vs cancel, two checkers, and a force racing a check.
 #![allow(dead_code)]
 
 mod sync {
