@@ -13,6 +13,10 @@ const HOLE: u32 = 1 << 31;
 /// The end of the hole list.
 const NO_HOLE: u32 = u32::MAX;
 
+/// Buffer slots an emptied bucket keeps (1 KB): refilling a larger buffer
+/// from nothing costs a few reallocations, paid over many entries.
+const KEPT_SLOTS: usize = 256;
+
 /// The largest slab index a bucket can hold (the top bit tags holes).
 pub(crate) const MAX_INDEX: u32 = HOLE - 1;
 
@@ -59,8 +63,7 @@ impl Bucket {
     pub(crate) fn remove(&mut self, pos: u32) -> bool {
         self.live -= 1;
         if self.live == 0 {
-            self.slots.clear();
-            self.hole = NO_HOLE;
+            self.empty();
             return true;
         }
         self.slots[pos as usize] = HOLE | (self.hole & !HOLE);
@@ -93,9 +96,20 @@ impl Bucket {
     /// empty with its allocation kept.
     pub(crate) fn drain_into(&mut self, out: &mut Vec<u32>) {
         out.extend(self.indices());
-        self.slots.clear();
-        self.hole = NO_HOLE;
         self.live = 0;
+        self.empty();
+    }
+
+    /// Forgets every slot. A small buffer is kept for the bucket's next
+    /// entries; a large one, left by a burst, goes back at once (the wheel
+    /// may not be empty again for a long time).
+    fn empty(&mut self) {
+        if self.slots.capacity() > KEPT_SLOTS {
+            self.slots = Vec::new();
+        } else {
+            self.slots.clear();
+        }
+        self.hole = NO_HOLE;
     }
 
     /// Returns the bucket's memory.

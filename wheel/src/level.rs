@@ -134,6 +134,15 @@ impl Level {
         }
     }
 
+    /// Returns the memory of the buckets that are empty now.
+    pub(crate) fn shrink_empty(&mut self) {
+        for bucket in &mut self.buckets {
+            if bucket.is_empty() {
+                bucket.shrink();
+            }
+        }
+    }
+
     /// Bytes of bucket memory allocated on this level.
     pub(crate) fn allocated_bytes(&self) -> usize {
         self.buckets.iter().map(Bucket::allocated_bytes).sum()

@@ -3,13 +3,26 @@
 //!
 //! Pages (rather than one growing `Vec`) keep an insert from ever copying the
 //! whole population, and bound the unused tail to one page. Once every entry is
-//! gone, all pages but the first are released. Not before: the free list
-//! runs through every page, so a page cannot go while another entry is
-//! pending (see "Known limits" in `BENCHMARKS.md`).
+//! gone, all pages but the first are released.
+//!
+//! A broker's wheel is seldom empty, so a burst must not leave its pages
+//! behind for as long as one entry survives it. Entries cannot move (an id
+//! names its slot), and the free list runs through every page, so a page
+//! cannot go on its own as it empties without bookkeeping on every insert
+//! and removal (a branch version that kept a free list per page made
+//! `expire` at 1e6 a third slower). Instead, once at most a quarter of the
+//! slots are occupied and at least half of them have been vacated since,
+//! one [`sweep`](Slab::sweep) walks the pages: it frees those with nothing
+//! in them, leaving holes in the page table that later growth fills first,
+//! and rebuilds the free list lowest slot first, so that new entries pack
+//! into the low pages and the high ones can drain. Its cost, one read of
+//! every allocated slot, is paid for by the removals it waited for.
 
 /// Entries per page.
 const PAGE: usize = 1024;
 const PAGE_BITS: u32 = 10;
+/// Pages below which only an empty slab is released, never swept.
+const MIN_SWEPT_PAGES: usize = 4;
 /// "No index" in free-list links.
 pub(crate) const NONE: u32 = u32::MAX;
 
@@ -38,10 +51,23 @@ impl<T> Entry<T> {
     }
 }
 
+type Page<T> = Box<[Entry<T>; PAGE]>;
+
 pub(crate) struct Slab<T> {
     /// Fixed-size pages: the in-page index is masked to `PAGE - 1`, so the
-    /// compiler drops its bounds check.
-    pages: Vec<Box<[Entry<T>; PAGE]>>,
+    /// compiler drops its bounds check. `None` for a page a sweep freed.
+    pages: Vec<Option<Page<T>>>,
+    /// Pages a sweep freed, highest first: growth takes the lowest back
+    /// before it adds a page at the top.
+    holes: Vec<u32>,
+    /// Pages allocated now.
+    allocated: usize,
+    /// Slots vacated by [`take`](Self::take) or counted in with
+    /// [`count_vacated`](Self::count_vacated) since the last sweep.
+    vacated: usize,
+    /// Below this many occupied slots the owner should call
+    /// [`sweep`](Self::sweep) (or release, at 0).
+    sweep_below: usize,
     /// Head of the free list of vacant slots below `fresh`.
     free: u32,
     /// Slots at and above this index have never been handed out since the
@@ -58,6 +84,10 @@ impl<T> Slab<T> {
     pub(crate) fn new() -> Self {
         Slab {
             pages: Vec::new(),
+            holes: Vec::new(),
+            allocated: 0,
+            vacated: 0,
+            sweep_below: 1,
             free: NONE,
             fresh: 0,
             len: 0,
@@ -80,19 +110,131 @@ impl<T> Slab<T> {
             self.free = self.get(index).link;
             return Some(index);
         }
+        if !self.holes.is_empty() {
+            return self.refill_hole();
+        }
         let index = self.fresh;
         if index > max_index {
             return None;
         }
         if index as usize >= self.pages.len() * PAGE {
-            let generation = self.generation_floor;
-            // Built on the heap, not on the stack: a page of large values
-            // could overflow a thread's stack. The length always matches.
-            let page: Box<[Entry<T>]> = (0..PAGE).map(|_| Entry::vacant(generation)).collect();
-            self.pages.push(page.try_into().ok()?);
+            let page = self.new_page()?;
+            self.pages.push(Some(page));
         }
         self.fresh += 1;
         Some(index)
+    }
+
+    /// A page of vacant slots, counted as allocated.
+    fn new_page(&mut self) -> Option<Page<T>> {
+        let generation = self.generation_floor;
+        // Built on the heap, not on the stack: a page of large values
+        // could overflow a thread's stack. The length always matches.
+        let page: Box<[Entry<T>]> = (0..PAGE).map(|_| Entry::vacant(generation)).collect();
+        let page = page.try_into().ok()?;
+        self.allocated += 1;
+        self.sweep_below = self.sweep_threshold();
+        Some(page)
+    }
+
+    /// Allocates the lowest page a sweep freed again; returns its first
+    /// slot and puts the others on the (empty) free list, lowest first.
+    #[cold]
+    fn refill_hole(&mut self) -> Option<u32> {
+        let page = *self.holes.last()?;
+        let mut slots = self.new_page()?;
+        self.holes.pop();
+        let first = page * PAGE as u32;
+        for (i, entry) in slots.iter_mut().enumerate().skip(1) {
+            entry.link = if i + 1 < PAGE {
+                first + i as u32 + 1
+            } else {
+                self.free
+            };
+        }
+        self.free = first + 1;
+        self.pages[page as usize] = Some(slots);
+        Some(first)
+    }
+
+    /// The population below which a sweep may pay: a quarter of the slots,
+    /// once there are enough pages for it to matter (below that, only an
+    /// empty slab is worth a look).
+    fn sweep_threshold(&self) -> usize {
+        if self.allocated > MIN_SWEPT_PAGES {
+            self.allocated * PAGE / 4
+        } else {
+            1
+        }
+    }
+
+    /// Below this many occupied slots the owner should call
+    /// [`sweep`](Self::sweep), or [`release_if_empty`](Self::release_if_empty)
+    /// at 0. One comparison on the owner's hot path.
+    #[inline]
+    pub(crate) fn sweep_below(&self) -> usize {
+        self.sweep_below
+    }
+
+    /// Counts `n` slots vacated by [`remove`](Self::remove), which leaves the
+    /// count to its caller so that its own loop stays as short as it is.
+    pub(crate) fn count_vacated(&mut self, n: usize) {
+        self.vacated += n;
+    }
+
+    /// Frees every page with nothing in it (page 0 stays) and rebuilds the
+    /// free list over the others, lowest slot first. Does nothing until at
+    /// least half of the allocated slots have been vacated since the last
+    /// sweep, which pays for it. Returns whether it ran.
+    ///
+    /// Afterwards the next sweep waits for the population to halve (or, if
+    /// that comes first, to fall below a quarter of the slots left), so a
+    /// population pinned across many pages is not swept on every removal.
+    #[cold]
+    pub(crate) fn sweep(&mut self) -> bool {
+        let ran = self.vacated >= self.allocated * PAGE / 2;
+        if ran {
+            self.sweep_pages();
+        }
+        self.sweep_below = self.sweep_threshold().min(self.len / 2).max(1);
+        ran
+    }
+
+    fn sweep_pages(&mut self) {
+        self.vacated = 0;
+        let mut free = NONE;
+        let mut floor = self.generation_floor;
+        for number in (0..self.pages.len()).rev() {
+            let Some(slots) = self.pages[number].as_mut() else {
+                continue;
+            };
+            if number != 0 && slots.iter().all(|entry| entry.value.is_none()) {
+                let highest = slots.iter().map(|entry| entry.generation).max();
+                floor = floor.max(highest.unwrap_or(0).wrapping_add(1));
+                self.pages[number] = None;
+                self.allocated -= 1;
+                continue;
+            }
+            let first = (number * PAGE) as u32;
+            for (i, entry) in slots.iter_mut().enumerate().rev() {
+                if entry.value.is_none() {
+                    entry.link = free;
+                    free = first + i as u32;
+                }
+            }
+        }
+        self.generation_floor = floor;
+        self.free = free;
+        while matches!(self.pages.last(), Some(None)) {
+            self.pages.pop();
+        }
+        // Every vacant slot is on the free list now, those never handed
+        // out included.
+        self.fresh = (self.pages.len() * PAGE) as u32;
+        self.holes = (0..self.pages.len() as u32)
+            .rev()
+            .filter(|&number| self.pages[number as usize].is_none())
+            .collect();
     }
 
     /// Stores an entry in the slot [`reserve`](Self::reserve) returned;
@@ -119,6 +261,7 @@ impl<T> Slab<T> {
         entry.link = free;
         self.free = index;
         self.len -= 1;
+        self.vacated += 1;
         Some((value, place))
     }
 
@@ -145,6 +288,7 @@ impl<T> Slab<T> {
         let entry = self
             .pages
             .get((index >> PAGE_BITS) as usize)?
+            .as_ref()?
             .get(index as usize & (PAGE - 1))?;
         (entry.generation == generation && entry.value.is_some()).then_some(entry)
     }
@@ -155,18 +299,22 @@ impl<T> Slab<T> {
         let entry = self
             .pages
             .get_mut((index >> PAGE_BITS) as usize)?
+            .as_mut()?
             .get_mut(index as usize & (PAGE - 1))?;
         (entry.generation == generation && entry.value.is_some()).then_some(entry)
     }
 
-    /// The entry at an index known to be in range.
+    /// The entry at an index known to be in an allocated page (occupied,
+    /// or on the free list).
     pub(crate) fn get(&self, index: u32) -> &Entry<T> {
-        &self.pages[(index >> PAGE_BITS) as usize][index as usize & (PAGE - 1)]
+        let page = self.pages[(index >> PAGE_BITS) as usize].as_ref();
+        &page.expect("an index into a freed page")[index as usize & (PAGE - 1)]
     }
 
     /// Mutable [`get`](Self::get).
     pub(crate) fn get_mut(&mut self, index: u32) -> &mut Entry<T> {
-        &mut self.pages[(index >> PAGE_BITS) as usize][index as usize & (PAGE - 1)]
+        let page = self.pages[(index >> PAGE_BITS) as usize].as_mut();
+        &mut page.expect("an index into a freed page")[index as usize & (PAGE - 1)]
     }
 
     /// When the slab is empty, frees every page but the first.
@@ -176,6 +324,7 @@ impl<T> Slab<T> {
         }
         let highest = self.pages[1..]
             .iter()
+            .flatten()
             .flat_map(|page| page.iter())
             .map(|entry| entry.generation)
             .max()
@@ -189,13 +338,18 @@ impl<T> Slab<T> {
         // released pages.
         self.free = NONE;
         self.fresh = 0;
+        self.holes = Vec::new();
+        self.allocated = 1;
+        self.vacated = 0;
+        self.sweep_below = self.sweep_threshold();
         true
     }
 
     /// Bytes of entry memory allocated.
     pub(crate) fn allocated_bytes(&self) -> usize {
-        self.pages.len() * PAGE * std::mem::size_of::<Entry<T>>()
-            + self.pages.capacity() * std::mem::size_of::<Box<[Entry<T>; PAGE]>>()
+        self.allocated * PAGE * std::mem::size_of::<Entry<T>>()
+            + self.pages.capacity() * std::mem::size_of::<Option<Page<T>>>()
+            + self.holes.capacity() * std::mem::size_of::<u32>()
     }
 }
 

@@ -150,7 +150,7 @@ impl<T> TimingWheel<T> {
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
         let (value, place) = self.slab.take(id.index(), id.generation())?;
         self.unplace(place);
-        self.give_back_if_empty();
+        self.shrink_if_sparse();
         Some(value)
     }
 
@@ -245,7 +245,8 @@ impl<T> TimingWheel<T> {
         }
         self.elapsed = self.elapsed.max(now);
         self.scratch = batch;
-        self.give_back_if_empty();
+        self.slab.count_vacated(fired);
+        self.shrink_if_sparse();
         fired
     }
 
@@ -277,7 +278,7 @@ impl<T> TimingWheel<T> {
                 (TimerId::new(index, generation), self.slab.remove(index))
             })
             .collect();
-        self.give_back_if_empty();
+        self.shrink_if_sparse();
         drained.into_iter()
     }
 
@@ -357,11 +358,26 @@ impl<T> TimingWheel<T> {
         self.stats.fired += 1;
     }
 
-    /// Once empty, returns the pages and bucket buffers a burst left behind
-    /// (all but one page, so a wheel hovering around empty does not churn).
+    /// Returns the memory a burst left behind: once the wheel is empty, all
+    /// pages but one and every bucket buffer; before that, once it is
+    /// sparse, the pages a sweep finds empty and the empty buckets' buffers
+    /// (see `slab.rs`). One comparison unless there is something to do.
     #[inline]
-    fn give_back_if_empty(&mut self) {
+    fn shrink_if_sparse(&mut self) {
+        if self.slab.len() >= self.slab.sweep_below() {
+            return;
+        }
+        self.shrink();
+    }
+
+    #[cold]
+    fn shrink(&mut self) {
         if self.slab.len() != 0 {
+            if self.slab.sweep() {
+                for level in self.levels.iter_mut() {
+                    level.shrink_empty();
+                }
+            }
             return;
         }
         self.slab.release_if_empty();

@@ -351,3 +351,37 @@ fn addresses_locate_a_pending_entry_and_only_while_it_is_pending() {
     assert_eq!(wheel.addresses(a), None, "stale after cancel");
     assert_eq!(wheel.addresses(b), None, "stale after firing");
 }
+
+#[test]
+fn a_burst_is_given_back_while_one_of_it_is_still_pending() {
+    let mut wheel = TimingWheel::new();
+    let empty = wheel.allocated_bytes();
+    let n = 1_000_000u64;
+    let ids: Vec<_> = (0..n)
+        .map(|i| wheel.insert(1 + i % 30_000, i).unwrap())
+        .collect();
+    let peak = wheel.allocated_bytes();
+    // One entry from the middle of the burst outlives it: its page stays.
+    let kept = 600_000;
+    for (i, &id) in ids.iter().enumerate() {
+        if i != kept {
+            assert_eq!(wheel.cancel(id), Some(i as u64));
+        }
+    }
+    let held = wheel.allocated_bytes() - empty;
+    println!("peak {peak} bytes, held {held} bytes with one entry pending");
+    assert!(held < 256 * 1024, "{held} of {peak} bytes held");
+    // The freed pages' ids stay stale, also once their slots are reused.
+    let again: Vec<_> = (0..n)
+        .map(|i| wheel.insert(40_000, n + i).unwrap())
+        .collect();
+    for (i, &id) in ids.iter().enumerate() {
+        if i != kept {
+            assert_eq!(wheel.cancel(id), None, "stale id {i}");
+        }
+    }
+    assert_eq!(fire_all(&mut wheel, 30_000), [kept as u64]);
+    assert_eq!(wheel.cancel(ids[kept]), None);
+    assert_eq!(fire_all(&mut wheel, 40_000).len(), n as usize);
+    assert!(again.iter().all(|&id| wheel.cancel(id).is_none()));
+}
