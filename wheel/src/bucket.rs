@@ -13,8 +13,7 @@ const HOLE: u32 = 1 << 31;
 /// The end of the hole list.
 const NO_HOLE: u32 = u32::MAX;
 
-/// Buffer slots an emptied bucket keeps (1 KB): refilling a larger buffer
-/// from nothing costs a few reallocations, paid over many entries.
+/// Buffer slots an emptied bucket always keeps (1 KB).
 const KEPT_SLOTS: usize = 256;
 
 /// The largest slab index a bucket can hold (the top bit tags holes).
@@ -58,12 +57,13 @@ impl Bucket {
         }
     }
 
-    /// Removes the index at `pos`. Returns whether the bucket is now empty.
+    /// Removes the index at `pos`. Returns whether the bucket is now empty;
+    /// then its buffer goes back if it has more than `keep` slots.
     #[inline]
-    pub(crate) fn remove(&mut self, pos: u32) -> bool {
+    pub(crate) fn remove(&mut self, pos: u32, keep: usize) -> bool {
         self.live -= 1;
         if self.live == 0 {
-            self.empty();
+            self.empty(keep);
             return true;
         }
         self.slots[pos as usize] = HOLE | (self.hole & !HOLE);
@@ -93,18 +93,20 @@ impl Bucket {
     }
 
     /// Moves every entry out into `out` (holes skipped), leaving the bucket
-    /// empty with its allocation kept.
-    pub(crate) fn drain_into(&mut self, out: &mut Vec<u32>) {
+    /// empty; its buffer goes back if it has more than `keep` slots.
+    pub(crate) fn drain_into(&mut self, out: &mut Vec<u32>, keep: usize) {
         out.extend(self.indices());
         self.live = 0;
-        self.empty();
+        self.empty(keep);
     }
 
-    /// Forgets every slot. A small buffer is kept for the bucket's next
-    /// entries; a large one, left by a burst, goes back at once (the wheel
-    /// may not be empty again for a long time).
-    fn empty(&mut self) {
-        if self.slots.capacity() > KEPT_SLOTS {
+    /// Forgets every slot. The buffer is kept for the bucket's next entries
+    /// unless it has more than `keep` (and 256) slots: the owner says how
+    /// much the population can still need, so that a buffer a burst left
+    /// goes back, while one that refills every few milliseconds (a busy
+    /// tick's bucket) is not freed and regrown each time.
+    fn empty(&mut self, keep: usize) {
+        if self.slots.capacity() > keep.max(KEPT_SLOTS) {
             self.slots = Vec::new();
         } else {
             self.slots.clear();
@@ -133,14 +135,14 @@ mod tests {
         let mut b = Bucket::default();
         let p: Vec<u32> = (10..15).map(|i| b.push(i)).collect();
         assert_eq!(p, [0, 1, 2, 3, 4]);
-        assert!(!b.remove(1));
-        assert!(!b.remove(3));
+        assert!(!b.remove(1, 0));
+        assert!(!b.remove(3, 0));
         assert_eq!(b.len(), 3);
         assert_eq!(b.push(20), 3);
         assert_eq!(b.push(21), 1);
         assert_eq!(b.push(22), 5);
         let mut out = Vec::new();
-        b.drain_into(&mut out);
+        b.drain_into(&mut out, 0);
         assert_eq!(out, [10, 21, 12, 20, 14, 22]);
         assert!(b.is_empty());
     }
@@ -150,8 +152,8 @@ mod tests {
         let mut b = Bucket::default();
         let a = b.push(1);
         let c = b.push(2);
-        assert!(!b.remove(a));
-        assert!(b.remove(c));
+        assert!(!b.remove(a, 0));
+        assert!(b.remove(c, 0));
         assert_eq!(b.push(3), 0);
         assert_eq!(b.indices().collect::<Vec<_>>(), [3]);
     }

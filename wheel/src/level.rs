@@ -75,17 +75,18 @@ impl Level {
         self.buckets[slot].address(pos)
     }
 
-    /// Removes position `pos` of bucket `slot`.
+    /// Removes position `pos` of bucket `slot` (see [`Bucket::remove`] for
+    /// `keep`).
     #[inline]
-    pub(crate) fn remove(&mut self, slot: usize, pos: u32) {
-        if self.buckets[slot].remove(pos) {
+    pub(crate) fn remove(&mut self, slot: usize, pos: u32, keep: usize) {
+        if self.buckets[slot].remove(pos, keep) {
             self.occupied &= !(1 << slot);
         }
     }
 
     /// Moves bucket `slot`'s entries into `out` and empties it.
-    pub(crate) fn take(&mut self, slot: usize, out: &mut Vec<u32>) {
-        self.buckets[slot].drain_into(out);
+    pub(crate) fn take(&mut self, slot: usize, out: &mut Vec<u32>, keep: usize) {
+        self.buckets[slot].drain_into(out, keep);
         self.occupied &= !(1 << slot);
     }
 
@@ -121,7 +122,7 @@ impl Level {
     /// Moves every entry of the level into `out`.
     pub(crate) fn drain_into(&mut self, out: &mut Vec<u32>) {
         for bucket in &mut self.buckets {
-            bucket.drain_into(out);
+            bucket.drain_into(out, 0);
         }
         self.occupied = 0;
     }
@@ -187,10 +188,10 @@ mod tests {
         let a = level.push(3, 10);
         let b = level.push(3, 11);
         assert_eq!(level.next_due(0, 0).map(|d| d.slot), Some(3));
-        level.remove(3, a);
+        level.remove(3, a, 0);
         assert!(!level.is_empty());
         assert_eq!(level.bucket(3).len(), 1);
-        level.remove(3, b);
+        level.remove(3, b, 0);
         assert!(level.is_empty());
         assert_eq!(level.next_due(0, 0), None);
     }

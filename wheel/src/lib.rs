@@ -62,10 +62,10 @@
 //! When the wheel becomes empty it returns all pages but one and every
 //! bucket buffer. Before that, an entry cannot move (its [`TimerId`] names
 //! its slot), so pages go back by a sweep: once at most a quarter of the
-//! slots are occupied and at least half were vacated since the last sweep,
-//! one pass frees every page with nothing in it and rebuilds the free list
-//! lowest slot first (see `slab.rs`); a bucket buffer over 1 KB goes back
-//! as soon as its bucket empties. A wheel that took a burst of 1e6 entries
+//! slots are occupied (and, after a sweep, once the population has also
+//! halved), one pass frees every page with nothing in it and rebuilds the
+//! free list lowest slot first (see `slab.rs`). A bucket that empties gives
+//! its buffer back if it is over 1 KB and over four slots per pending entry. A wheel that took a burst of 1e6 entries
 //! and then had all but one cancelled holds 0.16 MB of its 47.7 MB peak
 //! (`cargo run --release --example burst_memory` at the workspace root).
 //! Entries that outlive a burst pin their pages: at worst one per page.

@@ -10,10 +10,10 @@
 //! names its slot), and the free list runs through every page, so a page
 //! cannot go on its own as it empties without bookkeeping on every insert
 //! and removal (a branch version that kept a free list per page made
-//! `expire` at 1e6 a third slower). Instead, once at most a quarter of the
-//! slots are occupied and at least half of them have been vacated since,
-//! one [`sweep`](Slab::sweep) walks the pages: it frees those with nothing
-//! in them, leaving holes in the page table that later growth fills first,
+//! `expire` at 1e6 a third slower; even one counter per removal cost 4 ns
+//! there). Instead, once at most a quarter of the slots are occupied, one
+//! [`sweep`](Slab::sweep) walks the pages: it frees those with nothing in
+//! them, leaving holes in the page table that later growth fills first,
 //! and rebuilds the free list lowest slot first, so that new entries pack
 //! into the low pages and the high ones can drain. Its cost, one read of
 //! every allocated slot, is paid for by the removals it waited for.
@@ -62,9 +62,6 @@ pub(crate) struct Slab<T> {
     holes: Vec<u32>,
     /// Pages allocated now.
     allocated: usize,
-    /// Slots vacated by [`take`](Self::take) or counted in with
-    /// [`count_vacated`](Self::count_vacated) since the last sweep.
-    vacated: usize,
     /// Below this many occupied slots the owner should call
     /// [`sweep`](Self::sweep) (or release, at 0).
     sweep_below: usize,
@@ -86,7 +83,6 @@ impl<T> Slab<T> {
             pages: Vec::new(),
             holes: Vec::new(),
             allocated: 0,
-            vacated: 0,
             sweep_below: 1,
             free: NONE,
             fresh: 0,
@@ -176,32 +172,18 @@ impl<T> Slab<T> {
         self.sweep_below
     }
 
-    /// Counts `n` slots vacated by [`remove`](Self::remove), which leaves the
-    /// count to its caller so that its own loop stays as short as it is.
-    pub(crate) fn count_vacated(&mut self, n: usize) {
-        self.vacated += n;
-    }
-
     /// Frees every page with nothing in it (page 0 stays) and rebuilds the
-    /// free list over the others, lowest slot first. Does nothing until at
-    /// least half of the allocated slots have been vacated since the last
-    /// sweep, which pays for it. Returns whether it ran.
+    /// free list over the others, lowest slot first.
     ///
-    /// Afterwards the next sweep waits for the population to halve (or, if
-    /// that comes first, to fall below a quarter of the slots left), so a
-    /// population pinned across many pages is not swept on every removal.
+    /// Its cost, a read of every allocated slot, is paid for by removals:
+    /// the owner calls it once the population is below a quarter of the
+    /// slots, which took removing three quarters of them since they were
+    /// allocated (a page is only added when every slot is taken). Afterwards
+    /// the next sweep also waits for the population to halve, so entries
+    /// that pin many pages are not swept over on every removal; at worst
+    /// (each sweep freeing nothing) that is a sweep per halving.
     #[cold]
-    pub(crate) fn sweep(&mut self) -> bool {
-        let ran = self.vacated >= self.allocated * PAGE / 2;
-        if ran {
-            self.sweep_pages();
-        }
-        self.sweep_below = self.sweep_threshold().min(self.len / 2).max(1);
-        ran
-    }
-
-    fn sweep_pages(&mut self) {
-        self.vacated = 0;
+    pub(crate) fn sweep(&mut self) {
         let mut free = NONE;
         let mut floor = self.generation_floor;
         for number in (0..self.pages.len()).rev() {
@@ -235,6 +217,7 @@ impl<T> Slab<T> {
             .rev()
             .filter(|&number| self.pages[number as usize].is_none())
             .collect();
+        self.sweep_below = self.sweep_threshold().min(self.len / 2).max(1);
     }
 
     /// Stores an entry in the slot [`reserve`](Self::reserve) returned;
@@ -261,7 +244,6 @@ impl<T> Slab<T> {
         entry.link = free;
         self.free = index;
         self.len -= 1;
-        self.vacated += 1;
         Some((value, place))
     }
 
@@ -340,7 +322,6 @@ impl<T> Slab<T> {
         self.fresh = 0;
         self.holes = Vec::new();
         self.allocated = 1;
-        self.vacated = 0;
         self.sweep_below = self.sweep_threshold();
         true
     }

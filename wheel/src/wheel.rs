@@ -220,7 +220,7 @@ impl<T> TimingWheel<T> {
         let mut fired = 0;
         // The due list fires first; its entries may be at any deadline <= now.
         let mut batch = std::mem::take(&mut self.scratch);
-        self.due.drain_into(&mut batch);
+        self.due.drain_into(&mut batch, self.kept_bucket_slots());
         fired += self.fire_all(&batch, &mut fire);
         batch.clear();
 
@@ -228,7 +228,8 @@ impl<T> TimingWheel<T> {
             self.stats.buckets_visited += 1;
             // Buckets never start behind `elapsed` (see `level.rs`).
             self.elapsed = due.start;
-            self.levels[due.level].take(due.slot, &mut batch);
+            let keep = self.kept_bucket_slots();
+            self.levels[due.level].take(due.slot, &mut batch, keep);
             for &index in &batch {
                 let deadline = self.slab.get(index).deadline;
                 if deadline <= now {
@@ -245,7 +246,6 @@ impl<T> TimingWheel<T> {
         }
         self.elapsed = self.elapsed.max(now);
         self.scratch = batch;
-        self.slab.count_vacated(fired);
         self.shrink_if_sparse();
         fired
     }
@@ -267,7 +267,7 @@ impl<T> TimingWheel<T> {
     /// Removes every pending entry and returns them (for shutdown), due or not.
     pub fn drain(&mut self) -> std::vec::IntoIter<(TimerId, T)> {
         let mut indices = Vec::with_capacity(self.len());
-        self.due.drain_into(&mut indices);
+        self.due.drain_into(&mut indices, 0);
         for level in self.levels.iter_mut() {
             level.drain_into(&mut indices);
         }
@@ -335,12 +335,21 @@ impl<T> TimingWheel<T> {
     /// Removes an entry from the bucket and position it recorded.
     #[inline]
     fn unplace(&mut self, (bucket, pos): (u16, u32)) {
+        let keep = self.kept_bucket_slots();
         match locate(bucket) {
             None => {
-                self.due.remove(pos);
+                self.due.remove(pos, keep);
             }
-            Some((level, slot)) => self.levels[level].remove(slot, pos),
+            Some((level, slot)) => self.levels[level].remove(slot, pos, keep),
         }
+    }
+
+    /// The largest buffer an emptied bucket keeps: four slots per pending
+    /// entry. A bucket is never refilled with more entries than are pending,
+    /// so a larger buffer is a burst's leftover.
+    #[inline]
+    fn kept_bucket_slots(&self) -> usize {
+        self.slab.len() * 4
     }
 
     /// Fires slab entries already out of their buckets; returns how many.
@@ -373,10 +382,9 @@ impl<T> TimingWheel<T> {
     #[cold]
     fn shrink(&mut self) {
         if self.slab.len() != 0 {
-            if self.slab.sweep() {
-                for level in self.levels.iter_mut() {
-                    level.shrink_empty();
-                }
+            self.slab.sweep();
+            for level in self.levels.iter_mut() {
+                level.shrink_empty();
             }
             return;
         }
