@@ -5,14 +5,35 @@
 //! The slab's order depends on which slots earlier removals freed; callers
 //! that need an order (checks run oldest first) sort what they collect by
 //! submission number.
+//!
+//! A list shared by every request (a busy partition, or a group of keys)
+//! grows with a burst, and a list that never empties would keep the
+//! burst's slots. Entries cannot move (an operation holds its index), so
+//! once at most a quarter of the slots are occupied and at least half were
+//! vacated since, the list gives back the vacant slots above its last
+//! entry and rebuilds its free list lowest slot first, so that new entries
+//! pack low and the next shrink can go further. The removals it waited for
+//! pay for that pass. An entry high in the list holds the slots below it
+//! until it goes.
 
 use slab::Slab;
 
-pub(crate) struct WatchList<T>(Slab<T>);
+/// Lists with fewer slots than this are never shrunk (until they empty and
+/// are dropped).
+const MIN_SHRUNK: usize = 1024;
+
+pub(crate) struct WatchList<T> {
+    slots: Slab<T>,
+    /// Removals since the list last shrank.
+    vacated: usize,
+}
 
 impl<T> Default for WatchList<T> {
     fn default() -> Self {
-        WatchList(Slab::new())
+        WatchList {
+            slots: Slab::new(),
+            vacated: 0,
+        }
     }
 }
 
@@ -21,46 +42,83 @@ impl<T> WatchList<T> {
     /// where it is stored (only a hint to prefetch: the storage moves when
     /// the list grows).
     pub(crate) fn push(&mut self, value: T) -> (usize, usize) {
-        let index = self.0.insert(value);
-        let address = self.0.get(index).map_or(0, |v| v as *const T as usize);
+        let index = self.slots.insert(value);
+        let address = self.slots.get(index).map_or(0, |v| v as *const T as usize);
         (index, address)
     }
 
     /// Removes the value at `index`, if there is one and `is_it` accepts it.
     pub(crate) fn remove_if(&mut self, index: usize, is_it: impl FnOnce(&T) -> bool) -> Option<T> {
-        match self.0.get(index) {
-            Some(value) if is_it(value) => Some(self.0.remove(index)),
+        match self.slots.get(index) {
+            Some(value) if is_it(value) => {
+                let value = self.slots.remove(index);
+                self.vacated(1);
+                Some(value)
+            }
             _ => None,
+        }
+    }
+
+    /// Counts `n` removals, and shrinks the list if it has become sparse.
+    #[inline]
+    fn vacated(&mut self, n: usize) {
+        self.vacated += n;
+        let capacity = self.slots.capacity();
+        if self.slots.len() < capacity / 4 && self.vacated >= capacity / 2 && capacity >= MIN_SHRUNK
+        {
+            self.shrink();
+        }
+    }
+
+    /// Gives back the vacant slots above the last entry. Only a shrink that
+    /// gave back at least half of the vacant slots starts a new count: one
+    /// held up by an entry high in the list is tried again at the next
+    /// removal, which costs little while that entry stays (nothing to
+    /// trim, nothing to relink).
+    #[cold]
+    fn shrink(&mut self) {
+        let (capacity, len) = (self.slots.capacity(), self.slots.len());
+        self.slots.shrink_to_fit();
+        if self.slots.capacity() <= len + (capacity - len) / 2 {
+            self.vacated = 0;
         }
     }
 
     /// Removes the values `keep` rejects, into `removed`.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&T) -> bool, removed: &mut Vec<T>) {
         let doomed: Vec<usize> = self
-            .0
+            .slots
             .iter()
             .filter(|(_, v)| !keep(v))
             .map(|(i, _)| i)
             .collect();
-        removed.extend(doomed.into_iter().map(|i| self.0.remove(i)));
+        let before = removed.len();
+        removed.extend(doomed.into_iter().map(|i| self.slots.remove(i)));
+        self.vacated(removed.len() - before);
     }
 
     /// The values, in slot order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        self.0.iter().map(|(_, v)| v)
+        self.slots.iter().map(|(_, v)| v)
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.0.len()
+        self.slots.len()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.slots.is_empty()
     }
 
     /// All values, emptying the list.
     pub(crate) fn into_values(self) -> Vec<T> {
-        self.0.into_iter().map(|(_, v)| v).collect()
+        self.slots.into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// Slots allocated now, occupied or not.
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        self.slots.capacity()
     }
 }
 
@@ -85,10 +143,57 @@ mod tests {
         // Freed indices are reused: why a holder of an old index must check
         // what is there before removing it.
         let (again, address) = list.push(9);
-        assert_eq!(address, list.0.get(again).unwrap() as *const i32 as usize);
+        assert_eq!(
+            address,
+            list.slots.get(again).unwrap() as *const i32 as usize
+        );
         assert!(again == ids[1] || again == ids[3]);
         assert_eq!(list.remove_if(again, |_| true), Some(9));
         assert!(!list.is_empty());
         assert_eq!(list.into_values().len(), 3);
+    }
+
+    #[test]
+    fn a_burst_is_given_back_above_the_last_entry() {
+        let mut list = WatchList::default();
+        let first = list.push(u32::MAX).0;
+        let burst: Vec<usize> = (0..100_000).map(|v| list.push(v).0).collect();
+        let peak = list.capacity();
+        // The burst drains; the entry before it stays.
+        for (v, &index) in burst.iter().enumerate() {
+            assert_eq!(list.remove_if(index, |&x| x == v as u32), Some(v as u32));
+        }
+        assert!(
+            list.capacity() < MIN_SHRUNK,
+            "{} of {peak} slots kept",
+            list.capacity()
+        );
+        assert_eq!(list.iter().copied().collect::<Vec<_>>(), [u32::MAX]);
+        assert_eq!(list.remove_if(first, |_| true), Some(u32::MAX));
+        // New entries pack into the lowest slots.
+        let again: Vec<usize> = (0..10).map(|v| list.push(v).0).collect();
+        assert!(again.iter().all(|&i| i < 16), "{again:?}");
+    }
+
+    #[test]
+    fn an_entry_high_up_holds_the_slots_below_it_until_it_goes() {
+        let mut list = WatchList::default();
+        let burst: Vec<usize> = (0..100_000).map(|v| list.push(v).0).collect();
+        let (last, rest) = burst.split_last().unwrap();
+        // All but the first and the last go: nothing can move, so nothing
+        // is given back.
+        for &index in &rest[1..] {
+            list.remove_if(index, |_| true);
+        }
+        assert!(list.capacity() >= burst.len());
+        // The failed tries did not reset the count: the next removal that
+        // can give slots back does.
+        list.remove_if(*last, |_| true);
+        assert!(
+            list.capacity() < MIN_SHRUNK,
+            "{} slots kept",
+            list.capacity()
+        );
+        assert_eq!(list.iter().copied().collect::<Vec<_>>(), [0]);
     }
 }
