@@ -115,6 +115,16 @@ impl Model {
         ids.len()
     }
 
+    /// The pending operations watched under `key`, oldest first; with
+    /// `ready_only`, those whose condition holds.
+    fn under(&self, key: usize, ready_only: bool) -> Vec<u64> {
+        self.pending
+            .iter()
+            .filter(|(_, p)| (p.ready || !ready_only) && p.keys.contains(&key))
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
     fn watched(&self) -> usize {
         self.pending.values().map(|p| p.keys.len()).sum()
     }
@@ -178,13 +188,7 @@ fn run(config: Config, steps: &[Step]) -> Result<(), TestCaseError> {
                 }
             }
             Step::Check(key) => {
-                let due: Vec<u64> = model
-                    .pending
-                    .iter()
-                    .filter(|(_, p)| p.ready && p.keys.contains(key))
-                    .map(|(&id, _)| id)
-                    .collect();
-                let expected = model.answer(due, Outcome::Completed);
+                let expected = model.answer(model.under(*key, true), Outcome::Completed);
                 prop_assert_eq!(
                     purgatory.check_and_complete(&KEYS[*key]),
                     expected,
@@ -193,13 +197,7 @@ fn run(config: Config, steps: &[Step]) -> Result<(), TestCaseError> {
                 );
             }
             Step::Cancel(key) => {
-                let under: Vec<u64> = model
-                    .pending
-                    .iter()
-                    .filter(|(_, p)| p.keys.contains(key))
-                    .map(|(&id, _)| id)
-                    .collect();
-                let expected = model.answer(under, Outcome::Cancelled);
+                let expected = model.answer(model.under(*key, false), Outcome::Cancelled);
                 prop_assert_eq!(
                     purgatory.cancel_for_key(&KEYS[*key]),
                     expected,
