@@ -115,6 +115,7 @@ impl Level {
         })
     }
 
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.occupied == 0
     }
@@ -127,15 +128,8 @@ impl Level {
         self.occupied = 0;
     }
 
-    /// Returns every bucket's memory to the allocator (the level must be empty).
-    pub(crate) fn shrink(&mut self) {
-        debug_assert!(self.is_empty());
-        for bucket in &mut self.buckets {
-            bucket.shrink();
-        }
-    }
-
-    /// Returns the memory of the buckets that are empty now.
+    /// Returns the memory of the buckets that are empty now (all of them,
+    /// once the level is).
     pub(crate) fn shrink_empty(&mut self) {
         for bucket in &mut self.buckets {
             if bucket.is_empty() {

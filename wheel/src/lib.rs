@@ -65,8 +65,9 @@
 //! slots are occupied (and, after a sweep, once the population has also
 //! halved), one pass frees every page with nothing in it and rebuilds the
 //! free list lowest slot first (see `slab.rs`). A bucket that empties gives
-//! its buffer back if it is over 1 KB and over four slots per pending entry. A wheel that took a burst of 1e6 entries
-//! and then had all but one cancelled holds 0.16 MB of its 47.7 MB peak
+//! its buffer back if it is over 1 KB and over four slots per pending
+//! entry. A wheel that took a burst of 1e6 entries and then had all but one
+//! cancelled holds 0.15 MB of its 47.7 MB peak
 //! (`cargo run --release --example burst_memory` at the workspace root).
 //! Entries that outlive a burst pin their pages: at worst one per page.
 //!

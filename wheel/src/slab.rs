@@ -55,12 +55,11 @@ type Page<T> = Box<[Entry<T>; PAGE]>;
 
 pub(crate) struct Slab<T> {
     /// Fixed-size pages: the in-page index is masked to `PAGE - 1`, so the
-    /// compiler drops its bounds check. `None` for a page a sweep freed.
+    /// compiler drops its bounds check. `None` for a page a sweep freed
+    /// (a hole), which growth takes back, lowest first, before it adds a
+    /// page at the top.
     pages: Vec<Option<Page<T>>>,
-    /// Pages a sweep freed, highest first: growth takes the lowest back
-    /// before it adds a page at the top.
-    holes: Vec<u32>,
-    /// Pages allocated now.
+    /// Pages allocated now: fewer than `pages.len()` when there are holes.
     allocated: usize,
     /// Below this many occupied slots the owner should call
     /// [`sweep`](Self::sweep) (or release, at 0).
@@ -81,7 +80,6 @@ impl<T> Slab<T> {
     pub(crate) fn new() -> Self {
         Slab {
             pages: Vec::new(),
-            holes: Vec::new(),
             allocated: 0,
             sweep_below: 1,
             free: NONE,
@@ -106,7 +104,7 @@ impl<T> Slab<T> {
             self.free = self.get(index).link;
             return Some(index);
         }
-        if !self.holes.is_empty() {
+        if self.allocated < self.pages.len() {
             return self.refill_hole();
         }
         let index = self.fresh;
@@ -135,12 +133,12 @@ impl<T> Slab<T> {
 
     /// Allocates the lowest page a sweep freed again; returns its first
     /// slot and puts the others on the (empty) free list, lowest first.
+    /// Finding the hole walks the page table: once per page of inserts.
     #[cold]
     fn refill_hole(&mut self) -> Option<u32> {
-        let page = *self.holes.last()?;
+        let page = self.pages.iter().position(Option::is_none)?;
         let mut slots = self.new_page()?;
-        self.holes.pop();
-        let first = page * PAGE as u32;
+        let first = u32::try_from(page * PAGE).ok()?;
         for (i, entry) in slots.iter_mut().enumerate().skip(1) {
             entry.link = if i + 1 < PAGE {
                 first + i as u32 + 1
@@ -149,7 +147,7 @@ impl<T> Slab<T> {
             };
         }
         self.free = first + 1;
-        self.pages[page as usize] = Some(slots);
+        self.pages[page] = Some(slots);
         Some(first)
     }
 
@@ -213,10 +211,6 @@ impl<T> Slab<T> {
         // Every vacant slot is on the free list now, those never handed
         // out included.
         self.fresh = (self.pages.len() * PAGE) as u32;
-        self.holes = (0..self.pages.len() as u32)
-            .rev()
-            .filter(|&number| self.pages[number as usize].is_none())
-            .collect();
         self.sweep_below = self.sweep_threshold().min(self.len / 2).max(1);
     }
 
@@ -320,7 +314,6 @@ impl<T> Slab<T> {
         // released pages.
         self.free = NONE;
         self.fresh = 0;
-        self.holes = Vec::new();
         self.allocated = 1;
         self.sweep_below = self.sweep_threshold();
         true
@@ -330,7 +323,6 @@ impl<T> Slab<T> {
     pub(crate) fn allocated_bytes(&self) -> usize {
         self.allocated * PAGE * std::mem::size_of::<Entry<T>>()
             + self.pages.capacity() * std::mem::size_of::<Option<Page<T>>>()
-            + self.holes.capacity() * std::mem::size_of::<u32>()
     }
 }
 

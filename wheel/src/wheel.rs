@@ -391,7 +391,7 @@ impl<T> TimingWheel<T> {
         self.slab.release_if_empty();
         if self.grown {
             for level in self.levels.iter_mut() {
-                level.shrink();
+                level.shrink_empty();
             }
             self.due.shrink();
             self.scratch = Vec::new();
