@@ -76,10 +76,10 @@ pub(crate) struct OpState<O> {
 
 impl<O> OpState<O> {
     /// A state that nobody holds: the first request takes it. The
-    /// purgatory makes every state held; the loom model (which compiles
-    /// this file on its own) starts from this, the state a submission
-    /// leaves behind.
-    #[allow(dead_code)]
+    /// purgatory makes every state held, so only tests use this: the loom
+    /// model (which compiles this file on its own, as a test) starts from
+    /// it, the state a submission leaves behind.
+    #[cfg(test)]
     pub(crate) fn new(op: O) -> Self {
         Self::with_flags(op, 0, 0)
     }
