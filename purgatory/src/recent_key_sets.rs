@@ -17,8 +17,8 @@
 //! (a check under a key finds a set's operations in its group and in the
 //! key's own list alike).
 
-use rustc_hash::FxHasher;
-use std::hash::{Hash, Hasher};
+use foldhash::fast::FixedState;
+use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Slots in the table: how many distinct key sets can take turns and still
@@ -42,13 +42,11 @@ impl Default for RecentKeySets {
 impl RecentKeySets {
     /// Whether `keys` came lately; records that it came now.
     pub(crate) fn seen_again<K: Hash>(&self, keys: &[K]) -> bool {
-        // A fast hash (rustc's own): the table only picks a path, so a
-        // collision costs a little speed, never correctness, and keys chosen
-        // to collide do no harm.
-        let mut hasher = FxHasher::default();
-        keys.hash(&mut hasher);
+        // The maps' hash function (`watchers.rs`), with a fixed seed: the
+        // table only picks a path, so a collision costs a little speed,
+        // never correctness, and keys chosen to collide do no harm.
         // Never 0, the value of a slot nothing landed in yet.
-        let tag = hasher.finish() | 1;
+        let tag = FixedState::default().hash_one(keys) | 1;
         let slot = &self.slots[(tag >> 1) as usize % SLOTS];
         if slot.load(Ordering::Relaxed) == tag {
             return true;
