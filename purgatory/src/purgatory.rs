@@ -14,6 +14,7 @@ use crate::watchers::Watchers;
 use crate::DelayedOperation;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
+use std::borrow::Borrow;
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -320,7 +321,27 @@ where
     /// `checkAndComplete`. The checks run on the calling thread, with no
     /// purgatory lock held; an operation another thread is checking at the
     /// same moment is checked again by that thread instead of waited for.
-    pub fn check_and_complete(&self, key: &K) -> usize {
+    ///
+    /// `key` may be any borrowed form of the key type, as with
+    /// `HashMap::get`: a `Purgatory<String, _>` takes a `&str`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use purgatory::{DelayedOperation, Outcome, Purgatory};
+    /// # struct Ready;
+    /// # impl DelayedOperation for Ready {
+    /// #     fn timeout(&self) -> Duration { Duration::from_secs(1) }
+    /// #     fn try_complete(&mut self) -> bool { true }
+    /// #     fn on_complete(&mut self, _: Outcome) {}
+    /// # }
+    /// let fetches: Purgatory<String, Ready> = Purgatory::builder("Fetch").build().unwrap();
+    /// assert_eq!(fetches.check_and_complete("topic-0"), 0); // nothing watched there
+    /// ```
+    pub fn check_and_complete<Q>(&self, key: &Q) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let pending = self.shared.watchers.pending(key);
         self.shared.drive_all(pending, Request::Check)
     }
@@ -328,8 +349,13 @@ where
     /// Answers every operation watched under `key` with
     /// [`Outcome::Cancelled`] (the partition moved away) and forgets the key.
     /// Returns how many this call cancelled. An operation also watched under
-    /// other keys leaves their lists too.
-    pub fn cancel_for_key(&self, key: &K) -> usize {
+    /// other keys leaves their lists too. `key` may be borrowed, as for
+    /// [`check_and_complete`](Self::check_and_complete).
+    pub fn cancel_for_key<Q>(&self, key: &Q) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let watched = self.shared.watchers.remove_key(key);
         self.shared
             .drive_all(watched, Request::Force(Outcome::Cancelled))

@@ -314,7 +314,11 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     /// The pending operations watched under `key`, its groups' included, to
     /// check them outside the lock. The baseline drops completed entries as
     /// it walks past them, as Kafka's `Watchers.checkAndMaybeComplete` did.
-    pub(crate) fn pending(&self, key: &K) -> Vec<CellRef<K, O>> {
+    pub(crate) fn pending<Q>(&self, key: &Q) -> Vec<CellRef<K, O>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let mut dead = Vec::new();
         let mut groups = Vec::new();
         let (mut pending, list) = {
@@ -347,7 +351,11 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
 
     /// Removes `key`'s list, and the groups in it, and returns the
     /// operations that were watched under `key`.
-    pub(crate) fn remove_key(&self, key: &K) -> Vec<CellRef<K, O>> {
+    pub(crate) fn remove_key<Q>(&self, key: &Q) -> Vec<CellRef<K, O>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let Some((_, list)) = self.keys.remove(key) else {
             return Vec::new();
         };

@@ -739,3 +739,32 @@ fn an_operation_in_a_group_is_cancelled_by_any_of_its_keys_once() {
         assert_empty(&p);
     }
 }
+
+#[test]
+fn owned_keys_are_checked_and_cancelled_by_a_borrowed_form() {
+    for kind in KINDS {
+        let clock = ManualClock::new();
+        let p: Purgatory<String, Probe> = Purgatory::builder("test")
+            .timer(kind)
+            .manual(clock)
+            .build()
+            .unwrap();
+        let journal = Arc::new(Journal::default());
+        let f = flag(false);
+        let keys = ["topic-0".to_string(), "topic-1".to_string()];
+        p.try_complete_else_watch(Probe::new(1, &f, SEC, &journal), &keys)
+            .unwrap();
+        p.try_complete_else_watch(Probe::new(2, &f, SEC, &journal), &keys[1..])
+            .unwrap();
+        f.store(true, Ordering::SeqCst);
+        // A `&str`, not a `&String`: no key is built to look one up.
+        assert_eq!(p.check_and_complete("topic-0"), 1);
+        assert_eq!(p.check_and_complete("topic-9"), 0);
+        assert_eq!(p.cancel_for_key("topic-1"), 1);
+        assert_eq!(
+            journal.outcomes(),
+            [(1, Outcome::Completed), (2, Outcome::Cancelled)]
+        );
+        assert_eq!((p.watched(), p.delayed()), (0, 0));
+    }
+}
