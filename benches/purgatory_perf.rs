@@ -13,6 +13,9 @@
 //! keys, so key sets seldom repeat (the purgatory's per-key path, where the
 //! default workload takes its groups path; see `watchers.rs`).
 //!
+//! Each run reports its process CPU time (every thread) and its own peak
+//! resident memory (Linux: `VmHWM`, reset to the current RSS before the run).
+//!
 //! `cargo bench --bench purgatory_perf -- [--rate R] [--num N] [--keys K]
 //!  [--key-space-size S] [--random-keys] [--timeout MS] [--pct50 MS]
 //!  [--pct75 MS] [--find-saturation] [--json] [--impl wheel|heap_lazy]`
@@ -122,8 +125,26 @@ fn cpu_time() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// Peak resident memory of the process so far, in MiB.
+/// Starts a new peak for [`peak_rss_mib`], so that each run reports its
+/// own (Linux 4.0 and later; elsewhere the peak is the process's so far).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Peak resident memory since [`reset_peak_rss`], in MiB: `VmHWM`, which
+/// belongs to this program's address space. (`getrusage`'s `ru_maxrss`,
+/// the fallback, survives `exec`: under `cargo bench` it starts at cargo's
+/// own peak, about 50 MiB.)
 fn peak_rss_mib() -> f64 {
+    let from_proc = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<f64>().ok()
+        });
+    if let Some(kib) = from_proc {
+        return kib / 1024.0;
+    }
     // SAFETY: an all-zero rusage is a valid value to overwrite.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `usage` is a valid, writable rusage for the duration of the call.
@@ -135,6 +156,8 @@ struct RunResult {
     implementation: &'static str,
     target_rate: f64,
     achieved_rate: f64,
+    /// Process CPU time over the run, every thread's.
+    cpu: Duration,
     cpu_us_per_request: f64,
     peak_rss_mib: f64,
     completed: u64,
@@ -143,6 +166,7 @@ struct RunResult {
 }
 
 fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult {
+    reset_peak_rss();
     let purgatory: Arc<Purgatory<u64, FakeOperation>> = Arc::new(
         Purgatory::builder("fake")
             .timer(kind)
@@ -266,6 +290,7 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
         implementation: name,
         target_rate: rate,
         achieved_rate: o.num as f64 / generated.as_secs_f64(),
+        cpu,
         cpu_us_per_request: cpu.as_secs_f64() * 1e6 / o.num as f64,
         peak_rss_mib: peak_rss_mib(),
         completed: m.completed,
@@ -287,10 +312,11 @@ const IMPLS: [(TimerKind, &str); 2] = [
 fn print(r: &RunResult, case: &str, json: bool) {
     if json {
         println!(
-            r#"{{"case":"{case}","impl":"{}","target_rate":{:.0},"achieved_rate":{:.0},"cpu_us_per_request":{:.3},"peak_rss_mib":{:.1},"completed":{},"expired":{},"wall_s":{:.3}}}"#,
+            r#"{{"case":"{case}","impl":"{}","target_rate":{:.0},"achieved_rate":{:.0},"cpu_s":{:.3},"cpu_us_per_request":{:.3},"peak_rss_mib":{:.1},"completed":{},"expired":{},"wall_s":{:.3}}}"#,
             r.implementation,
             r.target_rate,
             r.achieved_rate,
+            r.cpu.as_secs_f64(),
             r.cpu_us_per_request,
             r.peak_rss_mib,
             r.completed,
@@ -299,11 +325,12 @@ fn print(r: &RunResult, case: &str, json: bool) {
         );
     } else {
         println!(
-            "{case:<6} {:<10} target {:>10.0}/s achieved {:>10.0}/s ({:>5.1}%)  cpu {:>6.3} us/request  peak rss {:>7.1} MiB  completed {:>8} expired {:>8}",
+            "{case:<6} {:<10} target {:>10.0}/s achieved {:>10.0}/s ({:>5.1}%)  cpu {:>6.3} s, {:>6.3} us/request  peak rss {:>7.1} MiB  completed {:>8} expired {:>8}",
             r.implementation,
             r.target_rate,
             r.achieved_rate,
             100.0 * r.achieved_rate / r.target_rate,
+            r.cpu.as_secs_f64(),
             r.cpu_us_per_request,
             r.peak_rss_mib,
             r.completed,
