@@ -23,8 +23,9 @@ pub(crate) const FIRED: u64 = u64::MAX - 1;
 pub(crate) struct Cell<K, O> {
     pub state: OpState<Pending<K, O>>,
     /// The wheel id (raw), [`NO_TIMER`] or [`FIRED`]. Written under the
-    /// timer's lock, except `FIRED`, stored just after the lock is released
-    /// (the stale id it replaces is one the wheel no longer answers to).
+    /// timer's lock, except the wheel's `FIRED`, stored just after the lock
+    /// is released (the stale id it replaces is one the wheel no longer
+    /// answers to). The baseline only ever stores `FIRED`, under its lock.
     pub timer: AtomicU64,
     /// The deadline tick in force; the DelayQueue baseline compares it with
     /// its heap entries to skip ones left behind by a reschedule.

@@ -105,7 +105,14 @@ where
 
     /// Pushes the operation's timeout back (or forward) to `timeout` from
     /// now, keeping everything else: a session whose every heartbeat extends
-    /// it. Returns `false` if the operation has completed.
+    /// it.
+    ///
+    /// Returns `true` if the new deadline is in force: the operation then
+    /// expires no earlier than `timeout` from now (it may still complete
+    /// sooner by its condition or by force). Returns `false` if the
+    /// operation has been answered, or if its timeout has already fired and
+    /// its expiry is under way: a heartbeat that comes too late is told so,
+    /// not told that the session was extended.
     pub fn reset_timeout(&self, timeout: Duration) -> bool {
         self.shared.reset_timeout(&self.cell, timeout)
     }

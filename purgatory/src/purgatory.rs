@@ -580,10 +580,15 @@ where
             return false;
         }
         let deadline = self.scale.tick_after(self.clock.now(), timeout);
-        if self.timer.reschedule(cell, deadline) {
-            self.wake_timer_thread();
+        match self.timer.reschedule(cell, deadline) {
+            None => false,
+            Some(wake) => {
+                if wake {
+                    self.wake_timer_thread();
+                }
+                true
+            }
         }
-        !cell.state.is_done()
     }
 
     fn wake_timer_thread(&self) {

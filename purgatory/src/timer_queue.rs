@@ -163,24 +163,40 @@ impl<K, O> TimerQueue<K, O> {
         }
     }
 
-    /// Moves a pending `cell` to a new deadline. Returns whether the timer
-    /// thread must wake up earlier than planned.
-    pub(crate) fn reschedule(&self, cell: &CellRef<K, O>, deadline: u64) -> bool {
+    /// Moves a pending `cell` to a new deadline. Returns `None` if the timer
+    /// no longer holds it (its timeout fired, or it was answered): the new
+    /// deadline is then not in force. Otherwise, whether the timer thread
+    /// must wake up earlier than planned.
+    pub(crate) fn reschedule(&self, cell: &CellRef<K, O>, deadline: u64) -> Option<bool> {
         match self {
             TimerQueue::Wheel(state) => {
                 let mut s = state.lock();
-                // `NO_TIMER` and `FIRED` are not ids: the wheel refuses them.
+                // `NO_TIMER` and `FIRED` are not ids: the wheel refuses them,
+                // as it refuses the id of an entry it handed out.
                 let raw = cell.timer.load(Ordering::Relaxed);
                 if !s.wheel.reschedule(TimerId::from_raw(raw), deadline) {
-                    return false;
+                    return None;
                 }
                 cell.deadline.store(deadline, Ordering::Relaxed);
-                deadline < s.wake_at
+                Some(deadline < s.wake_at)
             }
             // The heap cannot move an entry: push a new one; the old one is
             // skipped when it surfaces, its deadline no longer the cell's.
-            TimerQueue::Heap(_) => {
-                !cell.state.is_done() && self.schedule(cell, deadline, &mut [0; 2])
+            TimerQueue::Heap(state) => {
+                let mut s = state.lock();
+                // `expire` marks what it pops under this lock.
+                if cell.state.is_done() || cell.timer.load(Ordering::Relaxed) == FIRED {
+                    return None;
+                }
+                cell.deadline.store(deadline, Ordering::Relaxed);
+                s.seq += 1;
+                let seq = s.seq;
+                s.heap.push(HeapEntry {
+                    deadline,
+                    seq,
+                    cell: Arc::clone(cell),
+                });
+                Some(deadline < s.wake_at)
             }
         }
     }
@@ -219,6 +235,10 @@ impl<K, O> TimerQueue<K, O> {
                     let live = !entry.cell.state.is_done()
                         && entry.cell.deadline.load(Ordering::Relaxed) == entry.deadline;
                     if live {
+                        // Under the lock, so that no reschedule slips in
+                        // between (the baseline's cost; the wheel needs no
+                        // mark for that: its entry is gone).
+                        entry.cell.timer.store(FIRED, Ordering::Relaxed);
                         due.push(entry.cell);
                     } else {
                         dead.push(entry.cell);
@@ -323,12 +343,12 @@ mod tests {
             a_id as u32,
             "same slot"
         );
-        assert!(!timer.reschedule(&a, 60));
+        assert_eq!(timer.reschedule(&a, 60), None);
         timer.unschedule(&a);
         // Before `FIRED` is stored the cell still holds its old id: stale,
         // so the entry that reuses the slot is left alone.
         a.timer.store(a_id, Ordering::Relaxed);
-        assert!(!timer.reschedule(&a, 60));
+        assert_eq!(timer.reschedule(&a, 60), None);
         timer.unschedule(&a);
         assert_eq!(timer.held(), 1);
         assert_eq!(timer.next_expiration(), Some(50));

@@ -768,3 +768,79 @@ fn owned_keys_are_checked_and_cancelled_by_a_borrowed_form() {
         assert_eq!((p.watched(), p.delayed()), (0, 0));
     }
 }
+
+/// A session whose expiry tries to extend the next session in its batch.
+struct Session {
+    next: Arc<parking_lot::Mutex<Option<purgatory::Delayed<&'static str, Session>>>>,
+    /// What `reset_timeout` on the next session answered, if it was called.
+    extended: Arc<parking_lot::Mutex<Option<bool>>>,
+    outcome: Arc<parking_lot::Mutex<Option<Outcome>>>,
+}
+
+impl purgatory::DelayedOperation for Session {
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+    fn try_complete(&mut self) -> bool {
+        false
+    }
+    fn on_complete(&mut self, outcome: Outcome) {
+        *self.outcome.lock() = Some(outcome);
+        if let Some(next) = self.next.lock().as_ref() {
+            *self.extended.lock() = Some(next.reset_timeout(SEC));
+        }
+    }
+}
+
+#[test]
+fn a_reset_after_the_timeout_fired_says_the_session_was_not_extended() {
+    for kind in KINDS {
+        let clock = ManualClock::new();
+        let p: Purgatory<&'static str, Session> = Purgatory::builder("sessions")
+            .timer(kind)
+            .manual(clock.clone())
+            .build()
+            .unwrap();
+        fn slot<T>() -> Arc<parking_lot::Mutex<Option<T>>> {
+            Arc::new(parking_lot::Mutex::new(None))
+        }
+        let (next, extended) = (slot(), slot());
+        let (first_outcome, second_outcome) = (slot(), slot());
+        p.try_complete_else_watch(
+            Session {
+                next: Arc::clone(&next),
+                extended: Arc::clone(&extended),
+                outcome: Arc::clone(&first_outcome),
+            },
+            &["member-1"],
+        )
+        .unwrap();
+        let second = p
+            .try_complete_else_watch(
+                Session {
+                    next: slot(),
+                    extended: slot(),
+                    outcome: Arc::clone(&second_outcome),
+                },
+                &["member-2"],
+            )
+            .unwrap();
+        *next.lock() = Some(second);
+        // Both are due at the same tick and expire in submission order: the
+        // first one's callback runs when the second has fired but is not
+        // answered yet.
+        clock.advance(Duration::from_millis(100));
+        assert_eq!(p.advance_clock(), 2, "{kind:?}");
+        assert_eq!(*first_outcome.lock(), Some(Outcome::Expired));
+        assert_eq!(*second_outcome.lock(), Some(Outcome::Expired), "{kind:?}");
+        assert_eq!(
+            *extended.lock(),
+            Some(false),
+            "{kind:?}: told it was extended"
+        );
+        assert_eq!((p.watched(), p.delayed()), (0, 0));
+        // The handle lives in the first session's slot, inside the
+        // purgatory's cells' reach: let it go before the purgatory.
+        next.lock().take();
+    }
+}
