@@ -275,10 +275,13 @@ impl<K, O> TimerQueue<K, O> {
             }
             TimerQueue::Heap(state) => {
                 let mut s = state.lock();
-                std::mem::take(&mut s.heap)
+                let cells: Vec<_> = std::mem::take(&mut s.heap)
                     .into_iter()
                     .map(|e| e.cell)
-                    .collect()
+                    .collect();
+                // Under the lock, as in `expire`: no reschedule puts one back.
+                mark_fired(&cells);
+                cells
             }
         }
     }
@@ -311,7 +314,7 @@ impl<K, O> TimerQueue<K, O> {
     }
 }
 
-/// Records that the wheel handed these cells out (see `FIRED`).
+/// Records that the timer handed these cells out (see `FIRED`).
 fn mark_fired<K, O>(cells: &[CellRef<K, O>]) {
     for cell in cells {
         cell.timer.store(FIRED, Ordering::Relaxed);

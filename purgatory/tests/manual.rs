@@ -793,54 +793,64 @@ impl purgatory::DelayedOperation for Session {
 }
 
 #[test]
-fn a_reset_after_the_timeout_fired_says_the_session_was_not_extended() {
-    for kind in KINDS {
-        let clock = ManualClock::new();
-        let p: Purgatory<&'static str, Session> = Purgatory::builder("sessions")
-            .timer(kind)
-            .manual(clock.clone())
-            .build()
-            .unwrap();
-        fn slot<T>() -> Arc<parking_lot::Mutex<Option<T>>> {
-            Arc::new(parking_lot::Mutex::new(None))
-        }
-        let (next, extended) = (slot(), slot());
-        let (first_outcome, second_outcome) = (slot(), slot());
-        p.try_complete_else_watch(
-            Session {
-                next: Arc::clone(&next),
-                extended: Arc::clone(&extended),
-                outcome: Arc::clone(&first_outcome),
-            },
-            &["member-1"],
-        )
-        .unwrap();
-        let second = p
-            .try_complete_else_watch(
+fn a_reset_after_the_timer_let_go_says_the_session_was_not_extended() {
+    // The timer hands out both sessions at once, by expiry or by shutdown,
+    // and answers them in submission order: the first one's callback runs
+    // when the second has left the timer but is not answered yet.
+    for by_shutdown in [false, true] {
+        for kind in KINDS {
+            let clock = ManualClock::new();
+            let p: Purgatory<&'static str, Session> = Purgatory::builder("sessions")
+                .timer(kind)
+                .manual(clock.clone())
+                .build()
+                .unwrap();
+            fn slot<T>() -> Arc<parking_lot::Mutex<Option<T>>> {
+                Arc::new(parking_lot::Mutex::new(None))
+            }
+            let (next, extended) = (slot(), slot());
+            let (first_outcome, second_outcome) = (slot(), slot());
+            p.try_complete_else_watch(
                 Session {
-                    next: slot(),
-                    extended: slot(),
-                    outcome: Arc::clone(&second_outcome),
+                    next: Arc::clone(&next),
+                    extended: Arc::clone(&extended),
+                    outcome: Arc::clone(&first_outcome),
                 },
-                &["member-2"],
+                &["member-1"],
             )
             .unwrap();
-        *next.lock() = Some(second);
-        // Both are due at the same tick and expire in submission order: the
-        // first one's callback runs when the second has fired but is not
-        // answered yet.
-        clock.advance(Duration::from_millis(100));
-        assert_eq!(p.advance_clock(), 2, "{kind:?}");
-        assert_eq!(*first_outcome.lock(), Some(Outcome::Expired));
-        assert_eq!(*second_outcome.lock(), Some(Outcome::Expired), "{kind:?}");
-        assert_eq!(
-            *extended.lock(),
-            Some(false),
-            "{kind:?}: told it was extended"
-        );
-        assert_eq!((p.watched(), p.delayed()), (0, 0));
-        // The handle lives in the first session's slot, inside the
-        // purgatory's cells' reach: let it go before the purgatory.
-        next.lock().take();
+            let second = p
+                .try_complete_else_watch(
+                    Session {
+                        next: slot(),
+                        extended: slot(),
+                        outcome: Arc::clone(&second_outcome),
+                    },
+                    &["member-2"],
+                )
+                .unwrap();
+            *next.lock() = Some(second);
+            let expected = if by_shutdown {
+                p.shutdown();
+                Outcome::Shutdown
+            } else {
+                clock.advance(Duration::from_millis(100));
+                assert_eq!(p.advance_clock(), 2, "{kind:?}");
+                Outcome::Expired
+            };
+            let case = format!("{kind:?}, by shutdown: {by_shutdown}");
+            assert_eq!(*first_outcome.lock(), Some(expected), "{case}");
+            assert_eq!(*second_outcome.lock(), Some(expected), "{case}");
+            assert_eq!(
+                *extended.lock(),
+                Some(false),
+                "{case}: told it was extended"
+            );
+            assert_eq!((p.watched(), p.delayed()), (0, 0));
+            assert_eq!(p.metrics().held_timer_entries, 0, "{case}");
+            // The handle lives in the first session's slot: let it go
+            // before the purgatory.
+            next.lock().take();
+        }
     }
 }
