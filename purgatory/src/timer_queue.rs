@@ -57,6 +57,20 @@ pub(crate) struct HeapEntry<K, O> {
     cell: CellRef<K, O>,
 }
 
+impl<K, O> HeapState<K, O> {
+    /// Adds an entry for `cell` at `deadline`; returns whether the timer
+    /// thread must wake up earlier than planned.
+    fn push(&mut self, deadline: u64, cell: &CellRef<K, O>) -> bool {
+        self.seq += 1;
+        self.heap.push(HeapEntry {
+            deadline,
+            seq: self.seq,
+            cell: Arc::clone(cell),
+        });
+        deadline < self.wake_at
+    }
+}
+
 impl<K, O> PartialEq for HeapEntry<K, O> {
     fn eq(&self, other: &Self) -> bool {
         (self.deadline, self.seq) == (other.deadline, other.seq)
@@ -127,17 +141,7 @@ impl<K, O> TimerQueue<K, O> {
                 }
                 deadline < s.wake_at
             }
-            TimerQueue::Heap(state) => {
-                let mut s = state.lock();
-                s.seq += 1;
-                let seq = s.seq;
-                s.heap.push(HeapEntry {
-                    deadline,
-                    seq,
-                    cell: Arc::clone(cell),
-                });
-                deadline < s.wake_at
-            }
+            TimerQueue::Heap(state) => state.lock().push(deadline, cell),
         }
     }
 
@@ -189,14 +193,7 @@ impl<K, O> TimerQueue<K, O> {
                     return None;
                 }
                 cell.deadline.store(deadline, Ordering::Relaxed);
-                s.seq += 1;
-                let seq = s.seq;
-                s.heap.push(HeapEntry {
-                    deadline,
-                    seq,
-                    cell: Arc::clone(cell),
-                });
-                Some(deadline < s.wake_at)
+                Some(s.push(deadline, cell))
             }
         }
     }
