@@ -3,7 +3,7 @@
 use crate::cell::{Cell, Completion};
 use crate::outcome::Outcome;
 use crate::purgatory::{Reader, Shared};
-use crate::unchecked::Request;
+use crate::unchecked::{Request, Served};
 use crate::DelayedOperation;
 use std::future::Future;
 use std::hash::Hash;
@@ -79,28 +79,23 @@ where
     /// directly that it holds. It leaves the timer and every watch list at
     /// once, in O(1) each.
     ///
-    /// Returns `false` if the operation had already been answered, or
-    /// another outcome had been forced first. If its `try_complete` is
-    /// running on another thread right now, that thread completes it as
-    /// soon as the check returns (with `Completed` either way), and this
-    /// returns `true` without waiting.
+    /// Returns `true` if the operation ends [`Completed`](Outcome::Completed)
+    /// by this call: decided here, or, if its `try_complete` is running on
+    /// another thread right now, left for that thread, which completes it as
+    /// soon as the check returns (with `Completed` either way) while this
+    /// returns without waiting. Returns `false` if the outcome had been
+    /// decided already, or another one (an expiry, a cancel, a shutdown)
+    /// forced first, even if that one's callbacks are still running.
     pub fn force_complete(&self) -> bool {
         if self.cell.state.is_done() {
             return false;
         }
-        if self.shared.drive(
+        let served = self.shared.drive(
             &self.cell,
             Request::Force(Outcome::Completed),
             Reader::Handle,
-        ) {
-            return true;
-        }
-        // Not decided by this call: true unless someone else had decided
-        // otherwise first (the result slot's lock is only taken here).
-        !matches!(
-            self.cell.outcome(),
-            Some(Outcome::Expired | Outcome::Cancelled | Outcome::Shutdown)
-        )
+        );
+        matches!(served, Served::Decided | Served::Left)
     }
 
     /// Pushes the operation's timeout back (or forward) to `timeout` from

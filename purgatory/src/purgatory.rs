@@ -9,7 +9,7 @@ use crate::outcome::Outcome;
 use crate::spare_cells::SpareCells;
 use crate::timer_queue::{CellRef, TimerKind, TimerQueue};
 use crate::unchecked::prefetch;
-use crate::unchecked::Request;
+use crate::unchecked::{Request, Served};
 use crate::watchers::Watchers;
 use crate::DelayedOperation;
 use crossbeam_channel::{Receiver, Sender};
@@ -480,7 +480,7 @@ where
     /// Serves a request on one operation (see `unchecked/state.rs`), with the
     /// user's code guarded against panics. `reader` says whose reference `cell`
     /// is.
-    pub(crate) fn drive(&self, cell: &CellRef<K, O>, request: Request, reader: Reader) -> bool {
+    pub(crate) fn drive(&self, cell: &CellRef<K, O>, request: Request, reader: Reader) -> Served {
         cell.state.drive(
             request,
             |pending| self.check(&mut pending.op),
@@ -569,7 +569,8 @@ where
     fn drive_all(&self, cells: Vec<CellRef<K, O>>, request: Request) -> usize {
         let mut answered = 0;
         for mut cell in cells {
-            answered += usize::from(self.drive(&cell, request, Reader::Internal));
+            answered +=
+                usize::from(self.drive(&cell, request, Reader::Internal) == Served::Decided);
             self.recycle(&mut cell);
         }
         answered

@@ -1,6 +1,7 @@
 //! Exhaustive interleavings of the completion state machine
 //! (`src/unchecked/state.rs`, compiled here against loom's primitives):
-//! condition vs expiry vs cancel, two checkers, and a force racing a check.
+//! condition vs expiry vs cancel, two checkers, a force racing a check, and
+//! what a forced completion is told when it races an expiry.
 #![allow(dead_code)]
 
 mod sync {
@@ -56,7 +57,7 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use outcome::Outcome;
-use state::{OpState, Request};
+use state::{OpState, Request, Served};
 
 /// An operation whose condition is a flag, counting what is done to it.
 struct Op {
@@ -98,7 +99,12 @@ impl World {
         })
     }
 
+    /// Whether this call decided the outcome.
     fn serve(&self, request: Request) -> bool {
+        self.serve_detailed(request) == Served::Decided
+    }
+
+    fn serve_detailed(&self, request: Request) -> Served {
         self.state
             .drive(request, |op| self.check(op), |op, o| self.finish(op, o))
     }
@@ -233,5 +239,23 @@ fn an_expiry_during_the_submitters_hold_ends_it_exactly_once() {
         assert_eq!(w.finished.load(Ordering::SeqCst), 1);
         assert_eq!(w.outcome(), Outcome::Expired);
         assert!(usize::from(started) + usize::from(expired) == 1);
+    });
+}
+
+#[test]
+fn a_forced_completion_is_reported_exactly_when_it_is_the_outcome() {
+    model(|| {
+        let w = World::new();
+        // The condition never holds: a check runs (so a force may find the
+        // operation busy), an expiry and a forced completion race.
+        let checker = on_thread(&w, |w| w.serve(Request::Check));
+        let expirer = on_thread(&w, |w| w.serve(Request::Force(Outcome::Expired)));
+        let forced = w.serve_detailed(Request::Force(Outcome::Completed));
+        checker.join().unwrap();
+        expirer.join().unwrap();
+        assert_eq!(w.finished.load(Ordering::SeqCst), 1);
+        // What `Delayed::force_complete` answers from it.
+        let reported = matches!(forced, Served::Decided | Served::Left);
+        assert_eq!(reported, w.outcome() == Outcome::Completed, "{forced:?}");
     });
 }

@@ -854,3 +854,74 @@ fn a_reset_after_the_timer_let_go_says_the_session_was_not_extended() {
         }
     }
 }
+
+/// While its check runs, asks for an expiry (optionally) and then forces
+/// itself complete through its own handle, recording what that answered.
+struct SelfForcing {
+    purgatory: Arc<Purgatory<&'static str, SelfForcing>>,
+    handle: Arc<parking_lot::Mutex<Option<purgatory::Delayed<&'static str, SelfForcing>>>>,
+    expire_first: bool,
+    forced: Arc<parking_lot::Mutex<Option<bool>>>,
+}
+
+impl purgatory::DelayedOperation for SelfForcing {
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(10)
+    }
+    fn try_complete(&mut self) -> bool {
+        let handle = self.handle.lock();
+        if let Some(handle) = handle.as_ref() {
+            if self.expire_first {
+                // The operation is due: the expiry finds it running here
+                // and leaves its outcome for this check to pick up.
+                assert_eq!(self.purgatory.advance_clock(), 0);
+            }
+            *self.forced.lock() = Some(handle.force_complete());
+        }
+        false
+    }
+    fn on_complete(&mut self, _: Outcome) {}
+}
+
+#[test]
+fn force_complete_says_whether_completed_is_the_outcome_it_gets() {
+    for kind in KINDS {
+        for (expire_first, forced, outcome) in [
+            (false, true, Outcome::Completed),
+            (true, false, Outcome::Expired),
+        ] {
+            let clock = ManualClock::new();
+            let p: Arc<Purgatory<&'static str, SelfForcing>> = Arc::new(
+                Purgatory::builder("forcing")
+                    .timer(kind)
+                    .manual(clock.clone())
+                    .build()
+                    .unwrap(),
+            );
+            let handle = Arc::new(parking_lot::Mutex::new(None));
+            let answer = Arc::new(parking_lot::Mutex::new(None));
+            let submitted = p
+                .try_complete_else_watch(
+                    SelfForcing {
+                        purgatory: Arc::clone(&p),
+                        handle: Arc::clone(&handle),
+                        expire_first,
+                        forced: Arc::clone(&answer),
+                    },
+                    &["key"],
+                )
+                .unwrap();
+            *handle.lock() = Some(submitted);
+            clock.advance(Duration::from_millis(10));
+            let case = format!("{kind:?}, expiry first: {expire_first}");
+            p.check_and_complete(&"key");
+            assert_eq!(*answer.lock(), Some(forced), "{case}");
+            let handle = handle.lock().take().unwrap();
+            assert_eq!(handle.outcome(), Some(outcome), "{case}");
+            assert_eq!((p.watched(), p.delayed()), (0, 0), "{case}");
+            p.shutdown();
+            // The answered operation, in the handle's slot, holds `p`.
+            drop(handle.wait());
+        }
+    }
+}

@@ -17,7 +17,7 @@ pub(crate) mod prefetch;
 pub(crate) mod state;
 mod sync;
 
-pub(crate) use state::{OpState, Request};
+pub(crate) use state::{OpState, Request, Served};
 
 #[cfg(test)]
 mod tests {

@@ -61,6 +61,23 @@ pub(crate) enum Request {
     Force(Outcome),
 }
 
+/// What one call to [`OpState::drive`] did with its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Served {
+    /// This call decided the outcome and ran `finish`.
+    Decided,
+    /// The operation was running on another thread (or the call came from
+    /// its own code): the request is left to that thread, which serves it
+    /// before it lets go. A forced outcome left so is the one that ends the
+    /// operation, unless its check completes it first.
+    Left,
+    /// A check ran and its condition did not hold.
+    NotYet,
+    /// Nothing was done: the outcome was decided already, or (a force)
+    /// another outcome had been forced first, which is the one that ends it.
+    Refused,
+}
+
 /// An operation and its completion state.
 pub(crate) struct OpState<O> {
     flags: AtomicU32,
@@ -129,22 +146,22 @@ impl<O> OpState<O> {
 
     /// Serves `request`. `check` runs the condition with exclusive access;
     /// `finish` is called, at most once over all callers, by the caller that
-    /// decides the outcome, with the operation moved out. Returns whether this
-    /// call decided the outcome.
+    /// decides the outcome, with the operation moved out. Returns what this
+    /// call did ([`Served`]).
     pub(crate) fn drive(
         &self,
         request: Request,
         check: impl FnMut(&mut O) -> bool,
         finish: impl FnOnce(O, Outcome),
-    ) -> bool {
+    ) -> Served {
         let mut flags = self.flags.load(Ordering::Acquire);
         loop {
             if flags & DONE != 0 {
-                return false;
+                return Served::Refused;
             }
             let wanted = match request {
                 // Another outcome was forced first: it wins.
-                Request::Force(_) if flags & FORCED != 0 => return false,
+                Request::Force(_) if flags & FORCED != 0 => return Served::Refused,
                 // The runner will see the flag and decide.
                 Request::Force(outcome) if flags & RUNNING != 0 => {
                     flags | FORCED | (outcome.code() << OUTCOME_SHIFT)
@@ -156,7 +173,7 @@ impl<O> OpState<O> {
                 }
                 Request::Check if flags & RUNNING != 0 => {
                     if self.owner.load(Ordering::Relaxed) == thread_token() {
-                        return false; // called back from its own code
+                        return Served::Left; // called back from its own code
                     }
                     flags | RECHECK
                 }
@@ -169,8 +186,15 @@ impl<O> OpState<O> {
                 Ordering::Acquire,
             ) {
                 // Taken while running: the runner will see our flag.
-                Ok(before) if before & RUNNING != 0 => return false,
-                Ok(_) => return self.run(wanted, check, finish),
+                Ok(before) if before & RUNNING != 0 => return Served::Left,
+                Ok(_) => {
+                    let decided = self.run(wanted, check, finish);
+                    return if decided {
+                        Served::Decided
+                    } else {
+                        Served::NotYet
+                    };
+                }
                 Err(now) => flags = now,
             }
         }
