@@ -769,12 +769,19 @@ fn owned_keys_are_checked_and_cancelled_by_a_borrowed_form() {
     }
 }
 
+/// A value a callback sets, for the test to read afterwards.
+type Slot<T> = Arc<parking_lot::Mutex<Option<T>>>;
+
+fn slot<T>() -> Slot<T> {
+    Arc::new(parking_lot::Mutex::new(None))
+}
+
 /// A session whose expiry tries to extend the next session in its batch.
 struct Session {
-    next: Arc<parking_lot::Mutex<Option<purgatory::Delayed<&'static str, Session>>>>,
+    next: Slot<purgatory::Delayed<&'static str, Session>>,
     /// What `reset_timeout` on the next session answered, if it was called.
-    extended: Arc<parking_lot::Mutex<Option<bool>>>,
-    outcome: Arc<parking_lot::Mutex<Option<Outcome>>>,
+    extended: Slot<bool>,
+    outcome: Slot<Outcome>,
 }
 
 impl purgatory::DelayedOperation for Session {
@@ -805,9 +812,6 @@ fn a_reset_after_the_timer_let_go_says_the_session_was_not_extended() {
                 .manual(clock.clone())
                 .build()
                 .unwrap();
-            fn slot<T>() -> Arc<parking_lot::Mutex<Option<T>>> {
-                Arc::new(parking_lot::Mutex::new(None))
-            }
             let (next, extended) = (slot(), slot());
             let (first_outcome, second_outcome) = (slot(), slot());
             p.try_complete_else_watch(
@@ -859,9 +863,9 @@ fn a_reset_after_the_timer_let_go_says_the_session_was_not_extended() {
 /// itself complete through its own handle, recording what that answered.
 struct SelfForcing {
     purgatory: Arc<Purgatory<&'static str, SelfForcing>>,
-    handle: Arc<parking_lot::Mutex<Option<purgatory::Delayed<&'static str, SelfForcing>>>>,
+    handle: Slot<purgatory::Delayed<&'static str, SelfForcing>>,
     expire_first: bool,
-    forced: Arc<parking_lot::Mutex<Option<bool>>>,
+    forced: Slot<bool>,
 }
 
 impl purgatory::DelayedOperation for SelfForcing {
@@ -898,8 +902,7 @@ fn force_complete_says_whether_completed_is_the_outcome_it_gets() {
                     .build()
                     .unwrap(),
             );
-            let handle = Arc::new(parking_lot::Mutex::new(None));
-            let answer = Arc::new(parking_lot::Mutex::new(None));
+            let (handle, answer) = (slot(), slot());
             let submitted = p
                 .try_complete_else_watch(
                     SelfForcing {
