@@ -581,15 +581,14 @@ where
             return false;
         }
         let deadline = self.scale.tick_after(self.clock.now(), timeout);
-        match self.timer.reschedule(cell, deadline) {
-            None => false,
-            Some(wake) => {
-                if wake {
-                    self.wake_timer_thread();
-                }
-                true
-            }
+        // `None`: the timer let go of it; the new deadline is not in force.
+        let Some(wake) = self.timer.reschedule(cell, deadline) else {
+            return false;
+        };
+        if wake {
+            self.wake_timer_thread();
         }
+        true
     }
 
     fn wake_timer_thread(&self) {
