@@ -30,6 +30,39 @@ impl<T> fmt::Display for InsertError<T> {
 
 impl<T: fmt::Debug> std::error::Error for InsertError<T> {}
 
+/// Why [`Lane::push`](crate::Lane::push) refused a value; the value is
+/// handed back.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PushError<T> {
+    /// The deadline is earlier than the last one pushed: a lane keeps its
+    /// deadlines in order (a [`TimingWheel`](crate::TimingWheel) takes any).
+    OutOfOrder(T),
+    /// The lane spans 2^30 positions from its oldest pending entry.
+    Full(T),
+}
+
+impl<T> PushError<T> {
+    /// The value that was not pushed.
+    pub fn into_inner(self) -> T {
+        match self {
+            PushError::OutOfOrder(value) | PushError::Full(value) => value,
+        }
+    }
+}
+
+impl<T> fmt::Display for PushError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PushError::OutOfOrder(_) => {
+                write!(f, "the deadline is earlier than the lane's last one")
+            }
+            PushError::Full(_) => write!(f, "the lane is full (2^30 positions)"),
+        }
+    }
+}
+
+impl<T: fmt::Debug> std::error::Error for PushError<T> {}
+
 /// A configuration the wheel cannot work with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {

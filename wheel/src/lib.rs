@@ -33,6 +33,12 @@
 //! - **Ids** carry a generation; see [`TimerId`].
 //! - **Deadlines already due** when inserted go to a due list that fires on
 //!   the next [`advance`](TimingWheel::advance), whatever its time.
+//! - **Lanes.** Beside the wheel, a [`Lane`] keeps entries whose deadlines
+//!   arrive in order (those of one timeout: the many delayed operations that
+//!   share `request.timeout.ms`) in a FIFO of fixed-size chunks: an insert
+//!   writes the next slot, a cancel clears its slot, expiry reads slots in
+//!   order, with no cascading. The purgatory gives each of its common
+//!   timeouts a lane and everything else to the wheel.
 //!
 //! # Complexity
 //! insert, cancel, reschedule: O(1) (amortised over bucket growth);
@@ -92,6 +98,7 @@ mod bucket;
 mod clock;
 mod error;
 mod id;
+mod lane;
 mod level;
 mod scale;
 mod slab;
@@ -99,8 +106,9 @@ mod timer;
 mod wheel;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use error::{ConfigError, InsertError};
+pub use error::{ConfigError, InsertError, PushError};
 pub use id::TimerId;
+pub use lane::Lane;
 pub use scale::TickScale;
 pub use timer::Timer;
 pub use wheel::{TimingWheel, WheelStats};
