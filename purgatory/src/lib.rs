@@ -16,13 +16,16 @@
 //!   `try_complete` never runs concurrently with itself or with completion.
 //!   The state machine behind this is model-checked with loom.
 //! - **Nothing held by finished work.** The moment an operation completes it
-//!   leaves the timer (a timing-wheel cancel) and every watch list it is on
-//!   (a slab removal by index), O(1) each; a list that empties is removed,
-//!   and so is a group of operations sharing their keys.
+//!   leaves the timer (a timing-wheel cancel, or its slot in a lane
+//!   cleared) and every watch list it is on (a slab removal by index), O(1)
+//!   each; a list that empties is removed, and so is a group of operations
+//!   sharing their keys.
 //!   There is no purge interval and no reaper walking lists. What stays is
 //!   memory without user data: up to
 //!   [`spare_cells`](PurgatoryBuilder::spare_cells) emptied cells kept for
-//!   reuse, given back on shutdown.
+//!   reuse, given back on shutdown; and a lane's cleared 16-byte slots until
+//!   its head passes them (within one timeout) or their 4 KiB chunk has no
+//!   pending entry left (at once).
 //! - **Nobody waits on an operation.** A check or forced outcome that finds
 //!   the operation busy on another thread leaves it a note and returns; the
 //!   busy thread serves it. Operation code may call back into the purgatory.
@@ -34,9 +37,12 @@
 //!   later submissions get [`SubmitError::ShutDown`] with the operation back.
 //!
 //! # Time
-//! With the default [`Driver::Thread`], a timer thread sleeps until the next
-//! non-empty wheel bucket is due (woken early when an earlier deadline is
-//! inserted) and hands expired operations to expiration workers, so a slow
+//! Operations sharing a timeout (the first 8 timeouts in use, and any
+//! later one once a lane empties) wait in that timeout's lane, a FIFO whose
+//! deadlines arrive in order (see `timing_wheel::Lane`); the others in the
+//! timing wheel. With the default [`Driver::Thread`], a timer thread sleeps
+//! until the next deadline or non-empty wheel bucket is due (woken early
+//! when an earlier deadline is inserted) and hands expired operations to expiration workers, so a slow
 //! callback does not delay other expirations. With [`Driver::Manual`] there
 //! is no thread: the owner moves time with [`Purgatory::advance_clock`],
 //! usually with a [`ManualClock`], which makes tests and simulations
@@ -152,6 +158,7 @@ mod timer_queue;
 mod unchecked;
 mod watch_list;
 mod watchers;
+mod wheel_timer;
 
 pub use cell::Completion;
 pub use error::{ConfigError, SubmitError};

@@ -297,7 +297,7 @@ where
                 shared.counters.watched_add(keys.len());
                 if shared
                     .timer
-                    .schedule(&cell, deadline, &mut pending.timer_addresses)
+                    .schedule(&cell, deadline, timeout, &mut pending.timer_addresses)
                 {
                     shared.wake_timer_thread();
                 }
@@ -582,7 +582,7 @@ where
         }
         let deadline = self.scale.tick_after(self.clock.now(), timeout);
         // `None`: the timer let go of it; the new deadline is not in force.
-        let Some(wake) = self.timer.reschedule(cell, deadline) else {
+        let Some(wake) = self.timer.reschedule(cell, deadline, timeout) else {
             return false;
         };
         if wake {

@@ -1,5 +1,5 @@
-//! The purgatory's timer: the timing wheel, or the binary-heap DelayQueue
-//! that Kafka replaced with it (the baseline).
+//! The purgatory's timer: the timing wheel with its lanes (`wheel_timer.rs`),
+//! or the binary-heap DelayQueue that Kafka replaced with it (the baseline).
 //!
 //! Both sit behind one mutex, which is a leaf in the lock order: nothing else
 //! is locked while it is held, and no user code runs under it (cells removed
@@ -7,20 +7,22 @@
 //! reference to a cell drops the user's operation).
 
 use crate::cell::{Cell, FIRED, NO_TIMER};
+use crate::wheel_timer::WheelTimer;
 use parking_lot::Mutex;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use timing_wheel::{TimerId, TimingWheel};
+use std::time::Duration;
 
 pub(crate) type CellRef<K, O> = Arc<Cell<K, O>>;
 
 /// Which timer a purgatory runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimerKind {
-    /// The hierarchical timing wheel: a completed operation leaves the timer
-    /// and its watch lists at once.
+    /// The hierarchical timing wheel, with a FIFO lane beside it for each
+    /// of the (up to 8) timeouts in use: a completed operation leaves the
+    /// timer and its watch lists at once.
     Wheel,
     /// The baseline: a binary heap under a mutex, as
     /// `java.util.concurrent.DelayQueue` was used by Kafka's purgatory before
@@ -39,7 +41,7 @@ pub(crate) enum TimerQueue<K, O> {
 }
 
 pub(crate) struct WheelState<K, O> {
-    wheel: TimingWheel<CellRef<K, O>>,
+    wheel: WheelTimer<CellRef<K, O>>,
     /// The tick the timer thread sleeps until (`u64::MAX`: until woken).
     wake_at: u64,
 }
@@ -93,7 +95,7 @@ impl<K, O> TimerQueue<K, O> {
     pub(crate) fn new(kind: TimerKind) -> Self {
         match kind {
             TimerKind::Wheel => TimerQueue::Wheel(Mutex::new(WheelState {
-                wheel: TimingWheel::new(),
+                wheel: WheelTimer::new(),
                 wake_at: u64::MAX,
             })),
             TimerKind::DelayQueue { .. } => TimerQueue::Heap(Mutex::new(HeapState {
@@ -104,14 +106,16 @@ impl<K, O> TimerQueue<K, O> {
         }
     }
 
-    /// Schedules `cell` at tick `deadline`, unless it has completed already.
-    /// Returns whether the timer thread must wake up earlier than planned,
-    /// and records in `addresses` where the wheel stored the entry (for the
-    /// completion to prefetch; the baseline records nothing).
+    /// Schedules `cell` at tick `deadline`, `timeout` from now, unless it
+    /// has completed already. Returns whether the timer thread must wake up
+    /// earlier than planned, and records in `addresses` where the wheel
+    /// stored the entry (for the completion to prefetch; the baseline
+    /// records nothing).
     pub(crate) fn schedule(
         &self,
         cell: &CellRef<K, O>,
         deadline: u64,
+        timeout: Duration,
         addresses: &mut [usize; 2],
     ) -> bool {
         cell.deadline.store(deadline, Ordering::Relaxed);
@@ -127,12 +131,10 @@ impl<K, O> TimerQueue<K, O> {
                 if cell.state.is_done() {
                     return false;
                 }
-                match s.wheel.insert(deadline, entry) {
+                match s.wheel.insert(deadline, timeout, entry) {
                     Ok(id) => {
-                        cell.timer.store(id.into_raw(), Ordering::Relaxed);
-                        if let Some(at) = s.wheel.addresses(id) {
-                            *addresses = at.map(|a| a as usize);
-                        }
+                        cell.timer.store(id, Ordering::Relaxed);
+                        *addresses = s.wheel.addresses(id);
                     }
                     // 2^31 pending timers cannot be reached before memory
                     // runs out; were it to happen, the op waits for its
@@ -161,28 +163,46 @@ impl<K, O> TimerQueue<K, O> {
                 let raw = cell.timer.load(Ordering::Relaxed);
                 cell.timer.store(NO_TIMER, Ordering::Relaxed);
                 // `NO_TIMER` is not an id: the wheel refuses it.
-                s.wheel.cancel(TimerId::from_raw(raw))
+                s.wheel.cancel(raw)
             };
             drop(removed);
         }
     }
 
-    /// Moves a pending `cell` to a new deadline. Returns `None` if the timer
-    /// no longer holds it (its timeout fired, or it was answered): the new
-    /// deadline is then not in force. Otherwise, whether the timer thread
-    /// must wake up earlier than planned.
-    pub(crate) fn reschedule(&self, cell: &CellRef<K, O>, deadline: u64) -> Option<bool> {
+    /// Moves a pending `cell` to a new deadline, `timeout` from now. Returns
+    /// `None` if the timer no longer holds it (its timeout fired, or it was
+    /// answered): the new deadline is then not in force. Otherwise, whether
+    /// the timer thread must wake up earlier than planned.
+    pub(crate) fn reschedule(
+        &self,
+        cell: &CellRef<K, O>,
+        deadline: u64,
+        timeout: Duration,
+    ) -> Option<bool> {
         match self {
             TimerQueue::Wheel(state) => {
-                let mut s = state.lock();
-                // `NO_TIMER` and `FIRED` are not ids: the wheel refuses them,
-                // as it refuses the id of an entry it handed out.
-                let raw = cell.timer.load(Ordering::Relaxed);
-                if !s.wheel.reschedule(TimerId::from_raw(raw), deadline) {
-                    return None;
-                }
-                cell.deadline.store(deadline, Ordering::Relaxed);
-                Some(deadline < s.wake_at)
+                let taken = {
+                    let mut s = state.lock();
+                    // `NO_TIMER` and `FIRED` are not ids: the wheel refuses
+                    // them, as it refuses the id of an entry it handed out.
+                    let raw = cell.timer.load(Ordering::Relaxed);
+                    match s.wheel.reschedule(raw, deadline, timeout) {
+                        Ok(id) => {
+                            cell.timer.store(id, Ordering::Relaxed);
+                            cell.deadline.store(deadline, Ordering::Relaxed);
+                            return Some(deadline < s.wake_at);
+                        }
+                        Err(None) => return None,
+                        Err(Some(taken)) => {
+                            cell.timer.store(NO_TIMER, Ordering::Relaxed);
+                            taken
+                        }
+                    }
+                };
+                // Dropped after the lock, as everywhere (see the module docs).
+                drop(taken);
+                tracing::error!("timer full; operation left without a timeout");
+                None
             }
             // The heap cannot move an entry: push a new one; the old one is
             // skipped when it surfaces, its deadline no longer the cell's.
@@ -215,7 +235,7 @@ impl<K, O> TimerQueue<K, O> {
                     let mut s = state.lock();
                     // Cells are not touched under the lock: each is a likely
                     // cache miss, and submissions wait on this lock.
-                    s.wheel.advance(now, |_, cell| due.push(cell));
+                    s.wheel.advance(now, |cell| due.push(cell));
                     let next = s.wheel.next_expiration();
                     if for_timer_thread {
                         s.wake_at = next.unwrap_or(u64::MAX);
@@ -266,7 +286,7 @@ impl<K, O> TimerQueue<K, O> {
     pub(crate) fn drain(&self) -> Vec<CellRef<K, O>> {
         match self {
             TimerQueue::Wheel(state) => {
-                let cells: Vec<_> = state.lock().wheel.drain().map(|(_, cell)| cell).collect();
+                let cells = state.lock().wheel.drain();
                 mark_fired(&cells);
                 cells
             }
@@ -329,31 +349,67 @@ mod tests {
     #[test]
     fn a_fired_entry_is_marked_and_no_later_call_reaches_the_wheel() {
         let timer = TimerQueue::new(TimerKind::Wheel);
+        // Later than the deadlines below, under the same timeout: they are
+        // out of its lane's order, so the wheel (whose slots are reused)
+        // takes them.
+        let lane = cell(0);
+        timer.schedule(&lane, 1_000, Duration::ZERO, &mut [0; 2]);
         let (a, b) = (cell(1), cell(2));
-        timer.schedule(&a, 5, &mut [0; 2]);
+        timer.schedule(&a, 5, Duration::ZERO, &mut [0; 2]);
         let a_id = a.timer.load(Ordering::Relaxed);
         let mut due = Vec::new();
         timer.expire(5, &mut due, false);
         assert_eq!(due.len(), 1);
         assert_eq!(a.timer.load(Ordering::Relaxed), FIRED);
         // `b` takes the slot `a` had, under a newer generation.
-        timer.schedule(&b, 50, &mut [0; 2]);
+        timer.schedule(&b, 50, Duration::ZERO, &mut [0; 2]);
         assert_eq!(
             b.timer.load(Ordering::Relaxed) as u32,
             a_id as u32,
             "same slot"
         );
-        assert_eq!(timer.reschedule(&a, 60), None);
+        assert_ne!(b.timer.load(Ordering::Relaxed), a_id);
+        assert_eq!(timer.reschedule(&a, 60, Duration::ZERO), None);
         timer.unschedule(&a);
         // Before `FIRED` is stored the cell still holds its old id: stale,
         // so the entry that reuses the slot is left alone.
         a.timer.store(a_id, Ordering::Relaxed);
-        assert_eq!(timer.reschedule(&a, 60), None);
+        assert_eq!(timer.reschedule(&a, 60, Duration::ZERO), None);
         timer.unschedule(&a);
-        assert_eq!(timer.held(), 1);
+        assert_eq!(timer.held(), 2);
         assert_eq!(timer.next_expiration(), Some(50));
         timer.unschedule(&b);
         assert_eq!(b.timer.load(Ordering::Relaxed), NO_TIMER);
+        timer.unschedule(&lane);
+        assert_eq!(timer.held(), 0);
+    }
+
+    #[test]
+    fn a_lane_entry_fires_once_and_its_position_is_never_reused() {
+        let timer = TimerQueue::new(TimerKind::Wheel);
+        let (a, b) = (cell(1), cell(2));
+        let timeout = Duration::from_millis(5);
+        timer.schedule(&a, 5, timeout, &mut [0; 2]);
+        let a_id = a.timer.load(Ordering::Relaxed);
+        let mut due = Vec::new();
+        assert_eq!(timer.expire(5, &mut due, false), None);
+        assert_eq!(due.len(), 1);
+        assert_eq!(a.timer.load(Ordering::Relaxed), FIRED);
+        timer.schedule(&b, 10, timeout, &mut [0; 2]);
+        assert_ne!(b.timer.load(Ordering::Relaxed), a_id);
+        a.timer.store(a_id, Ordering::Relaxed);
+        assert_eq!(timer.reschedule(&a, 60, timeout), None);
+        timer.unschedule(&a);
+        assert_eq!(timer.held(), 1);
+        // A heartbeat: `b` moves on in its lane. (No timer thread sleeps
+        // here, so any deadline is earlier than its wake-up.)
+        assert_eq!(timer.reschedule(&b, 20, timeout), Some(true));
+        assert_eq!(timer.next_expiration(), Some(20));
+        due.clear();
+        timer.expire(19, &mut due, false);
+        assert!(due.is_empty());
+        timer.expire(20, &mut due, false);
+        assert_eq!(due.len(), 1);
         assert_eq!(timer.held(), 0);
     }
 }
