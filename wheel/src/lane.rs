@@ -145,19 +145,17 @@ impl<T> Lane<T> {
         if !self.accepts(deadline) {
             return Err(PushError::OutOfOrder(value));
         }
-        if self.tail.wrapping_sub(self.base) >= MAX_SPAN {
+        let offset = self.tail.wrapping_sub(self.base);
+        if offset >= MAX_SPAN {
             return Err(PushError::Full(value));
         }
-        let offset = self.tail.wrapping_sub(self.base);
         if offset == self.chunks.len() as u32 * CHUNK {
-            let chunk = self.spare.take().unwrap_or_else(Chunk::new);
-            self.chunks.push_back(Some(chunk));
+            self.chunks.push_back(self.spare.take());
         }
-        let Some(chunk) = self.chunks[(offset / CHUNK) as usize].as_mut() else {
-            // The tail chunk is never freed: a chunk is freed only when
-            // every slot it has was written and then cleared.
-            unreachable!("the tail chunk is present");
-        };
+        // Present unless just pushed without a spare: a chunk is freed only
+        // once every slot it has was written and then cleared, which the
+        // tail's chunk never is.
+        let chunk = self.chunks[(offset / CHUNK) as usize].get_or_insert_with(Chunk::new);
         chunk.slots[(offset % CHUNK) as usize] = Slot {
             deadline,
             value: Some(value),
@@ -303,12 +301,11 @@ impl<T> Lane<T> {
         }
     }
 
+    /// Keeps a freed chunk (every slot cleared, `live` 0) as the spare if
+    /// there is none; otherwise it is dropped.
     fn keep_spare(&mut self, chunk: Option<Box<Chunk<T>>>) {
-        if let Some(mut chunk) = chunk {
-            if self.spare.is_none() {
-                chunk.live = 0;
-                self.spare = Some(chunk);
-            }
+        if self.spare.is_none() {
+            self.spare = chunk;
         }
     }
 }
