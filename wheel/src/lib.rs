@@ -46,23 +46,24 @@
 //! moved; next_expiration: O(levels); memory: O(pending).
 //!
 //! # Memory
-//! An entry takes 40 bytes of slab for `T = u64` (deadline 8, `Option<u64>`
-//! 16, generation 4, bucket position 4, bucket number 2, padding), plus 4
-//! bytes of bucket index, plus spare capacity (the last page of 1024 entries,
-//! and bucket arrays that grow by doubling). Measured with a counting
-//! allocator by `cargo bench --bench compare -- --quick` (deadlines uniform
-//! in 1..30,000 ticks; 2 vCPU AMD EPYC):
+//! An entry takes 32 bytes of slab for `T = u64` (deadline 8, the value 8,
+//! generation 4, bucket position 4, bucket number 2, padding: the bucket
+//! number doubles as the "vacant" tag, so no `Option` tag word is paid),
+//! plus 4 bytes of bucket index, plus spare capacity (the last page of 1024
+//! entries, and bucket arrays that grow by doubling). Measured with a
+//! counting allocator by `cargo bench --bench compare -- --quick` (deadlines
+//! uniform in 1..30,000 ticks; 2 vCPU AMD EPYC):
 //!
 //! | pending | bytes per entry |
 //! |---|---|
-//! | 1,000 | 47.4 |
-//! | 100,000 | 45.1 |
-//! | 1,000,000 | 47.6 |
+//! | 1,000 | 39.2 |
+//! | 100,000 | 37.0 |
+//! | 1,000,000 | 39.6 |
 //!
-//! The `memory_per_entry` test checks the same bound (under 56) on every run.
-//! Once every entry is cancelled, about 64 KB stay allocated whatever the
-//! peak was (one page and the bucket headers): 63,608 bytes after 1e3 and
-//! 63,584 after 1e5 and 1e6 in the run above, and 63,584 after 1e7 by
+//! The `memory_per_entry` test checks the same bound (under 48) on every run.
+//! Once every entry is cancelled, about 55 KB stay allocated whatever the
+//! peak was (one page and the bucket headers): 55,416 bytes after 1e3 and
+//! 55,392 after 1e5 and 1e6 in the run above, and 55,392 after 1e7 by
 //! `cargo bench --bench compare -- --pending 10000000 --workload insert_cancel`.
 //!
 //! When the wheel becomes empty it returns all pages but one and every
@@ -92,7 +93,7 @@
 //! assert_eq!(expired, ["member-1"]);
 //! ```
 #![warn(missing_docs)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod bucket;
 mod clock;
@@ -100,6 +101,8 @@ mod error;
 mod id;
 mod lane;
 mod level;
+#[allow(unsafe_code)]
+mod payload;
 mod scale;
 mod slab;
 mod timer;

@@ -18,6 +18,8 @@
 //! into the low pages and the high ones can drain. Its cost, one read of
 //! every allocated slot, is paid for by the removals it waited for.
 
+use crate::payload::Payload;
+
 /// Entries per page.
 const PAGE: usize = 1024;
 const PAGE_BITS: u32 = 10;
@@ -29,24 +31,22 @@ pub(crate) const NONE: u32 = u32::MAX;
 /// One slot of the arena.
 pub(crate) struct Entry<T> {
     pub deadline: u64,
-    /// `None` when the slot is vacant.
-    pub value: Option<T>,
+    /// The value and the code of the bucket holding the entry (see
+    /// `locate` in `wheel.rs`); vacant when the slot is.
+    pub payload: Payload<T>,
     /// Moves on every time the slot is freed; see [`crate::TimerId`].
     pub generation: u32,
     /// Occupied: position in its bucket. Vacant: next free slot, or [`NONE`].
     pub link: u32,
-    /// Occupied: which bucket holds it (see `locate` in `wheel.rs`).
-    pub bucket: u16,
 }
 
 impl<T> Entry<T> {
     fn vacant(generation: u32) -> Self {
         Entry {
             deadline: 0,
-            value: None,
+            payload: Payload::vacant(),
             generation,
             link: NONE,
-            bucket: 0,
         }
     }
 }
@@ -188,7 +188,7 @@ impl<T> Slab<T> {
             let Some(slots) = self.pages[number].as_mut() else {
                 continue;
             };
-            if number != 0 && slots.iter().all(|entry| entry.value.is_none()) {
+            if number != 0 && slots.iter().all(|entry| entry.payload.is_vacant()) {
                 let highest = slots.iter().map(|entry| entry.generation).max();
                 floor = floor.max(highest.unwrap_or(0).wrapping_add(1));
                 self.pages[number] = None;
@@ -197,7 +197,7 @@ impl<T> Slab<T> {
             }
             let first = (number * PAGE) as u32;
             for (i, entry) in slots.iter_mut().enumerate().rev() {
-                if entry.value.is_none() {
+                if entry.payload.is_vacant() {
                     entry.link = free;
                     free = first + i as u32;
                 }
@@ -221,8 +221,8 @@ impl<T> Slab<T> {
         self.len += 1;
         let entry = self.get_mut(index);
         entry.deadline = deadline;
-        entry.value = Some(value);
-        (entry.bucket, entry.link) = place;
+        entry.payload.fill(value, place.0);
+        entry.link = place.1;
         entry.generation
     }
 
@@ -232,8 +232,8 @@ impl<T> Slab<T> {
     pub(crate) fn take(&mut self, index: u32, generation: u32) -> Option<(T, (u16, u32))> {
         let free = self.free;
         let entry = self.lookup_mut(index, generation)?;
-        let value = entry.value.take()?;
-        let place = (entry.bucket, entry.link);
+        let (value, bucket) = entry.payload.take()?;
+        let place = (bucket, entry.link);
         entry.generation = entry.generation.wrapping_add(1);
         entry.link = free;
         self.free = index;
@@ -251,7 +251,7 @@ impl<T> Slab<T> {
     pub(crate) fn remove(&mut self, index: u32) -> T {
         let free = self.free;
         let entry = self.get_mut(index);
-        let value = entry.value.take().expect("removing a vacant slot");
+        let (value, _) = entry.payload.take().expect("removing a vacant slot");
         entry.generation = entry.generation.wrapping_add(1);
         entry.link = free;
         self.free = index;
@@ -266,7 +266,7 @@ impl<T> Slab<T> {
             .get((index >> PAGE_BITS) as usize)?
             .as_ref()?
             .get(index as usize & (PAGE - 1))?;
-        (entry.generation == generation && entry.value.is_some()).then_some(entry)
+        (entry.generation == generation && !entry.payload.is_vacant()).then_some(entry)
     }
 
     /// Mutable [`lookup`](Self::lookup).
@@ -277,7 +277,7 @@ impl<T> Slab<T> {
             .get_mut((index >> PAGE_BITS) as usize)?
             .as_mut()?
             .get_mut(index as usize & (PAGE - 1))?;
-        (entry.generation == generation && entry.value.is_some()).then_some(entry)
+        (entry.generation == generation && !entry.payload.is_vacant()).then_some(entry)
     }
 
     /// The entry at an index known to be in an allocated page (occupied,
@@ -335,6 +335,11 @@ mod tests {
             let index = self.reserve(max_index)?;
             Some((index, self.fill(index, deadline, value, (0, 0))))
         }
+    }
+
+    #[test]
+    fn a_u64_entry_takes_half_a_cache_line() {
+        assert_eq!(std::mem::size_of::<Entry<u64>>(), 32);
     }
 
     #[test]

@@ -8,6 +8,8 @@ use crate::slab::{Entry, Slab};
 
 /// `Entry::bucket` of an entry in the due list (see [`TimingWheel::insert`]).
 const DUE: u16 = (LEVELS * SLOTS) as u16;
+// Every code `place` makes, DUE the highest, must differ from the vacant tag.
+const _: () = assert!(DUE < crate::payload::VACANT);
 
 /// The level and slot an entry's `bucket` code names; `None` for the due
 /// list. (`place` makes the codes.)
@@ -162,7 +164,7 @@ impl<T> TimingWheel<T> {
             return false;
         };
         entry.deadline = deadline;
-        let old = (entry.bucket, entry.link);
+        let old = (entry.payload.bucket(), entry.link);
         self.unplace(old);
         self.link(id.index(), deadline);
         true
@@ -180,7 +182,7 @@ impl<T> TimingWheel<T> {
     /// and a bucket's buffer moves when it grows.
     pub fn addresses(&self, id: TimerId) -> Option<[*const (); 2]> {
         let entry = self.slab.lookup(id.index(), id.generation())?;
-        let place = match locate(entry.bucket) {
+        let place = match locate(entry.payload.bucket()) {
             None => self.due.address(entry.link),
             Some((level, slot)) => self.levels[level].address(slot, entry.link),
         };
@@ -194,18 +196,15 @@ impl<T> TimingWheel<T> {
 
     /// The value of a pending entry.
     pub fn get(&self, id: TimerId) -> Option<&T> {
-        self.slab
-            .lookup(id.index(), id.generation())?
-            .value
-            .as_ref()
+        self.slab.lookup(id.index(), id.generation())?.payload.get()
     }
 
     /// The value of a pending entry, mutably.
     pub fn get_mut(&mut self, id: TimerId) -> Option<&mut T> {
         self.slab
             .lookup_mut(id.index(), id.generation())?
-            .value
-            .as_mut()
+            .payload
+            .get_mut()
     }
 
     /// Moves the time to `now` and hands every entry due at or before it to
@@ -310,7 +309,7 @@ impl<T> TimingWheel<T> {
     fn link(&mut self, index: u32, deadline: u64) {
         let (bucket, pos) = self.place(index, deadline);
         let entry = self.slab.get_mut(index);
-        entry.bucket = bucket;
+        entry.payload.set_bucket(bucket);
         entry.link = pos;
     }
 

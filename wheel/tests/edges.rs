@@ -295,7 +295,7 @@ fn memory_is_given_back_once_empty() {
     let ids: Vec<_> = (0..1_000_000u64)
         .map(|i| wheel.insert(1 + i % 30_000, i).unwrap())
         .collect();
-    assert!(wheel.allocated_bytes() > 1_000_000 * 40);
+    assert!(wheel.allocated_bytes() > 1_000_000 * 32);
     for id in ids {
         wheel.cancel(id);
     }
@@ -322,9 +322,9 @@ fn memory_per_entry() {
         }
         let per_entry = (wheel.allocated_bytes() - empty) as f64 / n as f64;
         println!("pending {n}: {per_entry:.1} bytes per entry");
-        // 40 bytes of entry + 4 of bucket index + the spare capacity of pages
+        // 32 bytes of entry + 4 of bucket index + the spare capacity of pages
         // and bucket vectors.
-        assert!(per_entry < 56.0, "{per_entry} bytes per entry at {n}");
+        assert!(per_entry < 48.0, "{per_entry} bytes per entry at {n}");
     }
 }
 
