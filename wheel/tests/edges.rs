@@ -385,3 +385,28 @@ fn a_burst_is_given_back_while_one_of_it_is_still_pending() {
     assert_eq!(fire_all(&mut wheel, 40_000).len(), n as usize);
     assert!(again.iter().all(|&id| wheel.cancel(id).is_none()));
 }
+
+#[test]
+fn every_value_is_dropped_once_whichever_way_it_leaves() {
+    use std::rc::Rc;
+    let value = Rc::new(());
+    {
+        let mut wheel = TimingWheel::new();
+        // Enough entries for several pages, so that a sweep and a page
+        // release run too.
+        let ids: Vec<_> = (0..5_000u64)
+            .map(|i| wheel.insert(1 + i % 300, Rc::clone(&value)).unwrap())
+            .collect();
+        assert_eq!(Rc::strong_count(&value), 5_001);
+        for id in &ids[..4_000] {
+            drop(wheel.cancel(*id));
+        }
+        assert_eq!(Rc::strong_count(&value), 1_001);
+        wheel.reschedule(ids[4_000], 10_000);
+        assert_eq!(wheel.advance(150, |_, v| drop(v)), 499);
+        assert_eq!(Rc::strong_count(&value), 502);
+        assert!(wheel.get(ids[4_000]).is_some());
+        // The rest stay pending until the wheel itself is dropped.
+    }
+    assert_eq!(Rc::strong_count(&value), 1);
+}
