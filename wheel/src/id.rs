@@ -13,7 +13,8 @@ use std::num::NonZeroU64;
 /// newer entry after its slot has been reused 2^32 times while the id was kept.
 ///
 /// `Option<TimerId>` is 8 bytes, as `TimerId` is: an owner that keeps one per
-/// request pays no tag word for "no timer".
+/// request pays no tag word for "no timer". Ids are ordered (`Ord`) so that
+/// they can key a sorted map; the order is consistent but means nothing.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimerId(
     /// The raw id inverted: a real id's index is at most 2^31 - 1, so its
