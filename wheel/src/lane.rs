@@ -16,7 +16,8 @@
 use crate::error::PushError;
 use std::collections::VecDeque;
 
-/// Slots per chunk: 4 KiB of slots for an 8-byte value.
+/// Slots per chunk: 4 KiB of 16-byte slots for a pointer-sized value (6 KiB
+/// for a `u64`, whose `Option` takes a tag word).
 const CHUNK: u32 = 256;
 
 /// A lane refuses entries past this many positions from its head, so that

@@ -6,10 +6,12 @@
 //! `Option<T>` costs a tag word for every `T` without a niche: with a `u64`
 //! payload an entry took 40 bytes instead of 32. The entry already has a
 //! field that means nothing while it is vacant, the code of the bucket that
-//! holds it, so [`VACANT`] there is the tag. The 8 bytes are one cache line
-//! in eight fewer for the same population, and a step of `compare`'s
-//! `insert_cancel` cheaper by about 5% at 1e3 and 1e6 pending (figures in
-//! `BENCHMARKS.md`, ninth session).
+//! holds it, so [`VACANT`] there is the tag. The 8 bytes are a fifth of
+//! the entry memory for the same population (39.6 instead of 47.6 bytes per
+//! pending `u64` timer at 1e6, counting buckets and spare capacity), and
+//! made a step of `compare`'s `insert_cancel` about 2% cheaper at 1e3 and
+//! 1e6 pending in alternating runs (figures in `BENCHMARKS.md`, ninth
+//! session).
 //!
 //! Soundness rests on one invariant, kept by this module alone whatever
 //! its callers do: **`value` is initialised exactly when `bucket` is not

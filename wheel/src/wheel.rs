@@ -6,7 +6,8 @@ use crate::id::TimerId;
 use crate::level::{level_for, slot_for, Level, LEVELS, SLOTS};
 use crate::slab::{Entry, Slab};
 
-/// `Entry::bucket` of an entry in the due list (see [`TimingWheel::insert`]).
+/// The bucket code (`Payload::bucket`) of an entry in the due list (see
+/// [`TimingWheel::insert`]).
 const DUE: u16 = (LEVELS * SLOTS) as u16;
 // Every code `place` makes, DUE the highest, must differ from the vacant tag.
 const _: () = assert!(DUE < crate::payload::VACANT);
