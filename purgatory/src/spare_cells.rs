@@ -14,31 +14,49 @@
 //! handle is dropped, or the purgatory lets go of a cell whose handle went
 //! at submission: after an expiry, a check or a cancel), the cell is
 //! cleared (the user's operation and waker are dropped at once) and parked
-//! in a bounded lock-free queue; submissions take a parked cell before they
-//! allocate. A full queue frees the cell as
-//! before; an empty one allocates. Spare cells hold no user data, at most
-//! `capacity` of them are kept, and shutdown gives them all back.
+//! on a bounded stack; submissions take a parked cell before they allocate.
+//! A full stack frees the cell as before; an empty one allocates. Spare
+//! cells hold no user data, at most `capacity` of them are kept, and
+//! shutdown gives them all back.
+//!
+//! The stack is a `Vec` under a mutex held for one push or pop. It was a
+//! lock-free `ArrayQueue`, whose pushes spin in a back-off loop when they
+//! find the slot at the tail not yet released by a pop that has already
+//! moved the head, which happens when the queue is full or nearly so while
+//! the submitting thread takes cells out. In Kafka's benchmark workload at
+//! 2M requests/s (high-timeout case: one thread submitting, two answering)
+//! that loop took 12% of all CPU time (`BENCHMARKS.md`, tenth session). A
+//! stack also hands out the cell given back last, the one most likely
+//! still in a cache.
 
 use crate::cell::Cell;
 use crate::timer_queue::CellRef;
-use crossbeam_queue::ArrayQueue;
+use parking_lot::Mutex;
 use std::sync::Arc;
 
 pub(crate) struct SpareCells<K, O> {
-    /// `None` when no spare cells are kept.
-    queue: Option<ArrayQueue<CellRef<K, O>>>,
+    stack: Mutex<Vec<CellRef<K, O>>>,
+    /// Cells kept at most (0: none).
+    capacity: usize,
 }
 
 impl<K, O> SpareCells<K, O> {
     pub(crate) fn new(capacity: usize) -> Self {
         SpareCells {
-            queue: (capacity > 0).then(|| ArrayQueue::new(capacity)),
+            stack: Mutex::new(Vec::new()),
+            capacity,
         }
     }
 
     /// A cell for a new operation: a spare one if there is one.
     pub(crate) fn cell(&self, op: O, seq: u64) -> CellRef<K, O> {
-        if let Some(mut spare) = self.queue.as_ref().and_then(ArrayQueue::pop) {
+        // Checked first, so a pool of none costs no lock.
+        let spare = if self.capacity > 0 {
+            self.stack.lock().pop()
+        } else {
+            None
+        };
+        if let Some(mut spare) = spare {
             // Unique unless a handle's drop is between parking the cell and
             // releasing its own reference (see `give_back`): then allocate.
             if let Some(cell) = Arc::get_mut(&mut spare) {
@@ -53,7 +71,9 @@ impl<K, O> SpareCells<K, O> {
     /// reference; otherwise leaves it alone. The caller drops its own
     /// reference right after, which makes the parked one unique.
     pub(crate) fn give_back(&self, cell: &mut CellRef<K, O>) {
-        let Some(queue) = &self.queue else { return };
+        if self.capacity == 0 {
+            return;
+        }
         // Plain loads first: `Arc::get_mut` is a locked compare-exchange,
         // and most calls would fail it (a check that left its operation
         // pending, a handle dropped while the purgatory still holds the
@@ -65,20 +85,25 @@ impl<K, O> SpareCells<K, O> {
             Some(unique) => unique.clear(),
             None => return,
         }
-        // Full: the caller's drop frees the cell as usual.
-        let _ = queue.push(Arc::clone(cell));
+        // Cloned before locking, to keep the critical section to a push.
+        let parked = Arc::clone(cell);
+        let mut stack = self.stack.lock();
+        if stack.len() < self.capacity {
+            stack.push(parked);
+        }
+        // Full: `parked` is dropped here, after the lock (declared before
+        // it), and the caller's drop frees the cell as usual.
     }
 
     /// Spare cells held now.
     pub(crate) fn len(&self) -> usize {
-        self.queue.as_ref().map_or(0, ArrayQueue::len)
+        self.stack.lock().len()
     }
 
     /// Frees every spare cell.
     pub(crate) fn release(&self) {
-        if let Some(queue) = &self.queue {
-            while queue.pop().is_some() {}
-        }
+        let all = std::mem::take(&mut *self.stack.lock());
+        drop(all);
     }
 }
 
@@ -118,6 +143,18 @@ mod tests {
             .start(|p| seen = Some(p.op.clone()), |_| false, |_, _| {});
         assert!(!decided);
         assert_eq!(seen.as_deref(), Some("second"));
+    }
+
+    #[test]
+    fn the_cell_given_back_last_is_reused_first() {
+        let spare = SpareCells::new(4);
+        let (mut a, mut b) = (answered(&spare, 1u8), answered(&spare, 2u8));
+        let (pa, pb) = (Arc::as_ptr(&a), Arc::as_ptr(&b));
+        spare.give_back(&mut a);
+        spare.give_back(&mut b);
+        drop((a, b));
+        assert_eq!(Arc::as_ptr(&spare.cell(3, 3)), pb);
+        assert_eq!(Arc::as_ptr(&spare.cell(4, 4)), pa);
     }
 
     #[test]
