@@ -1,10 +1,11 @@
 //! Everything the purgatory keeps about one submitted operation.
 
 use crate::outcome::Outcome;
-use crate::unchecked::OpState;
+use crate::unchecked::{prefetch, OpState};
 use crate::watchers::Links;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::task::Waker;
 
 /// `Cell::timer` before the operation is scheduled, and after it was
@@ -88,6 +89,18 @@ impl<K, O> Cell<K, O> {
             }),
             ready: Condvar::new(),
         }
+    }
+
+    /// Asks the CPU for every line of `cell`, reference counts included,
+    /// ready to be written: for a thread about to complete it (see
+    /// `unchecked/prefetch.rs`).
+    #[inline(always)]
+    pub(crate) fn prefetch(cell: &Arc<Self>) {
+        // The counts sit just before the value (a hint: if the layout ever
+        // changes, a line is fetched in vain).
+        let counts = 2 * std::mem::size_of::<usize>();
+        let start = (Arc::as_ptr(cell) as usize).wrapping_sub(counts);
+        prefetch::lines_for_write(start, counts + std::mem::size_of::<Self>());
     }
 
     /// Stores the result and wakes whoever waits for it.

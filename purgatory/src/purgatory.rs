@@ -1,7 +1,7 @@
 //! The purgatory: submission, checks by key, cancellation, the timer thread
 //! and shutdown.
 
-use crate::cell::Pending;
+use crate::cell::{Cell, Pending};
 use crate::error::{ConfigError, SubmitError};
 use crate::handle::Delayed;
 use crate::metrics::{Counters, PurgatoryMetrics};
@@ -566,9 +566,19 @@ where
     /// (its handle was dropped at submission, as a broker that answers
     /// through the callback does): it is recycled, not freed on this thread
     /// (see `spare_cells.rs`).
+    ///
+    /// Each cell was most likely written long ago or on another core: the
+    /// lines of the one two places ahead are asked for while this one is
+    /// completed, so that their misses overlap (`unchecked/prefetch.rs`).
     fn drive_all(&self, cells: Vec<CellRef<K, O>>, request: Request) -> usize {
+        const AHEAD: usize = 2;
+        cells.iter().take(AHEAD).for_each(Cell::prefetch);
         let mut answered = 0;
-        for mut cell in cells {
+        let mut cells = cells.into_iter();
+        while let Some(mut cell) = cells.next() {
+            if let Some(ahead) = cells.as_slice().get(AHEAD - 1) {
+                Cell::prefetch(ahead);
+            }
             answered +=
                 usize::from(self.drive(&cell, request, Reader::Internal) == Served::Decided);
             self.recycle(&mut cell);

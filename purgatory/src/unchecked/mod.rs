@@ -10,7 +10,8 @@
 //!   of a mutex of its own (two atomic read-modify-writes per check fewer).
 //!   Model-checked with loom (`tests/loom_state.rs`, which compiles `state.rs`
 //!   against loom's versions of [`sync`]'s names).
-//! - [`prefetch`]: a cache-line hint before a completion takes its locks;
+//! - [`prefetch`]: cache-line hints before a completion takes its locks, and
+//!   for the cells a batch of completions comes to next;
 //!   the intrinsic is `unsafe` only for its target feature.
 
 pub(crate) mod prefetch;

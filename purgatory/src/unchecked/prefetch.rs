@@ -9,6 +9,11 @@
 //! `Pending::timer_addresses`); completion asks the CPU for all of those
 //! lines at once, before it takes the first lock.
 //!
+//! A batch of completions (an expiry, a check of a key's list) works
+//! through cells that were written long ago as well; while it completes
+//! one it asks for all the lines of the one two places ahead
+//! (`Shared::drive_all`), so their misses overlap with this one's work.
+//!
 //! The addresses are hints: by the time they are used an entry may have
 //! moved (a reschedule, a bucket that grew). A prefetch never faults and
 //! never changes what the program computes, so a stale one costs a wasted
@@ -35,6 +40,21 @@ pub(crate) fn for_write(address: usize) {
     let _ = address;
 }
 
+/// [`for_write`] for every cache line of the `len` bytes at `start`, which
+/// may be anything, as there.
+#[inline(always)]
+pub(crate) fn lines_for_write(start: usize, len: usize) {
+    let end = start.saturating_add(len);
+    let mut line = start & !63;
+    while line < end {
+        for_write(line);
+        match line.checked_add(64) {
+            Some(next) => line = next,
+            None => break,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,6 +69,9 @@ mod tests {
         for_write(dangling);
         for_write(0);
         for_write(usize::MAX);
+        lines_for_write(live.as_ptr() as usize + 3, 100);
+        lines_for_write(usize::MAX - 10, 1000);
+        lines_for_write(dangling, 0);
         // Nothing written, nothing read back changed.
         live[3] += 1;
         assert_eq!(live.iter().sum::<u64>(), 7 * 16 + 1);
