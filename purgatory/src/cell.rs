@@ -91,16 +91,20 @@ impl<K, O> Cell<K, O> {
         }
     }
 
-    /// Asks the CPU for every line of `cell`, reference counts included,
+    /// Asks the CPU for the lines of `cell`, reference counts included,
     /// ready to be written: for a thread about to complete it (see
-    /// `unchecked/prefetch.rs`).
+    /// `unchecked/prefetch.rs`). At most the first 512 bytes: an operation
+    /// type of several KB would otherwise turn each call into a stream of
+    /// prefetches (with `purgatory_perf`'s operation the cell is 304 bytes
+    /// with its counts).
     #[inline(always)]
     pub(crate) fn prefetch(cell: &Arc<Self>) {
         // The counts sit just before the value (a hint: if the layout ever
         // changes, a line is fetched in vain).
         let counts = 2 * std::mem::size_of::<usize>();
         let start = (Arc::as_ptr(cell) as usize).wrapping_sub(counts);
-        prefetch::lines_for_write(start, counts + std::mem::size_of::<Self>());
+        let len = (counts + std::mem::size_of::<Self>()).min(512);
+        prefetch::lines_for_write(start, len);
     }
 
     /// Stores the result and wakes whoever waits for it.

@@ -40,8 +40,8 @@ pub(crate) fn for_write(address: usize) {
     let _ = address;
 }
 
-/// [`for_write`] for every cache line of the `len` bytes at `start`, which
-/// may be anything, as there.
+/// [`for_write`] for every 64-byte line of the `len` bytes at `start`,
+/// which may be anything, as there.
 #[inline(always)]
 pub(crate) fn lines_for_write(start: usize, len: usize) {
     let end = start.saturating_add(len);
