@@ -61,7 +61,8 @@
 //! 3. one watch list (a key's or a group's).
 //!
 //! The timer's lock is a leaf: nothing else is taken while it is held, and
-//! so is a watch list. Where an operation is watched needs no lock: only
+//! so are a watch list's, a cell's result slot's and the spare-cell
+//! stack's (`PurgatoryBuilder::spare_cells`). Where an operation is watched needs no lock: only
 //! the thread holding its `RUNNING` bit reaches it (the submitter while it
 //! sets the operation up, then whoever completes it). Completing an
 //! operation takes its lists' locks directly (it holds them), without a

@@ -261,11 +261,10 @@ impl<O> OpState<O> {
                 // own compare-exchange in `drive`, or has held it since
                 // `new_held` (checked by `take_setup_right` in `start` and
                 // `decide_at_start`), or kept it through a failed release
-                // below; and only the
-                // `RUNNING` thread ever reaches `op`. This access ends with
-                // this block, before the bit is released, and the
-                // acquire/release on `flags` orders it before the next
-                // holder's.
+                // below; and only the `RUNNING` thread ever reaches `op`.
+                // This access ends with this block, before the bit is
+                // released, and the acquire/release on `flags` orders it
+                // before the next holder's.
                 let mut op = unsafe { self.op.get_mut() };
                 let outcome = if flags & FORCED != 0 {
                     Some(Outcome::from_code(flags >> OUTCOME_SHIFT))
