@@ -1,6 +1,6 @@
 //! What a burst leaves allocated once it is over, with and without one
 //! long-lived entry surviving it (see "a burst's memory given back" in
-//! BENCHMARKS.md).
+//! docs/benchmark-sessions.md).
 //!
 //! `cargo run --release --example burst_memory [-- N]` (N defaults to 1e6)
 //!
