@@ -37,16 +37,16 @@
 //!   later submissions get [`SubmitError::ShutDown`] with the operation back.
 //!
 //! # Time
-//! Operations sharing a timeout (the first 8 timeouts in use, and any
-//! later one once a lane empties) wait in that timeout's lane, a FIFO whose
+//! Operations sharing a timeout (the first 8 timeouts in use, and any later
+//! one once a lane empties) wait in that timeout's lane, a FIFO whose
 //! deadlines arrive in order (see `timing_wheel::Lane`); the others in the
 //! timing wheel. With the default [`Driver::Thread`], a timer thread sleeps
 //! until the next deadline or non-empty wheel bucket is due (woken early
-//! when an earlier deadline is inserted) and hands expired operations to expiration workers, so a slow
-//! callback does not delay other expirations. With [`Driver::Manual`] there
-//! is no thread: the owner moves time with [`Purgatory::advance_clock`],
-//! usually with a [`ManualClock`], which makes tests and simulations
-//! deterministic.
+//! when an earlier deadline is inserted) and hands expired operations to
+//! expiration workers, so a slow callback does not delay other expirations.
+//! With [`Driver::Manual`] there is no thread: the owner moves time with
+//! [`Purgatory::advance_clock`], usually with a [`ManualClock`], which
+//! makes tests and simulations deterministic.
 //!
 //! # Lock order
 //! User code (`try_complete`, `on_complete`, `on_expiration`) runs with no
@@ -61,12 +61,12 @@
 //! 3. one watch list (a key's or a group's).
 //!
 //! The timer's lock is a leaf: nothing else is taken while it is held, and
-//! so are a watch list's, a cell's result slot's and the spare-cell
-//! stack's (`PurgatoryBuilder::spare_cells`). Where an operation is watched needs no lock: only
-//! the thread holding its `RUNNING` bit reaches it (the submitter while it
-//! sets the operation up, then whoever completes it). Completing an
-//! operation takes its lists' locks directly (it holds them), without a
-//! map, unless it empties a list. No lock is held while another
+//! so are a watch list's, a cell's result slot's and the spare-cell stack's
+//! (`PurgatoryBuilder::spare_cells`). Where an operation is watched needs
+//! no lock: only the thread holding its `RUNNING` bit reaches it (the
+//! submitter while it sets the operation up, then whoever completes it).
+//! Completing an operation takes its lists' locks directly (it holds them),
+//! without a map, unless it empties a list. No lock is held while another
 //! operation is checked, so the lock cycles behind Kafka's purgatory
 //! deadlocks (KAFKA-3994, KAFKA-5970, KAFKA-7697, KAFKA-8334) cannot form.
 //! Cells removed under a lock are dropped after it is released, so not even
