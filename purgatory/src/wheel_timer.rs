@@ -121,8 +121,7 @@ impl<T> WheelTimer<T> {
     pub(crate) fn drain(&mut self) -> Vec<T> {
         let mut all: Vec<T> = self.wheel.drain().map(|(_, value)| value).collect();
         for (_, lane) in &mut self.lanes {
-            // A lane has no time of its own to move (the wheel has).
-            lane.advance(u64::MAX, |_, value| all.push(value));
+            all.extend(lane.drain().into_iter().map(|(_, value)| value));
         }
         all
     }
