@@ -3,7 +3,7 @@
 use crate::cell::{Cell, Completion};
 use crate::outcome::Outcome;
 use crate::purgatory::{Reader, Shared};
-use crate::unchecked::{Request, Served};
+use crate::unchecked::{prefetch, Request, Served};
 use crate::DelayedOperation;
 use std::future::Future;
 use std::hash::Hash;
@@ -41,6 +41,9 @@ pub struct Delayed<K, O> {
     shared: Arc<Shared<K, O>>,
     cell: Arc<Cell<K, O>>,
     at_once: bool,
+    /// Where the operation's first watch entry and its timer entry were
+    /// stored at submission (see `unchecked/prefetch.rs`).
+    hints: [usize; 2],
 }
 
 impl<K, O> Delayed<K, O>
@@ -48,11 +51,17 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
-    pub(crate) fn new(shared: Arc<Shared<K, O>>, cell: Arc<Cell<K, O>>, at_once: bool) -> Self {
+    pub(crate) fn new(
+        shared: Arc<Shared<K, O>>,
+        cell: Arc<Cell<K, O>>,
+        at_once: bool,
+        hints: [usize; 2],
+    ) -> Self {
         Delayed {
             shared,
             cell,
             at_once,
+            hints,
         }
     }
 
@@ -87,6 +96,9 @@ where
     /// decided already, or another one (an expiry, a cancel, a shutdown)
     /// forced first, even if that one's callbacks are still running.
     pub fn force_complete(&self) -> bool {
+        // Before the cell's first load, so that its miss and the entries'
+        // overlap (see `unchecked/prefetch.rs`).
+        self.hints.into_iter().for_each(prefetch::for_write);
         if self.cell.state.is_done() {
             return false;
         }
@@ -161,5 +173,53 @@ impl<K, O> std::fmt::Debug for Delayed<K, O> {
         f.debug_struct("Delayed")
             .field("completed", &self.cell.state.is_done())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{DelayedOperation, Outcome, Purgatory, TimerKind};
+    use std::time::Duration;
+
+    struct Waits(bool);
+
+    impl DelayedOperation for Waits {
+        fn timeout(&self) -> Duration {
+            Duration::from_secs(1)
+        }
+        fn try_complete(&mut self) -> bool {
+            self.0
+        }
+        fn on_complete(&mut self, _: Outcome) {}
+    }
+
+    fn hints(kind: TimerKind, holds: bool, keys: &[u32]) -> [usize; 2] {
+        let purgatory = Purgatory::builder("hints")
+            .timer(kind)
+            .manual(crate::ManualClock::new())
+            .build()
+            .unwrap();
+        let handle = purgatory
+            .try_complete_else_watch(Waits(holds), keys)
+            .unwrap();
+        let hints = handle.hints;
+        assert_eq!(handle.force_complete(), !holds);
+        hints
+    }
+
+    #[test]
+    fn a_handle_names_the_entries_its_completion_removes() {
+        // The wheel: a watch entry and a timer entry, under one key or a group.
+        assert!(hints(TimerKind::Wheel, false, &[1]).iter().all(|&a| a != 0));
+        assert!(hints(TimerKind::Wheel, false, &[1, 2])
+            .iter()
+            .all(|&a| a != 0));
+        // Answered at once: nothing was stored.
+        assert_eq!(hints(TimerKind::Wheel, true, &[1]), [0, 0]);
+        // The baseline removes neither entry when it completes.
+        let lazy = TimerKind::DelayQueue {
+            purge_interval: 1000,
+        };
+        assert_eq!(hints(lazy, false, &[1]), [0, 0]);
     }
 }

@@ -270,7 +270,8 @@ where
         let cell = shared.spare.cell(op, seq);
         // The handle takes `cell` itself: a clone here and a drop at the end
         // would be two more atomic read-modify-writes per submission.
-        let handle = |cell, at_once| Ok(Delayed::new(Arc::clone(shared), cell, at_once));
+        let handle =
+            |cell, at_once, hints| Ok(Delayed::new(Arc::clone(shared), cell, at_once, hints));
 
         if holds {
             // This thread made `cell` just above, held (`Cell::new`).
@@ -278,7 +279,7 @@ where
                 .decide_at_start(Outcome::Completed, |p, outcome| {
                     shared.finish(&cell, p, outcome, Reader::Handle)
                 });
-            return handle(cell, true);
+            return handle(cell, true, [0; 2]);
         }
         // The timeout runs from here, as a Kafka timer task's delay runs from
         // its `add`; an operation answered at once reads no clock.
@@ -287,6 +288,7 @@ where
         // during the setup; only a condition that held counts as completed
         // at once. (No handle exists yet, so nobody else forces `Completed`.)
         let mut at_once = false;
+        let mut hints = [0; 2];
         // This is the one call that lets go of it. Until then, a check under
         // a key watched already, or an expiry, only leaves its flag for
         // `start` to serve.
@@ -301,6 +303,10 @@ where
                 {
                     shared.wake_timer_thread();
                 }
+                hints = [
+                    shared.watchers.hint(&pending.links),
+                    pending.timer_addresses[0],
+                ];
             },
             |pending| shared.check(&mut pending.op),
             |pending, outcome| {
@@ -313,7 +319,7 @@ where
         if shared.shutting_down.load(Ordering::SeqCst) {
             shared.drive(&cell, Request::Force(Outcome::Shutdown), Reader::Handle);
         }
-        handle(cell, at_once)
+        handle(cell, at_once, hints)
     }
 
     /// Checks every operation watched under `key` and completes those whose

@@ -238,6 +238,15 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         }
     }
 
+    /// Where the first of `links`' entries is stored, for a handle to
+    /// prefetch before it completes the operation (0 for the baseline).
+    pub(crate) fn hint(&self, links: &Links<K, O>) -> usize {
+        match links.first() {
+            Some(link) if !self.lazy => link.address,
+            _ => 0,
+        }
+    }
+
     /// Removes a completing `cell` from every list in `links` (wheel
     /// purgatory; the baseline leaves it there).
     pub(crate) fn close(&self, cell: &Cell<K, O>, links: Links<K, O>) {

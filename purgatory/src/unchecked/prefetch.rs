@@ -9,6 +9,13 @@
 //! `Pending::timer_addresses`); completion asks the CPU for all of those
 //! lines at once, before it takes the first lock.
 //!
+//! Those addresses are in the cell, and the cell itself is a miss for a
+//! thread that completes an operation through its handle: reading them
+//! there would make the entries' misses wait for the cell's. So a handle
+//! keeps a copy of two of them, its first watch entry's and its timer
+//! entry's (`Delayed::hints`), and `force_complete` asks for those before
+//! it reads the cell; the three misses then overlap.
+//!
 //! A batch of completions (an expiry, a check of a key's list) works
 //! through cells that were written long ago as well; while it completes
 //! one it asks for all the lines of the one two places ahead
