@@ -4,7 +4,7 @@ use crate::outcome::Outcome;
 use crate::unchecked::{prefetch, OpState};
 use crate::watchers::Links;
 use parking_lot::{Condvar, Mutex};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::task::Waker;
 
@@ -34,6 +34,10 @@ pub(crate) struct Cell<K, O> {
     /// Submission order within the purgatory: operations due at the same
     /// tick expire in this order, whichever timer holds them.
     pub seq: u64,
+    /// Where the first of its watch entries is stored (0: none recorded):
+    /// a copy of what `Pending::links` holds, readable without holding
+    /// the operation, for a batch to prefetch ahead (`Shared::drive_all`).
+    pub watch_hint: AtomicUsize,
     result: Mutex<Slot<O>>,
     ready: Condvar,
 }
@@ -82,6 +86,7 @@ impl<K, O> Cell<K, O> {
             timer: AtomicU64::new(NO_TIMER),
             deadline: AtomicU64::new(0),
             seq,
+            watch_hint: AtomicUsize::new(0),
             result: Mutex::new(Slot {
                 outcome: None,
                 completion: None,
@@ -96,7 +101,7 @@ impl<K, O> Cell<K, O> {
     /// `unchecked/prefetch.rs`). At most the first 512 bytes: an operation
     /// type of several KB would otherwise turn each call into a stream of
     /// prefetches (with `purgatory_perf`'s operation, 32 bytes, the cell is
-    /// 304 bytes with its counts; a test keeps such a cell within reach).
+    /// 312 bytes with its counts; a test keeps such a cell within reach).
     #[inline(always)]
     pub(crate) fn prefetch(cell: &Arc<Self>) {
         // The counts sit just before the value (a hint: if the layout ever

@@ -179,6 +179,7 @@ impl<K, O> std::fmt::Debug for Delayed<K, O> {
 #[cfg(test)]
 mod tests {
     use crate::{DelayedOperation, Outcome, Purgatory, TimerKind};
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
 
     struct Waits(bool);
@@ -203,6 +204,9 @@ mod tests {
             .try_complete_else_watch(Waits(holds), keys)
             .unwrap();
         let hints = handle.hints;
+        // The cell keeps the same watch entry's address, for a batch.
+        let in_cell = handle.cell.watch_hint.load(Ordering::Relaxed);
+        assert_eq!(in_cell, hints[0]);
         assert_eq!(handle.force_complete(), !holds);
         hints
     }

@@ -303,10 +303,9 @@ where
                 {
                     shared.wake_timer_thread();
                 }
-                hints = [
-                    shared.watchers.hint(&pending.links),
-                    pending.timer_addresses[0],
-                ];
+                let watch_hint = shared.watchers.hint(&pending.links);
+                cell.watch_hint.store(watch_hint, Ordering::Relaxed);
+                hints = [watch_hint, pending.timer_addresses[0]];
             },
             |pending| shared.check(&mut pending.op),
             |pending, outcome| {
@@ -584,6 +583,13 @@ where
         while let Some(mut cell) = cells.next() {
             if let Some(ahead) = cells.as_slice().get(AHEAD - 1) {
                 Cell::prefetch(ahead);
+            }
+            // The next cell's lines were asked for a turn ago; its watch
+            // entry, which a forced outcome removes, can be asked for now.
+            // (A check leaves most entries in place: not pulled away from
+            // the submitters then.)
+            if let (Request::Force(_), Some(next)) = (request, cells.as_slice().first()) {
+                prefetch::for_write(next.watch_hint.load(Ordering::Relaxed));
             }
             answered +=
                 usize::from(self.drive(&cell, request, Reader::Internal) == Served::Decided);

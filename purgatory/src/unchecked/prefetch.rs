@@ -20,6 +20,10 @@
 //! through cells that were written long ago as well; while it completes
 //! one it asks for all the lines of the one two places ahead
 //! (`Shared::drive_all`), so their misses overlap with this one's work.
+//! A batch that forces an outcome (an expiry, a cancel) also asks for the
+//! next operation's first watch entry, whose address the cell keeps
+//! outside the operation (`Cell::watch_hint`) so that it can be read
+//! before that operation is held.
 //!
 //! The addresses are hints: by the time they are used an entry may have
 //! moved (a reschedule, a bucket that grew). A prefetch never faults and
