@@ -586,8 +586,9 @@ where
             }
             // The next cell's lines were asked for a turn ago; its watch
             // entry, which a forced outcome removes, can be asked for now.
-            // (A check leaves most entries in place: not pulled away from
-            // the submitters then.)
+            // Not for a check: most checked operations stay watched, and
+            // their entries would be pulled away from the submitters for
+            // nothing.
             if let (Request::Force(_), Some(next)) = (request, cells.as_slice().first()) {
                 prefetch::for_write(next.watch_hint.load(Ordering::Relaxed));
             }
