@@ -448,6 +448,11 @@ where
     /// already handed to the expiration workers finish as expired), joins
     /// the threads, and refuses later submissions with
     /// [`SubmitError::ShutDown`]. Idempotent; also run on drop.
+    ///
+    /// An operation's callback may call it, or drop the last reference to
+    /// the purgatory, even on one of the purgatory's own threads: that
+    /// thread is not waited for (it cannot wait for itself); it finishes the
+    /// operations already handed to it once the callback returns.
     pub fn shutdown(&self) {
         if self.shared.shutting_down.swap(true, Ordering::SeqCst) {
             return;
@@ -691,10 +696,7 @@ impl Threads {
     fn stop_timer(self) -> Workers {
         self.stop.store(true, Ordering::SeqCst);
         self.timer.thread().unpark();
-        // The loop catches callback panics; a join error would be ours.
-        if self.timer.join().is_err() {
-            tracing::error!("purgatory timer thread panicked");
-        }
+        join_unless_current(self.timer, "timer thread");
         self.workers
     }
 }
@@ -703,10 +705,23 @@ impl Workers {
     fn join(self) {
         drop(self.feed);
         for worker in self.threads {
-            if worker.join().is_err() {
-                tracing::error!("purgatory expiration worker panicked");
-            }
+            join_unless_current(worker, "expiration worker");
         }
+    }
+}
+
+/// Joins one of the purgatory's threads, unless the shutdown runs on that
+/// very thread (an operation's callback shut the purgatory down, or dropped
+/// its last reference): a thread cannot wait for itself. That thread
+/// finishes on its own once the callback returns: the timer's loop sees the
+/// stop flag, a worker drains what is queued and finds the channel closed.
+fn join_unless_current(thread: JoinHandle<()>, what: &str) {
+    if thread.thread().id() == std::thread::current().id() {
+        return;
+    }
+    // The loops catch callback panics; a join error would be ours.
+    if thread.join().is_err() {
+        tracing::error!("purgatory {what} panicked");
     }
 }
 

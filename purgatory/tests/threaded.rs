@@ -234,3 +234,51 @@ fn dropping_the_purgatory_answers_what_is_pending() {
     };
     assert_eq!(h.wait().outcome, Outcome::Shutdown);
 }
+
+/// Shuts its purgatory down from its expiration callback, which runs on
+/// one of the purgatory's own workers, as a broker might on a fatal timeout.
+struct ShutsDown {
+    purgatory: Arc<std::sync::OnceLock<Arc<Purgatory<u32, ShutsDown>>>>,
+    timeout: Duration,
+}
+
+impl DelayedOperation for ShutsDown {
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+    fn try_complete(&mut self) -> bool {
+        false
+    }
+    fn on_complete(&mut self, outcome: Outcome) {
+        if outcome == Outcome::Expired {
+            if let Some(p) = self.purgatory.get() {
+                p.shutdown();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_callback_on_a_purgatory_thread_may_shut_the_purgatory_down() {
+    for kind in KINDS {
+        let slot = Arc::new(std::sync::OnceLock::new());
+        let p = Arc::new(threaded::<ShutsDown>(kind, 2));
+        let _ = slot.set(Arc::clone(&p));
+        let op = |ms| ShutsDown {
+            purgatory: Arc::clone(&slot),
+            timeout: Duration::from_millis(ms),
+        };
+        let waiting = p.try_complete_else_watch(op(60_000), &[1]).unwrap();
+        let fatal = p.try_complete_else_watch(op(5), &[1]).unwrap();
+        let done = fatal.wait_timeout(PATIENCE).expect("expired in time");
+        assert_eq!(done.outcome, Outcome::Expired);
+        let rest = waiting
+            .wait_timeout(PATIENCE)
+            .expect("answered by the shutdown");
+        assert_eq!(rest.outcome, Outcome::Shutdown);
+        // The worker did not try to join itself (which fails, and would
+        // count as the callback's panic), and the shutdown is in force.
+        assert_eq!(p.metrics().panics, 0);
+        assert!(p.try_complete_else_watch(op(5), &[1]).is_err());
+    }
+}
