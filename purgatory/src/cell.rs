@@ -1,5 +1,6 @@
 //! Everything the purgatory keeps about one submitted operation.
 
+use crate::caught;
 use crate::outcome::Outcome;
 use crate::unchecked::{prefetch, OpState};
 use crate::watchers::Links;
@@ -59,6 +60,15 @@ struct Slot<O> {
     outcome: Option<Outcome>,
     completion: Option<Completion<O>>,
     waker: Option<Waker>,
+}
+
+/// The last reference to a cell may be dropped on one of the purgatory's
+/// threads (its handle went while the operation was being answered): an
+/// operation never taken from the slot must not take that thread down.
+impl<O> Drop for Slot<O> {
+    fn drop(&mut self) {
+        caught::drop_logged(self.completion.take());
+    }
 }
 
 /// The end of a delayed operation, as its submitter receives it.
@@ -130,7 +140,7 @@ impl<K, O> Cell<K, O> {
     /// a waker), so that a spare cell holds no user data.
     pub(crate) fn clear(&mut self) {
         let slot = self.result.get_mut();
-        slot.completion = None;
+        caught::drop_logged(slot.completion.take());
         slot.waker = None;
     }
 

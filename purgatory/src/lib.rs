@@ -31,7 +31,9 @@
 //!   busy thread serves it. Operation code may call back into the purgatory.
 //! - **Panics in operation code** are caught, counted in
 //!   [`PurgatoryMetrics::panics`] and logged with `tracing`; every thread
-//!   keeps running. A panicking `try_complete` counts as "not yet".
+//!   keeps running. A panicking `try_complete` counts as "not yet", a
+//!   panicking `timeout` as zero; an operation's `Drop` that panics where
+//!   the purgatory drops it is caught and logged too.
 //! - **Nothing lost on shutdown.** [`Purgatory::shutdown`] answers every
 //!   pending operation with [`Outcome::Shutdown`] and joins the threads;
 //!   later submissions get [`SubmitError::ShutDown`] with the operation back.
@@ -145,6 +147,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+mod caught;
 mod cell;
 mod error;
 mod handle;

@@ -15,7 +15,10 @@ use std::time::Duration;
 ///   key's work needs is held, so they may call back into the purgatory
 ///   (`check_and_complete` on other keys, say);
 /// - a panic in any of them is caught, counted and logged; a panic in
-///   `try_complete` counts as "not yet", so the timeout still answers.
+///   `try_complete` counts as "not yet", so the timeout still answers, and
+///   a panic in `timeout` as a zero timeout;
+/// - a panic in the operation's `Drop`, where the purgatory drops it (an
+///   operation whose handle was dropped), is caught and logged, not counted.
 ///
 /// # Example: a produce with `acks=all`
 /// ```

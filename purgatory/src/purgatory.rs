@@ -1,6 +1,7 @@
 //! The purgatory: submission, checks by key, cancellation, the timer thread
 //! and shutdown.
 
+use crate::caught;
 use crate::cell::{Cell, Pending};
 use crate::error::{ConfigError, SubmitError};
 use crate::handle::Delayed;
@@ -17,7 +18,6 @@ use parking_lot::Mutex;
 use std::borrow::Borrow;
 use std::hash::Hash;
 use std::marker::PhantomData;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
@@ -266,7 +266,11 @@ where
         // operation before it is watched.
         let mut op = op;
         let holds = shared.check(&mut op);
-        let timeout = op.timeout();
+        // A panicking `timeout` counts as zero: the operation still gets
+        // its one answer, at the timer's next tick.
+        let timeout = shared
+            .guarded("timeout", || op.timeout())
+            .unwrap_or(Duration::ZERO);
         let cell = shared.spare.cell(op, seq);
         // The handle takes `cell` itself: a clone here and a drop at the end
         // would be two more atomic read-modify-writes per submission.
@@ -506,15 +510,10 @@ where
 
     /// Runs user code, catching and counting a panic.
     fn guarded<R>(&self, what: &'static str, f: impl FnOnce() -> R) -> Option<R> {
-        match catch_unwind(AssertUnwindSafe(f)) {
+        match caught::catch(f) {
             Ok(r) => Some(r),
-            Err(panic) => {
+            Err(message) => {
                 self.counters.panicked();
-                let message = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
                 tracing::error!(purgatory = %self.name, callback = what, %message, "delayed operation panicked");
                 None
             }
@@ -561,6 +560,8 @@ where
         // to clone.
         if reader == Reader::Handle || Arc::strong_count(cell) > 1 {
             cell.deliver(outcome, op);
+        } else {
+            caught::drop_logged(op);
         }
         if let Some(interval) = self.purge_interval {
             if self.since_purge.fetch_add(1, Ordering::Relaxed) + 1 >= interval {

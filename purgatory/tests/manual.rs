@@ -398,6 +398,53 @@ fn panics_in_operation_code_are_caught_counted_and_the_rest_still_answered() {
     }
 }
 
+#[test]
+fn a_panicking_timeout_counts_as_zero_and_the_operation_is_still_answered() {
+    for kind in KINDS {
+        let (p, clock, journal) = setup(kind);
+        let mut op = Probe::new(1, &flag(false), SEC, &journal);
+        op.panic_in_timeout = true;
+        // The submitter gets its handle, not the panic.
+        let h = p.try_complete_else_watch(op, &["k"]).unwrap();
+        assert_eq!(p.metrics().panics, 1);
+        assert_eq!(p.delayed(), 1);
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(p.advance_clock(), 1);
+        assert_eq!(h.wait().outcome, Outcome::Expired);
+        assert_eq!(journal.outcomes(), vec![(1, Outcome::Expired)]);
+        assert_empty(&p);
+    }
+}
+
+#[test]
+fn a_panicking_drop_is_caught_where_the_purgatory_drops_the_operation() {
+    for kind in KINDS {
+        let (p, clock, journal) = setup(kind);
+        let f = flag(false);
+        // No handle kept: the purgatory drops each operation once answered.
+        for id in 0..3 {
+            let mut op = Probe::new(id, &f, SEC, &journal);
+            op.panic_in_drop = true;
+            drop(p.try_complete_else_watch(op, &["k"]).unwrap());
+        }
+        f.store(true, Ordering::SeqCst);
+        // Each drop panics on this thread, inside the purgatory's call,
+        // which goes on to answer the rest and returns.
+        assert_eq!(p.check_and_complete(&"k"), 3);
+        // The same with nothing but the timer left to answer them.
+        let g = flag(false);
+        for id in 3..6 {
+            let mut op = Probe::new(id, &g, SEC, &journal);
+            op.panic_in_drop = true;
+            drop(p.try_complete_else_watch(op, &["k"]).unwrap());
+        }
+        clock.advance(SEC);
+        assert_eq!(p.advance_clock(), 3);
+        assert_eq!(journal.outcomes().len(), 6);
+        assert_empty(&p);
+    }
+}
+
 /// Calls back into the purgatory from its own callbacks.
 struct Reentrant {
     purgatory: Arc<Purgatory<&'static str, Reentrant>>,

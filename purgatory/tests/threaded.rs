@@ -164,6 +164,35 @@ fn panicking_callbacks_do_not_kill_the_timer_or_its_workers() {
     }
 }
 
+#[test]
+fn a_panicking_drop_does_not_kill_the_expiration_worker() {
+    for kind in KINDS {
+        let p = threaded(kind, 1);
+        let journal = Arc::new(Journal::default());
+        let never = Arc::new(AtomicBool::new(false));
+        for id in 0..3 {
+            let mut op = Probe::new(id, &never, Duration::from_millis(1), &journal);
+            op.panic_in_drop = true;
+            // Handles dropped: the worker that expires them drops them.
+            drop(p.try_complete_else_watch(op, &[1]).unwrap());
+        }
+        let deadline = Instant::now() + PATIENCE;
+        while journal.outcomes().len() < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The one worker is still there to expire a later operation.
+        let after = p
+            .try_complete_else_watch(
+                Probe::new(9, &never, Duration::from_millis(1), &journal),
+                &[1],
+            )
+            .unwrap();
+        let done = after.wait_timeout(PATIENCE).expect("still expiring");
+        assert_eq!(done.outcome, Outcome::Expired);
+        assert_eq!(journal.outcomes().len(), 4);
+    }
+}
+
 struct ThreadWaker(std::thread::Thread);
 impl Wake for ThreadWaker {
     fn wake(self: Arc<Self>) {

@@ -35,6 +35,9 @@ pub struct Probe {
     pub journal: Arc<Journal>,
     pub panic_in_check: bool,
     pub panic_in_complete: bool,
+    pub panic_in_timeout: bool,
+    /// Panics when dropped (unless already unwinding).
+    pub panic_in_drop: bool,
     /// Set by `on_expiration`, to check it runs before `on_complete`.
     pub expiration_seen: bool,
 }
@@ -53,6 +56,8 @@ impl Probe {
             journal: Arc::clone(journal),
             panic_in_check: false,
             panic_in_complete: false,
+            panic_in_timeout: false,
+            panic_in_drop: false,
             expiration_seen: false,
         }
     }
@@ -60,6 +65,9 @@ impl Probe {
 
 impl DelayedOperation for Probe {
     fn timeout(&self) -> Duration {
+        if self.panic_in_timeout {
+            panic!("timeout of op {} failed", self.id);
+        }
         self.timeout
     }
     fn try_complete(&mut self) -> bool {
@@ -78,5 +86,13 @@ impl DelayedOperation for Probe {
     fn on_expiration(&mut self) {
         self.expiration_seen = true;
         self.journal.expirations.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        if self.panic_in_drop && !std::thread::panicking() {
+            panic!("drop of op {} failed", self.id);
+        }
     }
 }
