@@ -25,7 +25,9 @@ pub struct PurgatoryMetrics {
     pub cancelled: u64,
     /// Operations answered by shutdown.
     pub shutdown: u64,
-    /// Panics caught in operations' code.
+    /// Panics caught in operations' methods (`try_complete`, `on_complete`,
+    /// `on_expiration`, `timeout`). A panicking `Drop` is caught and logged
+    /// but not counted here.
     pub panics: u64,
     /// Entries held in watch lists, completed ones included: equal to
     /// `watched` for the wheel, larger for the DelayQueue baseline until it purges.
