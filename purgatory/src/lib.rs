@@ -6,6 +6,8 @@
 //! submits it with [`Purgatory::try_complete_else_watch`], and calls
 //! [`Purgatory::check_and_complete`] whenever something changes for a key (a
 //! batch was appended, a follower fetched, the high watermark moved).
+//! Kafka keeps one purgatory per kind of request; operations of several
+//! kinds can also share one as `Box<dyn DelayedOperation>`.
 //!
 //! # Guarantees
 //! - **Exactly once.** Every submitted operation gets exactly one

@@ -70,3 +70,48 @@ pub trait DelayedOperation: Send + 'static {
     /// `onExpiration`, for metrics). Does nothing by default.
     fn on_expiration(&mut self) {}
 }
+
+/// Operations of several kinds in one purgatory, boxed: a
+/// `Purgatory<K, Box<dyn DelayedOperation>>` takes any of them.
+///
+/// ```
+/// use std::time::Duration;
+/// use purgatory::{DelayedOperation, ManualClock, Outcome, Purgatory};
+///
+/// struct Heartbeat;
+/// impl DelayedOperation for Heartbeat {
+///     fn timeout(&self) -> Duration { Duration::from_secs(10) }
+///     fn try_complete(&mut self) -> bool { false }
+///     fn on_complete(&mut self, _: Outcome) {}
+/// }
+/// struct Ready;
+/// impl DelayedOperation for Ready {
+///     fn timeout(&self) -> Duration { Duration::from_secs(1) }
+///     fn try_complete(&mut self) -> bool { true }
+///     fn on_complete(&mut self, _: Outcome) {}
+/// }
+///
+/// let clock = ManualClock::new();
+/// let mixed: Purgatory<&str, Box<dyn DelayedOperation>> =
+///     Purgatory::builder("Mixed").manual(clock.clone()).build().unwrap();
+/// let beat = mixed.try_complete_else_watch(Box::new(Heartbeat), &["member-1"]).unwrap();
+/// let ready = mixed.try_complete_else_watch(Box::new(Ready), &["topic-0"]).unwrap();
+/// assert!(ready.completed_at_once() && !beat.is_completed());
+/// clock.advance(Duration::from_secs(10));
+/// assert_eq!(mixed.advance_clock(), 1);
+/// assert_eq!(beat.wait().outcome, Outcome::Expired);
+/// ```
+impl<T: DelayedOperation + ?Sized> DelayedOperation for Box<T> {
+    fn timeout(&self) -> Duration {
+        (**self).timeout()
+    }
+    fn try_complete(&mut self) -> bool {
+        (**self).try_complete()
+    }
+    fn on_complete(&mut self, outcome: Outcome) {
+        (**self).on_complete(outcome)
+    }
+    fn on_expiration(&mut self) {
+        (**self).on_expiration()
+    }
+}

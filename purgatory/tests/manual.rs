@@ -445,6 +445,41 @@ fn a_panicking_drop_is_caught_where_the_purgatory_drops_the_operation() {
     }
 }
 
+#[test]
+fn boxed_operations_are_forwarded_every_call() {
+    for kind in KINDS {
+        let clock = ManualClock::new();
+        let p: Purgatory<&'static str, Box<dyn purgatory::DelayedOperation>> =
+            Purgatory::builder("boxed")
+                .timer(kind)
+                .manual(clock.clone())
+                .build()
+                .unwrap();
+        let journal = Arc::new(Journal::default());
+        let f = flag(false);
+        // A probe checks in `on_complete` that `on_expiration` ran first
+        // exactly when it expired; a failed check would count as a panic.
+        let h1 = p
+            .try_complete_else_watch(Box::new(Probe::new(1, &f, SEC, &journal)), &["k"])
+            .unwrap();
+        let h2 = p
+            .try_complete_else_watch(Box::new(Probe::new(2, &f, 2 * SEC, &journal)), &["k"])
+            .unwrap();
+        clock.advance(SEC);
+        assert_eq!(p.advance_clock(), 1, "the first box's timeout was read");
+        f.store(true, Ordering::SeqCst);
+        assert_eq!(p.check_and_complete(&"k"), 1);
+        assert_eq!(h1.wait().outcome, Outcome::Expired);
+        assert_eq!(h2.wait().outcome, Outcome::Completed);
+        assert_eq!(
+            journal.outcomes(),
+            vec![(1, Outcome::Expired), (2, Outcome::Completed)]
+        );
+        assert_eq!(journal.expirations.load(Ordering::SeqCst), 1);
+        assert_eq!(p.metrics().panics, 0);
+    }
+}
+
 /// Calls back into the purgatory from its own callbacks.
 struct Reentrant {
     purgatory: Arc<Purgatory<&'static str, Reentrant>>,
