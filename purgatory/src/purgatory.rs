@@ -453,16 +453,17 @@ where
     /// the threads, and refuses later submissions with
     /// [`SubmitError::ShutDown`]. Idempotent; also run on drop.
     ///
-    /// An operation's callback may call it, or drop the last reference to
-    /// the purgatory, even on one of the purgatory's own threads: that
-    /// thread is not waited for (it cannot wait for itself); it finishes the
-    /// operations already handed to it once the callback returns.
+    /// An operation's callback (or `Drop`) may call it, or drop the last
+    /// reference to the purgatory, even on one of the purgatory's own
+    /// threads. That thread is not waited for (it cannot wait for itself);
+    /// on the timer thread, neither are the expiration workers. They finish
+    /// the operations already handed to them on their own.
     pub fn shutdown(&self) {
         if self.shared.shutting_down.swap(true, Ordering::SeqCst) {
             return;
         }
         let threads = self.threads.lock().take();
-        let workers = threads.map(Threads::stop_timer);
+        let workers = threads.and_then(Threads::stop_timer);
         self.shared
             .drive_all(self.shared.timer.drain(), Request::Force(Outcome::Shutdown));
         if let Some(workers) = workers {
@@ -694,11 +695,18 @@ impl Threads {
     }
 
     /// Stops and joins the timer thread; the workers go on with their queue.
-    fn stop_timer(self) -> Workers {
+    /// `None` when this is the timer thread (an operation dropped there let
+    /// go of the last reference to the purgatory): it holds a sender of
+    /// the workers' channel, so they cannot finish before it returns, and
+    /// are left to finish on their own.
+    fn stop_timer(self) -> Option<Workers> {
         self.stop.store(true, Ordering::SeqCst);
         self.timer.thread().unpark();
-        join_unless_current(self.timer, "timer thread");
-        self.workers
+        if is_current(&self.timer) {
+            return None;
+        }
+        join(self.timer, "timer thread");
+        Some(self.workers)
     }
 }
 
@@ -706,20 +714,21 @@ impl Workers {
     fn join(self) {
         drop(self.feed);
         for worker in self.threads {
-            join_unless_current(worker, "expiration worker");
+            // A callback on this very worker may be shutting down (or
+            // dropping the last reference): a thread cannot wait for
+            // itself. It drains the queue once the callback returns.
+            if !is_current(&worker) {
+                join(worker, "expiration worker");
+            }
         }
     }
 }
 
-/// Joins one of the purgatory's threads, unless the shutdown runs on that
-/// very thread (an operation's callback shut the purgatory down, or dropped
-/// its last reference): a thread cannot wait for itself. That thread
-/// finishes on its own once the callback returns: the timer's loop sees the
-/// stop flag, a worker drains what is queued and finds the channel closed.
-fn join_unless_current(thread: JoinHandle<()>, what: &str) {
-    if thread.thread().id() == std::thread::current().id() {
-        return;
-    }
+fn is_current(thread: &JoinHandle<()>) -> bool {
+    thread.thread().id() == std::thread::current().id()
+}
+
+fn join(thread: JoinHandle<()>, what: &str) {
     // The loops catch callback panics; a join error would be ours.
     if thread.join().is_err() {
         tracing::error!("purgatory {what} panicked");

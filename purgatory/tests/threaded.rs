@@ -311,3 +311,59 @@ fn a_callback_on_a_purgatory_thread_may_shut_the_purgatory_down() {
         assert!(p.try_complete_else_watch(op(5), &[1]).is_err());
     }
 }
+
+/// Holds a reference to its own purgatory, and says when letting go of it
+/// (which may shut the purgatory down) has returned.
+struct HoldsPurgatory {
+    purgatory: Option<Arc<Purgatory<u32, HoldsPurgatory>>>,
+    let_go: Arc<AtomicBool>,
+}
+
+impl DelayedOperation for HoldsPurgatory {
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(20)
+    }
+    fn try_complete(&mut self) -> bool {
+        false
+    }
+    fn on_complete(&mut self, _: Outcome) {}
+}
+
+impl Drop for HoldsPurgatory {
+    fn drop(&mut self) {
+        drop(self.purgatory.take());
+        self.let_go.store(true, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn the_last_reference_may_go_on_the_timer_thread() {
+    // The baseline keeps an answered operation's heap entry until it
+    // surfaces; the timer thread then drops the last reference to the
+    // operation (its handle is gone), and with it the last reference to
+    // the purgatory: the shutdown runs on the timer thread, which must not
+    // wait for the workers (they wait for its sender to go).
+    let p = Arc::new(threaded::<HoldsPurgatory>(
+        TimerKind::DelayQueue {
+            purge_interval: 1000,
+        },
+        1,
+    ));
+    let let_go = Arc::new(AtomicBool::new(false));
+    let op = HoldsPurgatory {
+        purgatory: Some(Arc::clone(&p)),
+        let_go: Arc::clone(&let_go),
+    };
+    drop(p.try_complete_else_watch(op, &[1]).unwrap());
+    // Cancelling takes the key's list away; the heap entry is left.
+    assert_eq!(p.cancel_for_key(&1), 1);
+    drop(p);
+    let deadline = Instant::now() + PATIENCE;
+    while !let_go.load(Ordering::SeqCst) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        let_go.load(Ordering::SeqCst),
+        "the shutdown on the timer thread returned"
+    );
+}
