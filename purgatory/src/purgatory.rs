@@ -705,7 +705,7 @@ impl Threads {
         if is_current(&self.timer) {
             return None;
         }
-        join(self.timer, "timer thread");
+        join_logged(self.timer, "timer thread");
         Some(self.workers)
     }
 }
@@ -718,7 +718,7 @@ impl Workers {
             // dropping the last reference): a thread cannot wait for
             // itself. It drains the queue once the callback returns.
             if !is_current(&worker) {
-                join(worker, "expiration worker");
+                join_logged(worker, "expiration worker");
             }
         }
     }
@@ -728,7 +728,7 @@ fn is_current(thread: &JoinHandle<()>) -> bool {
     thread.thread().id() == std::thread::current().id()
 }
 
-fn join(thread: JoinHandle<()>, what: &str) {
+fn join_logged(thread: JoinHandle<()>, what: &str) {
     // The loops catch callback panics; a join error would be ours.
     if thread.join().is_err() {
         tracing::error!("purgatory {what} panicked");

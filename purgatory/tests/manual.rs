@@ -420,24 +420,22 @@ fn a_panicking_timeout_counts_as_zero_and_the_operation_is_still_answered() {
 fn a_panicking_drop_is_caught_where_the_purgatory_drops_the_operation() {
     for kind in KINDS {
         let (p, clock, journal) = setup(kind);
-        let f = flag(false);
         // No handle kept: the purgatory drops each operation once answered.
-        for id in 0..3 {
-            let mut op = Probe::new(id, &f, SEC, &journal);
-            op.panic_in_drop = true;
-            drop(p.try_complete_else_watch(op, &["k"]).unwrap());
-        }
+        let submit = |ids: std::ops::Range<u64>, ready: &Arc<AtomicBool>| {
+            for id in ids {
+                let mut op = Probe::new(id, ready, SEC, &journal);
+                op.panic_in_drop = true;
+                drop(p.try_complete_else_watch(op, &["k"]).unwrap());
+            }
+        };
+        let f = flag(false);
+        submit(0..3, &f);
         f.store(true, Ordering::SeqCst);
         // Each drop panics on this thread, inside the purgatory's call,
         // which goes on to answer the rest and returns.
         assert_eq!(p.check_and_complete(&"k"), 3);
         // The same with nothing but the timer left to answer them.
-        let g = flag(false);
-        for id in 3..6 {
-            let mut op = Probe::new(id, &g, SEC, &journal);
-            op.panic_in_drop = true;
-            drop(p.try_complete_else_watch(op, &["k"]).unwrap());
-        }
+        submit(3..6, &flag(false));
         clock.advance(SEC);
         assert_eq!(p.advance_clock(), 3);
         assert_eq!(journal.outcomes().len(), 6);

@@ -243,14 +243,30 @@ fn dropping_the_purgatory_answers_what_is_pending() {
     assert_eq!(h.wait().outcome, Outcome::Shutdown);
 }
 
-/// Shuts its purgatory down from its expiration callback, which runs on
-/// one of the purgatory's own workers, as a broker might on a fatal timeout.
-struct ShutsDown {
-    purgatory: Arc<std::sync::OnceLock<Arc<Purgatory<u32, ShutsDown>>>>,
+/// Holds a reference to its own purgatory. On expiry it may shut the
+/// purgatory down from its callback, which runs on one of the purgatory's
+/// own workers (as a broker might on a fatal timeout). It says when its
+/// drop, which lets go of the reference (and may so shut the purgatory
+/// down), has returned.
+struct HoldsPurgatory {
+    purgatory: Option<Arc<Purgatory<u32, HoldsPurgatory>>>,
     timeout: Duration,
+    shut_down_on_expiry: bool,
+    let_go: Arc<AtomicBool>,
 }
 
-impl DelayedOperation for ShutsDown {
+impl HoldsPurgatory {
+    fn new(purgatory: &Arc<Purgatory<u32, HoldsPurgatory>>, timeout_ms: u64) -> Self {
+        HoldsPurgatory {
+            purgatory: Some(Arc::clone(purgatory)),
+            timeout: Duration::from_millis(timeout_ms),
+            shut_down_on_expiry: false,
+            let_go: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl DelayedOperation for HoldsPurgatory {
     fn timeout(&self) -> Duration {
         self.timeout
     }
@@ -258,26 +274,31 @@ impl DelayedOperation for ShutsDown {
         false
     }
     fn on_complete(&mut self, outcome: Outcome) {
-        if outcome == Outcome::Expired {
-            if let Some(p) = self.purgatory.get() {
+        if outcome == Outcome::Expired && self.shut_down_on_expiry {
+            if let Some(p) = &self.purgatory {
                 p.shutdown();
             }
         }
     }
 }
 
+impl Drop for HoldsPurgatory {
+    fn drop(&mut self) {
+        drop(self.purgatory.take());
+        self.let_go.store(true, Ordering::SeqCst);
+    }
+}
+
 #[test]
 fn a_callback_on_a_purgatory_thread_may_shut_the_purgatory_down() {
     for kind in KINDS {
-        let slot = Arc::new(std::sync::OnceLock::new());
-        let p = Arc::new(threaded::<ShutsDown>(kind, 2));
-        let _ = slot.set(Arc::clone(&p));
-        let op = |ms| ShutsDown {
-            purgatory: Arc::clone(&slot),
-            timeout: Duration::from_millis(ms),
-        };
-        let waiting = p.try_complete_else_watch(op(60_000), &[1]).unwrap();
-        let fatal = p.try_complete_else_watch(op(5), &[1]).unwrap();
+        let p = Arc::new(threaded::<HoldsPurgatory>(kind, 2));
+        let waiting = p
+            .try_complete_else_watch(HoldsPurgatory::new(&p, 60_000), &[1])
+            .unwrap();
+        let mut fatal = HoldsPurgatory::new(&p, 5);
+        fatal.shut_down_on_expiry = true;
+        let fatal = p.try_complete_else_watch(fatal, &[1]).unwrap();
         let done = fatal.wait_timeout(PATIENCE).expect("expired in time");
         assert_eq!(done.outcome, Outcome::Expired);
         let rest = waiting
@@ -287,31 +308,9 @@ fn a_callback_on_a_purgatory_thread_may_shut_the_purgatory_down() {
         // The worker did not try to join itself (which fails, and would
         // count as the callback's panic), and the shutdown is in force.
         assert_eq!(p.metrics().panics, 0);
-        assert!(p.try_complete_else_watch(op(5), &[1]).is_err());
-    }
-}
-
-/// Holds a reference to its own purgatory, and says when letting go of it
-/// (which may shut the purgatory down) has returned.
-struct HoldsPurgatory {
-    purgatory: Option<Arc<Purgatory<u32, HoldsPurgatory>>>,
-    let_go: Arc<AtomicBool>,
-}
-
-impl DelayedOperation for HoldsPurgatory {
-    fn timeout(&self) -> Duration {
-        Duration::from_millis(20)
-    }
-    fn try_complete(&mut self) -> bool {
-        false
-    }
-    fn on_complete(&mut self, _: Outcome) {}
-}
-
-impl Drop for HoldsPurgatory {
-    fn drop(&mut self) {
-        drop(self.purgatory.take());
-        self.let_go.store(true, Ordering::SeqCst);
+        assert!(p
+            .try_complete_else_watch(HoldsPurgatory::new(&p, 5), &[1])
+            .is_err());
     }
 }
 
@@ -328,11 +327,8 @@ fn the_last_reference_may_go_on_the_timer_thread() {
         },
         1,
     ));
-    let let_go = Arc::new(AtomicBool::new(false));
-    let op = HoldsPurgatory {
-        purgatory: Some(Arc::clone(&p)),
-        let_go: Arc::clone(&let_go),
-    };
+    let op = HoldsPurgatory::new(&p, 20);
+    let let_go = Arc::clone(&op.let_go);
     drop(p.try_complete_else_watch(op, &[1]).unwrap());
     // Cancelling takes the key's list away; the heap entry is left.
     assert_eq!(p.cancel_for_key(&1), 1);
