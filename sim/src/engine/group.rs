@@ -1,0 +1,86 @@
+//! The consumer group: members' heartbeats, each session parked in the
+//! coordinator's purgatory until its next heartbeat or its timeout.
+
+use super::{micros, Engine, Event};
+use crate::ops::DelayedHeartbeat;
+use crate::stats::Check;
+use purgatory::Outcome;
+use std::sync::Arc;
+use std::time::Instant;
+
+impl Engine {
+    pub(super) fn heartbeat(&mut self, member: u32) {
+        let m = member as usize;
+        if self.members[m].silent {
+            return;
+        }
+        if self.stopping {
+            if let Some(session) = self.members[m].session.take() {
+                session.force_complete();
+            }
+            return;
+        }
+        self.members[m].last_heartbeat = self.now;
+        let extended = match &self.members[m].session {
+            Some(session) => session.reset_timeout(self.cfg.session_timeout),
+            None => false,
+        };
+        if extended {
+            self.stats.heartbeats += 1;
+        } else {
+            let op = DelayedHeartbeat {
+                member,
+                session_timeout: self.cfg.session_timeout,
+                clock: Arc::clone(&self.clock),
+                replies: self.replies_tx.clone(),
+            };
+            match self.brokers[0]
+                .sessions
+                .try_complete_else_watch(op, &[member])
+            {
+                Ok(session) => {
+                    self.members[m].session = Some(session);
+                    self.members[m].joins += 1;
+                }
+                Err(_) => self.stats.violation(
+                    Check::ExactlyOnce,
+                    format!("member {member} refused by a running purgatory"),
+                ),
+            }
+        }
+        let at = self.now + micros(self.cfg.heartbeat_interval);
+        self.schedule(at, Event::Heartbeat { member });
+    }
+
+    pub(super) fn session_reply(&mut self, member: u32, outcome: Outcome, at: Instant) {
+        let at = self.at_micros(at);
+        let m = &mut self.members[member as usize];
+        m.ends += 1;
+        // In real time the answer can trail a re-join: keep a live session.
+        if m.session.as_ref().is_some_and(|s| s.is_completed()) {
+            m.session = None;
+        }
+        let last = m.last_heartbeat;
+        match outcome {
+            Outcome::Expired => {
+                self.stats.sessions_expired += 1;
+                if at < last + micros(self.cfg.session_timeout) {
+                    self.stats.violation(
+                        Check::EarlyExpiry,
+                        format!(
+                            "member {member}'s session expired {} µs after its last heartbeat",
+                            at - last
+                        ),
+                    );
+                }
+            }
+            Outcome::Completed => self.stats.sessions_left += 1,
+            Outcome::Cancelled | Outcome::Shutdown => {
+                self.stats.violation(
+                    Check::ExactlyOnce,
+                    format!("member {member}'s session ended by {outcome}"),
+                );
+            }
+        }
+    }
+}
