@@ -1,9 +1,16 @@
-//! The purgatory: submission, checks by key, cancellation, the timer thread
-//! and shutdown.
+//! The purgatory: submission, checks by key, cancellation and shutdown,
+//! and the state its handles and threads share. How it is built is in
+//! `builder.rs`, its timer thread and workers in `threads.rs`.
+
+mod builder;
+mod threads;
+
+pub use builder::{Driver, PurgatoryBuilder};
+use threads::Threads;
 
 use crate::caught;
 use crate::cell::{Cell, Pending};
-use crate::error::{ConfigError, SubmitError};
+use crate::error::SubmitError;
 use crate::handle::Delayed;
 use crate::metrics::{Counters, PurgatoryMetrics};
 use crate::outcome::Outcome;
@@ -13,158 +20,14 @@ use crate::unchecked::prefetch;
 use crate::unchecked::{Request, Served};
 use crate::watchers::Watchers;
 use crate::DelayedOperation;
-use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 use std::borrow::Borrow;
 use std::hash::Hash;
-use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::thread::{JoinHandle, Thread};
+use std::thread::Thread;
 use std::time::Duration;
-use timing_wheel::{Clock, SystemClock, TickScale};
-
-/// Who moves the purgatory's time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    /// A timer thread sleeps until the next deadline (woken early when an
-    /// earlier one is inserted) and hands expired operations to
-    /// `expiration_threads` workers, so a slow callback never delays other
-    /// expirations.
-    Thread {
-        /// Workers that run expired operations' callbacks.
-        expiration_threads: usize,
-    },
-    /// No thread: the owner calls [`Purgatory::advance_clock`], which
-    /// expires what is due on the calling thread. For tests and simulations
-    /// with a [`ManualClock`](timing_wheel::ManualClock).
-    Manual,
-}
-
-/// Builds a [`Purgatory`]. Defaults: the timing wheel, a timer thread with
-/// one expiration worker, the system clock, 1 ms ticks, 32 shards.
-pub struct PurgatoryBuilder<K, O> {
-    _types: PhantomData<fn() -> (K, O)>,
-    name: String,
-    timer: TimerKind,
-    driver: Driver,
-    clock: Arc<dyn Clock>,
-    tick: Duration,
-    shards: usize,
-    spare_cells: usize,
-}
-
-impl<K, O> PurgatoryBuilder<K, O>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    O: DelayedOperation,
-{
-    /// Which timer: the wheel (default) or the DelayQueue baseline.
-    pub fn timer(mut self, timer: TimerKind) -> Self {
-        self.timer = timer;
-        self
-    }
-
-    /// Who moves time: a timer thread (default) or the owner.
-    pub fn driver(mut self, driver: Driver) -> Self {
-        self.driver = driver;
-        self
-    }
-
-    /// Manual driving with this clock: shorthand for
-    /// `.driver(Driver::Manual).clock(clock)`.
-    pub fn manual(self, clock: impl Clock) -> Self {
-        self.driver(Driver::Manual).clock(clock)
-    }
-
-    /// The clock deadlines are measured on.
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Arc::new(clock);
-        self
-    }
-
-    /// The timer's resolution: operations expire at most one tick late.
-    pub fn tick(mut self, tick: Duration) -> Self {
-        self.tick = tick;
-        self
-    }
-
-    /// How many independently locked parts the map from keys to watch
-    /// lists is split into (each key's list also has its own lock). Rounded
-    /// up to a power of two between 2 and 65,536.
-    pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = shards;
-        self
-    }
-
-    /// How many answered operations' cells are kept for reuse by later
-    /// submissions (default 1,024; 0 keeps none). A cell is kept when the
-    /// last reference to an answered operation goes, whether its handle's
-    /// or the purgatory's own (a handle dropped at submission); it holds
-    /// none of the user's data then.
-    /// Reuse spares the allocator the cross-thread frees of a broker, where
-    /// one thread submits and another answers; what it costs is this many
-    /// cells' memory held while the purgatory runs (`metrics().spare_cells`).
-    pub fn spare_cells(mut self, cells: usize) -> Self {
-        self.spare_cells = cells;
-        self
-    }
-
-    /// Starts the purgatory (and its threads, with [`Driver::Thread`]).
-    ///
-    /// # Errors
-    /// A zero tick, shard count, worker count or purge interval, or a
-    /// thread the system would not start.
-    pub fn build(self) -> Result<Purgatory<K, O>, ConfigError> {
-        if self.shards == 0 {
-            return Err(ConfigError::ZeroShards);
-        }
-        let shards = self.shards.clamp(2, MAX_SHARDS).next_power_of_two();
-        let purge_interval = match self.timer {
-            TimerKind::DelayQueue { purge_interval: 0 } => {
-                return Err(ConfigError::ZeroPurgeInterval)
-            }
-            TimerKind::DelayQueue { purge_interval } => Some(purge_interval),
-            TimerKind::Wheel => None,
-        };
-        if let Driver::Thread {
-            expiration_threads: 0,
-        } = self.driver
-        {
-            return Err(ConfigError::ZeroExpirationThreads);
-        }
-        let scale =
-            TickScale::new(self.clock.now(), self.tick).map_err(|_| ConfigError::ZeroTick)?;
-        let shared = Arc::new(Shared {
-            name: self.name,
-            kind: self.timer,
-            clock: self.clock,
-            scale,
-            timer: TimerQueue::new(self.timer),
-            watchers: Watchers::new(shards, purge_interval.is_some()),
-            counters: Counters::new(),
-            spare: SpareCells::new(self.spare_cells),
-            shutting_down: AtomicBool::new(false),
-            timer_thread: OnceLock::new(),
-            purge_interval,
-            since_purge: AtomicU64::new(0),
-            submitted: AtomicU64::new(0),
-        });
-        let threads = match self.driver {
-            Driver::Manual => None,
-            Driver::Thread { expiration_threads } => {
-                Some(Threads::start(&shared, expiration_threads)?)
-            }
-        };
-        Ok(Purgatory {
-            shared,
-            threads: Mutex::new(threads),
-        })
-    }
-}
-
-/// The most map shards [`PurgatoryBuilder::shards`] accepts.
-const MAX_SHARDS: usize = 1 << 16;
+use timing_wheel::{Clock, TickScale};
 
 /// Parks delayed operations under keys and answers each exactly once.
 ///
@@ -209,28 +72,6 @@ pub(crate) struct Shared<K, O> {
     since_purge: AtomicU64,
     /// Operations submitted so far; numbers each one.
     submitted: AtomicU64,
-}
-
-impl<K, O> Purgatory<K, O>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    O: DelayedOperation,
-{
-    /// A builder for a purgatory named `name` (used in metrics and logs).
-    pub fn builder(name: impl Into<String>) -> PurgatoryBuilder<K, O> {
-        PurgatoryBuilder {
-            _types: PhantomData,
-            name: name.into(),
-            timer: TimerKind::Wheel,
-            driver: Driver::Thread {
-                expiration_threads: 1,
-            },
-            clock: Arc::new(SystemClock),
-            tick: Duration::from_millis(1),
-            shards: 32,
-            spare_cells: 1024,
-        }
-    }
 }
 
 impl<K, O> Purgatory<K, O>
@@ -634,131 +475,6 @@ impl<K, O> Shared<K, O> {
     pub(crate) fn recycle(&self, cell: &mut CellRef<K, O>) {
         if !self.shutting_down.load(Ordering::Relaxed) {
             self.spare.give_back(cell);
-        }
-    }
-}
-
-/// The timer thread and the expiration workers.
-struct Threads {
-    stop: Arc<AtomicBool>,
-    timer: JoinHandle<()>,
-    workers: Workers,
-}
-
-/// The expiration workers, and the channel that feeds them.
-struct Workers {
-    /// Dropping every sender lets the workers finish the queue and exit.
-    feed: Box<dyn Send>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl Threads {
-    fn start<K, O>(shared: &Arc<Shared<K, O>>, workers: usize) -> Result<Self, ConfigError>
-    where
-        K: Hash + Eq + Clone + Send + Sync + 'static,
-        O: DelayedOperation,
-    {
-        let (tx, rx) = crossbeam_channel::unbounded::<Vec<CellRef<K, O>>>();
-        let spawn_err = |e: std::io::Error| ConfigError::Spawn(e.to_string());
-        let mut worker_threads = Vec::with_capacity(workers);
-        for n in 0..workers {
-            let rx: Receiver<Vec<CellRef<K, O>>> = rx.clone();
-            let shared = Arc::clone(shared);
-            let worker = std::thread::Builder::new()
-                .name(format!("{}-expiration-{n}", shared.name))
-                .spawn(move || {
-                    for batch in rx {
-                        shared.drive_all(batch, Request::Force(Outcome::Expired));
-                    }
-                })
-                .map_err(spawn_err)?;
-            worker_threads.push(worker);
-        }
-        let timer_shared = Arc::clone(shared);
-        let stop = Arc::new(AtomicBool::new(false));
-        let timer_stop = Arc::clone(&stop);
-        let timer_tx = tx.clone();
-        let timer = std::thread::Builder::new()
-            .name(format!("{}-timer", shared.name))
-            .spawn(move || timer_loop(&timer_shared, &timer_stop, &timer_tx))
-            .map_err(spawn_err)?;
-        // Set once, here, before any submission can need it.
-        let _ = shared.timer_thread.set(timer.thread().clone());
-        Ok(Threads {
-            stop,
-            timer,
-            workers: Workers {
-                feed: Box::new(tx),
-                threads: worker_threads,
-            },
-        })
-    }
-
-    /// Stops and joins the timer thread; the workers go on with their queue.
-    /// `None` when this is the timer thread (an operation dropped there let
-    /// go of the last reference to the purgatory): it holds a sender of
-    /// the workers' channel, so they cannot finish before it returns, and
-    /// are left to finish on their own.
-    fn stop_timer(self) -> Option<Workers> {
-        self.stop.store(true, Ordering::SeqCst);
-        self.timer.thread().unpark();
-        if is_current(&self.timer) {
-            return None;
-        }
-        join_logged(self.timer, "timer thread");
-        Some(self.workers)
-    }
-}
-
-impl Workers {
-    fn join(self) {
-        drop(self.feed);
-        for worker in self.threads {
-            // A callback on this very worker may be shutting down (or
-            // dropping the last reference): a thread cannot wait for
-            // itself. It drains the queue once the callback returns.
-            if !is_current(&worker) {
-                join_logged(worker, "expiration worker");
-            }
-        }
-    }
-}
-
-fn is_current(thread: &JoinHandle<()>) -> bool {
-    thread.thread().id() == std::thread::current().id()
-}
-
-fn join_logged(thread: JoinHandle<()>, what: &str) {
-    // The loops catch callback panics; a join error would be ours.
-    if thread.join().is_err() {
-        tracing::error!("purgatory {what} panicked");
-    }
-}
-
-/// Sleeps until the next deadline (or a wake-up), expires what is due, and
-/// hands the expired operations to the workers.
-fn timer_loop<K, O>(
-    shared: &Shared<K, O>,
-    stop: &AtomicBool,
-    to_workers: &Sender<Vec<CellRef<K, O>>>,
-) where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    O: DelayedOperation,
-{
-    while !stop.load(Ordering::SeqCst) {
-        let mut due = Vec::new();
-        let next = shared
-            .timer
-            .expire(shared.scale.now_tick(shared.clock.now()), &mut due, true);
-        if !due.is_empty() && to_workers.send(due).is_err() {
-            break;
-        }
-        // An insert with an earlier deadline after `expire` recorded the
-        // wake-up time unparks us; an unpark before we park makes park
-        // return at once, so none is missed.
-        match next.and_then(|tick| shared.scale.instant_of(tick)) {
-            Some(at) => std::thread::park_timeout(at.saturating_duration_since(shared.clock.now())),
-            None => std::thread::park(),
         }
     }
 }

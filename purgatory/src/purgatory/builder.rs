@@ -1,0 +1,182 @@
+//! How a purgatory is configured and started: its timer, who drives its
+//! time, its clock and tick, its map shards and spare cells.
+
+use super::threads::Threads;
+use super::{Purgatory, Shared};
+use crate::error::ConfigError;
+use crate::metrics::Counters;
+use crate::spare_cells::SpareCells;
+use crate::timer_queue::{TimerKind, TimerQueue};
+use crate::watchers::Watchers;
+use crate::DelayedOperation;
+use parking_lot::Mutex;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use timing_wheel::{Clock, SystemClock, TickScale};
+
+/// Who moves the purgatory's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// A timer thread sleeps until the next deadline (woken early when an
+    /// earlier one is inserted) and hands expired operations to
+    /// `expiration_threads` workers, so a slow callback never delays other
+    /// expirations.
+    Thread {
+        /// Workers that run expired operations' callbacks.
+        expiration_threads: usize,
+    },
+    /// No thread: the owner calls [`Purgatory::advance_clock`], which
+    /// expires what is due on the calling thread. For tests and simulations
+    /// with a [`ManualClock`](timing_wheel::ManualClock).
+    Manual,
+}
+
+/// Builds a [`Purgatory`]. Defaults: the timing wheel, a timer thread with
+/// one expiration worker, the system clock, 1 ms ticks, 32 shards.
+pub struct PurgatoryBuilder<K, O> {
+    _types: PhantomData<fn() -> (K, O)>,
+    name: String,
+    timer: TimerKind,
+    driver: Driver,
+    clock: Arc<dyn Clock>,
+    tick: Duration,
+    shards: usize,
+    spare_cells: usize,
+}
+
+impl<K, O> PurgatoryBuilder<K, O>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    /// Which timer: the wheel (default) or the DelayQueue baseline.
+    pub fn timer(mut self, timer: TimerKind) -> Self {
+        self.timer = timer;
+        self
+    }
+
+    /// Who moves time: a timer thread (default) or the owner.
+    pub fn driver(mut self, driver: Driver) -> Self {
+        self.driver = driver;
+        self
+    }
+
+    /// Manual driving with this clock: shorthand for
+    /// `.driver(Driver::Manual).clock(clock)`.
+    pub fn manual(self, clock: impl Clock) -> Self {
+        self.driver(Driver::Manual).clock(clock)
+    }
+
+    /// The clock deadlines are measured on.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The timer's resolution: operations expire at most one tick late.
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// How many independently locked parts the map from keys to watch
+    /// lists is split into (each key's list also has its own lock). Rounded
+    /// up to a power of two between 2 and 65,536.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// How many answered operations' cells are kept for reuse by later
+    /// submissions (default 1,024; 0 keeps none). A cell is kept when the
+    /// last reference to an answered operation goes, whether its handle's
+    /// or the purgatory's own (a handle dropped at submission); it holds
+    /// none of the user's data then.
+    /// Reuse spares the allocator the cross-thread frees of a broker, where
+    /// one thread submits and another answers; what it costs is this many
+    /// cells' memory held while the purgatory runs (`metrics().spare_cells`).
+    pub fn spare_cells(mut self, cells: usize) -> Self {
+        self.spare_cells = cells;
+        self
+    }
+
+    /// Starts the purgatory (and its threads, with [`Driver::Thread`]).
+    ///
+    /// # Errors
+    /// A zero tick, shard count, worker count or purge interval, or a
+    /// thread the system would not start.
+    pub fn build(self) -> Result<Purgatory<K, O>, ConfigError> {
+        if self.shards == 0 {
+            return Err(ConfigError::ZeroShards);
+        }
+        let shards = self.shards.clamp(2, MAX_SHARDS).next_power_of_two();
+        let purge_interval = match self.timer {
+            TimerKind::DelayQueue { purge_interval: 0 } => {
+                return Err(ConfigError::ZeroPurgeInterval)
+            }
+            TimerKind::DelayQueue { purge_interval } => Some(purge_interval),
+            TimerKind::Wheel => None,
+        };
+        if let Driver::Thread {
+            expiration_threads: 0,
+        } = self.driver
+        {
+            return Err(ConfigError::ZeroExpirationThreads);
+        }
+        let scale =
+            TickScale::new(self.clock.now(), self.tick).map_err(|_| ConfigError::ZeroTick)?;
+        let shared = Arc::new(Shared {
+            name: self.name,
+            kind: self.timer,
+            clock: self.clock,
+            scale,
+            timer: TimerQueue::new(self.timer),
+            watchers: Watchers::new(shards, purge_interval.is_some()),
+            counters: Counters::new(),
+            spare: SpareCells::new(self.spare_cells),
+            shutting_down: AtomicBool::new(false),
+            timer_thread: OnceLock::new(),
+            purge_interval,
+            since_purge: AtomicU64::new(0),
+            submitted: AtomicU64::new(0),
+        });
+        let threads = match self.driver {
+            Driver::Manual => None,
+            Driver::Thread { expiration_threads } => {
+                Some(Threads::start(&shared, expiration_threads)?)
+            }
+        };
+        Ok(Purgatory {
+            shared,
+            threads: Mutex::new(threads),
+        })
+    }
+}
+
+/// The most map shards [`PurgatoryBuilder::shards`] accepts.
+const MAX_SHARDS: usize = 1 << 16;
+
+impl<K, O> Purgatory<K, O>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    /// A builder for a purgatory named `name` (used in metrics and logs).
+    pub fn builder(name: impl Into<String>) -> PurgatoryBuilder<K, O> {
+        PurgatoryBuilder {
+            _types: PhantomData,
+            name: name.into(),
+            timer: TimerKind::Wheel,
+            driver: Driver::Thread {
+                expiration_threads: 1,
+            },
+            clock: Arc::new(SystemClock),
+            tick: Duration::from_millis(1),
+            shards: 32,
+            spare_cells: 1024,
+        }
+    }
+}

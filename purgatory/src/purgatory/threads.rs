@@ -1,0 +1,143 @@
+//! The timer thread, which sleeps until the next deadline and expires what
+//! is due, and the expiration workers, which run the expired operations'
+//! callbacks; and how they are stopped, from any thread, their own included.
+
+use super::Shared;
+use crate::error::ConfigError;
+use crate::outcome::Outcome;
+use crate::timer_queue::CellRef;
+use crate::unchecked::Request;
+use crate::DelayedOperation;
+use crossbeam_channel::{Receiver, Sender};
+use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// The timer thread and the expiration workers.
+pub(super) struct Threads {
+    stop: Arc<AtomicBool>,
+    timer: JoinHandle<()>,
+    workers: Workers,
+}
+
+/// The expiration workers, and the channel that feeds them.
+pub(super) struct Workers {
+    /// Dropping every sender lets the workers finish the queue and exit.
+    feed: Box<dyn Send>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Threads {
+    pub(super) fn start<K, O>(
+        shared: &Arc<Shared<K, O>>,
+        workers: usize,
+    ) -> Result<Self, ConfigError>
+    where
+        K: Hash + Eq + Clone + Send + Sync + 'static,
+        O: DelayedOperation,
+    {
+        let (tx, rx) = crossbeam_channel::unbounded::<Vec<CellRef<K, O>>>();
+        let spawn_err = |e: std::io::Error| ConfigError::Spawn(e.to_string());
+        let mut worker_threads = Vec::with_capacity(workers);
+        for n in 0..workers {
+            let rx: Receiver<Vec<CellRef<K, O>>> = rx.clone();
+            let shared = Arc::clone(shared);
+            let worker = std::thread::Builder::new()
+                .name(format!("{}-expiration-{n}", shared.name))
+                .spawn(move || {
+                    for batch in rx {
+                        shared.drive_all(batch, Request::Force(Outcome::Expired));
+                    }
+                })
+                .map_err(spawn_err)?;
+            worker_threads.push(worker);
+        }
+        let timer_shared = Arc::clone(shared);
+        let stop = Arc::new(AtomicBool::new(false));
+        let timer_stop = Arc::clone(&stop);
+        let timer_tx = tx.clone();
+        let timer = std::thread::Builder::new()
+            .name(format!("{}-timer", shared.name))
+            .spawn(move || timer_loop(&timer_shared, &timer_stop, &timer_tx))
+            .map_err(spawn_err)?;
+        // Set once, here, before any submission can need it.
+        let _ = shared.timer_thread.set(timer.thread().clone());
+        Ok(Threads {
+            stop,
+            timer,
+            workers: Workers {
+                feed: Box::new(tx),
+                threads: worker_threads,
+            },
+        })
+    }
+
+    /// Stops and joins the timer thread; the workers go on with their queue.
+    /// `None` when this is the timer thread (an operation dropped there let
+    /// go of the last reference to the purgatory): it holds a sender of
+    /// the workers' channel, so they cannot finish before it returns, and
+    /// are left to finish on their own.
+    pub(super) fn stop_timer(self) -> Option<Workers> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.timer.thread().unpark();
+        if is_current(&self.timer) {
+            return None;
+        }
+        join_logged(self.timer, "timer thread");
+        Some(self.workers)
+    }
+}
+
+impl Workers {
+    pub(super) fn join(self) {
+        drop(self.feed);
+        for worker in self.threads {
+            // A callback on this very worker may be shutting down (or
+            // dropping the last reference): a thread cannot wait for
+            // itself. It drains the queue once the callback returns.
+            if !is_current(&worker) {
+                join_logged(worker, "expiration worker");
+            }
+        }
+    }
+}
+
+fn is_current(thread: &JoinHandle<()>) -> bool {
+    thread.thread().id() == std::thread::current().id()
+}
+
+fn join_logged(thread: JoinHandle<()>, what: &str) {
+    // The loops catch callback panics; a join error would be ours.
+    if thread.join().is_err() {
+        tracing::error!("purgatory {what} panicked");
+    }
+}
+
+/// Sleeps until the next deadline (or a wake-up), expires what is due, and
+/// hands the expired operations to the workers.
+fn timer_loop<K, O>(
+    shared: &Shared<K, O>,
+    stop: &AtomicBool,
+    to_workers: &Sender<Vec<CellRef<K, O>>>,
+) where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    while !stop.load(Ordering::SeqCst) {
+        let mut due = Vec::new();
+        let next = shared
+            .timer
+            .expire(shared.scale.now_tick(shared.clock.now()), &mut due, true);
+        if !due.is_empty() && to_workers.send(due).is_err() {
+            break;
+        }
+        // An insert with an earlier deadline after `expire` recorded the
+        // wake-up time unparks us; an unpark before we park makes park
+        // return at once, so none is missed.
+        match next.and_then(|tick| shared.scale.instant_of(tick)) {
+            Some(at) => std::thread::park_timeout(at.saturating_duration_since(shared.clock.now())),
+            None => std::thread::park(),
+        }
+    }
+}
