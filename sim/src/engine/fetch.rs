@@ -1,7 +1,7 @@
 //! Consumers: fetches sent to each leader, parked until `min.bytes` are
 //! available or `fetch.max.wait.ms` passes, and their answers.
 
-use super::{add_to_group, micros, Context, Engine, Event};
+use super::{add_to_group, micros, park, Context, Engine, Event};
 use crate::ops::DelayedFetch;
 use crate::ops::FetchPart;
 use crate::ops::PartStatus;
@@ -123,16 +123,10 @@ impl Engine {
             clock: Arc::clone(&self.clock),
             replies: self.replies_tx.clone(),
         };
-        if self.brokers[b]
-            .fetch
-            .try_complete_else_watch(op, &keys)
-            .is_err()
-        {
-            self.stats.violation(
-                Check::ExactlyOnce,
-                format!("fetch {req} refused by a running purgatory"),
-            );
-        }
+        // Answered through its callback: the handle is not needed.
+        park(&mut self.stats, &self.brokers[b].fetch, op, &keys, || {
+            format!("fetch {req}")
+        });
     }
 
     pub(super) fn fetch_reply(

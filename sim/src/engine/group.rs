@@ -1,7 +1,7 @@
 //! The consumer group: members' heartbeats, each session parked in the
 //! coordinator's purgatory until its next heartbeat or its timeout.
 
-use super::{micros, Engine, Event};
+use super::{micros, park, Engine, Event};
 use crate::ops::DelayedHeartbeat;
 use crate::stats::Check;
 use purgatory::Outcome;
@@ -34,18 +34,16 @@ impl Engine {
                 clock: Arc::clone(&self.clock),
                 replies: self.replies_tx.clone(),
             };
-            match self.brokers[0]
-                .sessions
-                .try_complete_else_watch(op, &[member])
-            {
-                Ok(session) => {
-                    self.members[m].session = Some(session);
-                    self.members[m].joins += 1;
-                }
-                Err(_) => self.stats.violation(
-                    Check::ExactlyOnce,
-                    format!("member {member} refused by a running purgatory"),
-                ),
+            let session = park(
+                &mut self.stats,
+                &self.brokers[0].sessions,
+                op,
+                &[member],
+                || format!("member {member}"),
+            );
+            if session.is_some() {
+                self.members[m].session = session;
+                self.members[m].joins += 1;
             }
         }
         let at = self.now + micros(self.cfg.heartbeat_interval);

@@ -15,7 +15,9 @@ use crate::ops::{DelayedFetch, DelayedHeartbeat, DelayedProduce, Reply};
 use crate::rng::{LogNormal, Rng};
 use crate::stats::{Check, Kind, Stats};
 use crossbeam_channel::{Receiver, Sender};
-use purgatory::{Clock, Delayed, Driver, ManualClock, Purgatory, SystemClock, TimerKind};
+use purgatory::{
+    Clock, Delayed, DelayedOperation, Driver, ManualClock, Purgatory, SystemClock, TimerKind,
+};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -492,6 +494,29 @@ impl Engine {
                 outcome,
                 at,
             } => self.session_reply(member, outcome, at),
+        }
+    }
+}
+
+/// Parks `op` under `keys`. A running purgatory refuses nothing with keys:
+/// a refusal would leave the request unanswered, so it is recorded as a
+/// violation, named by `what`.
+fn park<O: DelayedOperation>(
+    stats: &mut Stats,
+    purgatory: &Purgatory<u32, O>,
+    op: O,
+    keys: &[u32],
+    what: impl FnOnce() -> String,
+) -> Option<Delayed<u32, O>> {
+    match purgatory.try_complete_else_watch(op, keys) {
+        Ok(handle) => Some(handle),
+        Err(_) => {
+            let what = what();
+            stats.violation(
+                Check::ExactlyOnce,
+                format!("{what} refused by a running purgatory"),
+            );
+            None
         }
     }
 }

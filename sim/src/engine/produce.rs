@@ -2,7 +2,7 @@
 //! produces parked until the in-sync replicas have the data, and answers
 //! back at the producer (retries included).
 
-use super::{add_to_group, micros, Context, Engine, Event, MAX_RETRIES};
+use super::{add_to_group, micros, park, Context, Engine, Event, MAX_RETRIES};
 use crate::ops::DelayedProduce;
 use crate::ops::PartStatus;
 use crate::ops::ProducePart;
@@ -146,16 +146,10 @@ impl Engine {
             clock: Arc::clone(&self.clock),
             replies: self.replies_tx.clone(),
         };
-        if self.brokers[b]
-            .produce
-            .try_complete_else_watch(op, &keys)
-            .is_err()
-        {
-            self.stats.violation(
-                Check::ExactlyOnce,
-                format!("produce {req} refused by a running purgatory"),
-            );
-        }
+        // Answered through its callback: the handle is not needed.
+        park(&mut self.stats, &self.brokers[b].produce, op, &keys, || {
+            format!("produce {req}")
+        });
     }
 
     pub(super) fn produce_reply(
