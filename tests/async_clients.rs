@@ -101,8 +101,10 @@ fn run(kind: TimerKind) {
 
         // Appends: each raises every partition's high watermark by one and
         // checks its key. Partition 3's leadership moves away halfway. They
-        // start once every request is in, so that each outcome occurs
-        // however slowly the clients were scheduled.
+        // start once every request is in, so that completions, the cancel
+        // and the shutdown each answer some awaited request however slowly
+        // the clients were scheduled (a request needing more than 30
+        // appends is never completed by its condition).
         let appends = {
             let (purgatory, broker) = (Arc::clone(&purgatory), Arc::clone(&broker));
             tokio::spawn(async move {
@@ -172,7 +174,7 @@ fn run(kind: TimerKind) {
     );
     assert_eq!(m.panics, 0);
     // The awaited handles saw a share of each outcome the metrics counted.
-    for outcome in [Outcome::Completed, Outcome::Cancelled] {
+    for outcome in [Outcome::Completed, Outcome::Cancelled, Outcome::Shutdown] {
         assert!(awaited.contains(&outcome), "no awaited request {outcome}");
     }
     let seen = |o: Outcome| awaited.iter().filter(|&&a| a == o).count() as u64;
