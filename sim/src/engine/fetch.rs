@@ -124,9 +124,13 @@ impl Engine {
             replies: self.replies_tx.clone(),
         };
         // Answered through its callback: the handle is not needed.
-        park(&mut self.stats, &self.brokers[b].fetch, op, &keys, || {
-            format!("fetch {req}")
-        });
+        park(
+            &mut self.stats,
+            &self.brokers[b].fetch,
+            op,
+            &keys,
+            ("fetch", req),
+        );
     }
 
     pub(super) fn fetch_reply(
@@ -136,14 +140,7 @@ impl Engine {
         parts: Vec<(u32, u64, u64, PartStatus)>,
         at: Instant,
     ) {
-        let at = self.at_micros(at);
-        self.stats.answered(req);
-        if outcome == Outcome::Shutdown {
-            self.stats.violation(
-                Check::EmptyAtEnd,
-                format!("fetch {req} was still pending at the end"),
-            );
-        }
+        let at = self.answer_came("fetch", req, outcome, at);
         let (broker, arrived_at, follower, max_wait, min_bytes) = match &self.contexts[req as usize]
         {
             Context::Fetch {
@@ -177,15 +174,8 @@ impl Engine {
                 format!("fetch {req} answered early with {bytes} < min.bytes {min_bytes}"),
             );
         }
-        if outcome == Outcome::Expired && at < arrived_at + micros(max_wait) {
-            self.stats.violation(
-                Check::EarlyExpiry,
-                format!(
-                    "fetch {req} expired {} µs before max.wait",
-                    arrived_at + micros(max_wait) - at
-                ),
-            );
-        }
+        let due = arrived_at + micros(max_wait);
+        self.check_expiry("fetch", req, outcome, at, due, "max.wait");
         for &(p, offset, n, status) in &parts {
             let part = &mut self.partitions[p as usize];
             if status != PartStatus::Ok || n == 0 {

@@ -39,7 +39,7 @@ impl Engine {
                 &self.brokers[0].sessions,
                 op,
                 &[member],
-                || format!("member {member}"),
+                ("member", member.into()),
             );
             if session.is_some() {
                 self.members[m].session = session;

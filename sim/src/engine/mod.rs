@@ -16,7 +16,8 @@ use crate::rng::{LogNormal, Rng};
 use crate::stats::{Check, Kind, Stats};
 use crossbeam_channel::{Receiver, Sender};
 use purgatory::{
-    Clock, Delayed, DelayedOperation, Driver, ManualClock, Purgatory, SystemClock, TimerKind,
+    Clock, Delayed, DelayedOperation, Driver, ManualClock, Outcome, Purgatory, SystemClock,
+    TimerKind,
 };
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -262,11 +263,8 @@ impl Engine {
                 broker.sessions.advance_clock();
             }
             self.drain_replies();
-            while self.queue.peek().is_some_and(|s| s.0.at <= self.now) {
-                let Some(Reverse(next)) = self.queue.pop() else {
-                    break;
-                };
-                self.handle(next.event);
+            while let Some(event) = self.pop_due() {
+                self.handle(event);
                 self.drain_replies();
             }
             self.sample_sizes();
@@ -280,11 +278,8 @@ impl Engine {
         loop {
             self.now = micros(self.clock.now().saturating_duration_since(self.start));
             self.drain_replies();
-            if self.queue.peek().is_some_and(|s| s.0.at <= self.now) {
-                let Some(Reverse(next)) = self.queue.pop() else {
-                    break;
-                };
-                self.handle(next.event);
+            if let Some(event) = self.pop_due() {
+                self.handle(event);
                 self.drain_replies();
                 self.sample_sizes();
                 continue;
@@ -381,6 +376,14 @@ impl Engine {
         }));
     }
 
+    /// The next event due by now, taken off the queue.
+    fn pop_due(&mut self) -> Option<Event> {
+        if self.queue.peek()?.0.at > self.now {
+            return None;
+        }
+        self.queue.pop().map(|Reverse(s)| s.event)
+    }
+
     /// The next deadline of a pending operation. A purgatory with nothing
     /// pending is skipped: the DelayQueue baseline still holds completed
     /// entries, and waking for those would only stretch the run.
@@ -419,6 +422,39 @@ impl Engine {
 
     fn at_micros(&self, at: Instant) -> u64 {
         micros(at.saturating_duration_since(self.start))
+    }
+
+    /// Records the purgatory's answer to request `req` (`what` names its
+    /// kind) and returns when it came (µs). An answer by the shutdown
+    /// means the request was still pending at the end.
+    fn answer_came(&mut self, what: &str, req: u64, outcome: Outcome, at: Instant) -> u64 {
+        self.stats.answered(req);
+        if outcome == Outcome::Shutdown {
+            self.stats.violation(
+                Check::EmptyAtEnd,
+                format!("{what} {req} was still pending at the end"),
+            );
+        }
+        self.at_micros(at)
+    }
+
+    /// An expiry that came `at` must not come before `due`, the request's
+    /// arrival plus its wait (`wait` names the setting).
+    fn check_expiry(
+        &mut self,
+        what: &str,
+        req: u64,
+        outcome: Outcome,
+        at: u64,
+        due: u64,
+        wait: &str,
+    ) {
+        if outcome == Outcome::Expired && at < due {
+            self.stats.violation(
+                Check::EarlyExpiry,
+                format!("{what} {req} expired {} µs before {wait}", due - at),
+            );
+        }
     }
 
     /// Time for `bytes` to leave `broker`'s link, queued behind what is already on it.
@@ -500,21 +536,20 @@ impl Engine {
 
 /// Parks `op` under `keys`. A running purgatory refuses nothing with keys:
 /// a refusal would leave the request unanswered, so it is recorded as a
-/// violation, named by `what`.
+/// violation, naming the request as `what id`.
 fn park<O: DelayedOperation>(
     stats: &mut Stats,
     purgatory: &Purgatory<u32, O>,
     op: O,
     keys: &[u32],
-    what: impl FnOnce() -> String,
+    (what, id): (&str, u64),
 ) -> Option<Delayed<u32, O>> {
     match purgatory.try_complete_else_watch(op, keys) {
         Ok(handle) => Some(handle),
         Err(_) => {
-            let what = what();
             stats.violation(
                 Check::ExactlyOnce,
-                format!("{what} refused by a running purgatory"),
+                format!("{what} {id} refused by a running purgatory"),
             );
             None
         }

@@ -147,9 +147,13 @@ impl Engine {
             replies: self.replies_tx.clone(),
         };
         // Answered through its callback: the handle is not needed.
-        park(&mut self.stats, &self.brokers[b].produce, op, &keys, || {
-            format!("produce {req}")
-        });
+        park(
+            &mut self.stats,
+            &self.brokers[b].produce,
+            op,
+            &keys,
+            ("produce", req),
+        );
     }
 
     pub(super) fn produce_reply(
@@ -159,14 +163,7 @@ impl Engine {
         parts: Vec<(u32, u64, PartStatus)>,
         at: Instant,
     ) {
-        let at = self.at_micros(at);
-        self.stats.answered(req);
-        if outcome == Outcome::Shutdown {
-            self.stats.violation(
-                Check::EmptyAtEnd,
-                format!("produce {req} was still pending at the end"),
-            );
-        }
+        let at = self.answer_came("produce", req, outcome, at);
         let Context::Produce {
             early, arrived_at, ..
         } = &self.contexts[req as usize]
@@ -174,15 +171,8 @@ impl Engine {
             return;
         };
         let (mut statuses, arrived_at) = (early.clone(), *arrived_at);
-        if outcome == Outcome::Expired && at < arrived_at + micros(self.cfg.produce_timeout) {
-            self.stats.violation(
-                Check::EarlyExpiry,
-                format!(
-                    "produce {req} expired {} µs before its timeout",
-                    arrived_at + micros(self.cfg.produce_timeout) - at
-                ),
-            );
-        }
+        let due = arrived_at + micros(self.cfg.produce_timeout);
+        self.check_expiry("produce", req, outcome, at, due, "its timeout");
         for (p, required, status) in parts {
             if status == PartStatus::Ok && self.partitions[p as usize].hw < required {
                 let hw = self.partitions[p as usize].hw;
