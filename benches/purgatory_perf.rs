@@ -169,6 +169,69 @@ fn peak_rss_mib() -> f64 {
     usage.ru_maxrss as f64 / 1024.0
 }
 
+/// The completion thread's queue (Kafka's CompletionQueue): each request
+/// in the 1 ms bucket of its completion time, on a ring of buckets one
+/// timeout long. Only requests that complete before their timeout are
+/// handed over, so none lies a lap ahead. A bucket is a `Vec` filled and
+/// drained in order: the benchmark's own queue costs a sequential walk per
+/// millisecond, not a cache miss per request, leaving the misses to the
+/// purgatory under test.
+struct CompletionRing {
+    origin: Instant,
+    buckets: Vec<Vec<Delayed<u64, FakeOperation>>>,
+    /// The first millisecond (since `origin`) whose bucket has not fired.
+    next: u64,
+    len: usize,
+}
+
+impl CompletionRing {
+    /// A ring for completion times up to `span` after the last call to
+    /// [`complete_until`](Self::complete_until).
+    fn new(origin: Instant, span: Duration) -> Self {
+        // Two more: the bucket being filled now, and the one of a request
+        // handed over in the millisecond after it was created.
+        let len = (span.as_millis() as usize + 2).next_power_of_two();
+        CompletionRing {
+            origin,
+            buckets: (0..len).map(|_| Vec::new()).collect(),
+            next: 0,
+            len: 0,
+        }
+    }
+
+    fn millis(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.origin).as_millis() as u64
+    }
+
+    /// Completes `handle` once `at` has passed (at once, if it has).
+    fn insert(&mut self, at: Instant, handle: Delayed<u64, FakeOperation>) {
+        let ms = self.millis(at).max(self.next);
+        let mask = self.buckets.len() as u64 - 1;
+        assert!(ms - self.next <= mask, "a completion beyond the ring");
+        self.buckets[(ms & mask) as usize].push(handle);
+        self.len += 1;
+    }
+
+    /// Force-completes every request whose millisecond has passed by `now`.
+    fn complete_until(&mut self, now: Instant) {
+        let mask = self.buckets.len() as u64 - 1;
+        let now = self.millis(now);
+        while self.next < now && self.len > 0 {
+            let bucket = &mut self.buckets[(self.next & mask) as usize];
+            self.len -= bucket.len();
+            for handle in bucket.drain(..) {
+                handle.force_complete();
+            }
+            self.next += 1;
+        }
+        self.next = self.next.max(now);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 struct RunResult {
     implementation: &'static str,
     target_rate: f64,
@@ -209,26 +272,26 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
     let (empty_tx, empty_rx) = crossbeam_channel::unbounded();
 
     // The completion thread: force-completes each request when its latency
-    // has passed (Kafka's CompletionQueue). It keeps them in a timing wheel
-    // of 1 ms ticks, and takes the generator's batches when it wakes for a
-    // tick: it never blocks on the channel, so that sending a batch costs
-    // the generator no wake-up (Kafka's `DelayQueue.offer` signals the
-    // completion thread only for a new earliest request).
+    // has passed (Kafka's CompletionQueue). It wakes every millisecond and
+    // takes the generator's batches then: it never blocks on the channel,
+    // so that sending a batch costs the generator no wake-up (Kafka's
+    // `DelayQueue.offer` signals the completion thread only for a new
+    // earliest request).
     // Named, so that a profile tells its samples from the generator's.
     let completer = std::thread::Builder::new()
         .name("completer".into())
         .spawn(move || {
-            let origin = Instant::now();
-            let mut queue: timing_wheel::Timer<Delayed<u64, FakeOperation>> =
-                timing_wheel::Timer::new(origin);
+            let mut queue = CompletionRing::new(Instant::now(), timeout);
             let mut open = true;
             while open || !queue.is_empty() {
+                // Before taking new requests: the ring then starts at the
+                // present, and every request handed over fits in it.
+                queue.complete_until(Instant::now());
                 loop {
                     match rx.try_recv() {
                         Ok(mut batch) => {
                             for (at, handle) in batch.drain(..) {
-                                // Infallible: far fewer than 2^31 are ever waiting.
-                                let _ = queue.insert_at(at, handle);
+                                queue.insert(at, handle);
                             }
                             let _ = empty_tx.send(batch);
                         }
@@ -239,16 +302,7 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
                         Err(crossbeam_channel::TryRecvError::Empty) => break,
                     }
                 }
-                queue.advance_to(Instant::now(), |_, handle| {
-                    handle.force_complete();
-                });
-                // At most one tick: batches arrive while it sleeps.
-                let wait = queue
-                    .next_expiration()
-                    .map_or(Duration::from_millis(1), |at| {
-                        at.saturating_duration_since(Instant::now())
-                    });
-                std::thread::sleep(wait.min(Duration::from_millis(1)));
+                std::thread::sleep(Duration::from_millis(1));
             }
         })
         .expect("spawn the completion thread");
