@@ -185,11 +185,11 @@ struct CompletionRing {
 }
 
 impl CompletionRing {
-    /// A ring for completion times up to `span` after the last call to
-    /// [`complete_until`](Self::complete_until).
+    /// A ring for completion times up to `span` after the present of the
+    /// last call to [`complete_until`](Self::complete_until).
     fn new(origin: Instant, span: Duration) -> Self {
-        // Two more: the bucket being filled now, and the one of a request
-        // handed over in the millisecond after it was created.
+        // Two more than the span's milliseconds: rounding the present and
+        // a latency down to whole milliseconds loses up to one each.
         let len = (span.as_millis() as usize + 2).next_power_of_two();
         CompletionRing {
             origin,
@@ -284,12 +284,13 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
             let mut queue = CompletionRing::new(Instant::now(), timeout);
             let mut open = true;
             while open || !queue.is_empty() {
-                // Before taking new requests: the ring then starts at the
-                // present, and every request handed over fits in it.
-                queue.complete_until(Instant::now());
                 loop {
                     match rx.try_recv() {
                         Ok(mut batch) => {
+                            // The ring then starts at the present, and so
+                            // has room for every request of the batch, all
+                            // created before it (however long this loop ran).
+                            queue.complete_until(Instant::now());
                             for (at, handle) in batch.drain(..) {
                                 queue.insert(at, handle);
                             }
@@ -302,6 +303,7 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
                         Err(crossbeam_channel::TryRecvError::Empty) => break,
                     }
                 }
+                queue.complete_until(Instant::now());
                 std::thread::sleep(Duration::from_millis(1));
             }
         })
