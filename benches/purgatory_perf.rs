@@ -172,7 +172,8 @@ fn peak_rss_mib() -> f64 {
 /// The completion thread's queue (Kafka's CompletionQueue): each request
 /// in the 1 ms bucket of its completion time, on a ring of buckets one
 /// timeout long. Only requests that complete before their timeout are
-/// handed over, so none lies a lap ahead. A bucket is a `Vec` filled and
+/// handed over, and the ring is moved to the present before each batch
+/// of them, so none lies a lap ahead. A bucket is a `Vec` filled and
 /// drained in order: the benchmark's own queue costs a sequential walk per
 /// millisecond, not a cache miss per request, leaving the misses to the
 /// purgatory under test.
