@@ -204,7 +204,8 @@ impl CompletionRing {
         at.saturating_duration_since(self.origin).as_millis() as u64
     }
 
-    /// Completes `handle` once `at` has passed (at once, if it has).
+    /// Completes `handle` once `at` has passed; if it has already, once the
+    /// present millisecond has.
     fn insert(&mut self, at: Instant, handle: Delayed<u64, FakeOperation>) {
         let ms = self.millis(at).max(self.next);
         let mask = self.buckets.len() as u64 - 1;
