@@ -16,58 +16,99 @@
 //! Each run reports its process CPU time (every thread) and its own peak
 //! resident memory (Linux: `VmHWM`, reset to the current RSS before the run).
 //!
-//! `cargo bench --bench purgatory_perf -- [--rate R] [--num N] [--keys K]
-//!  [--key-space-size S] [--random-keys] [--timeout MS] [--pct50 MS]
-//!  [--pct75 MS] [--find-saturation] [--json] [--impl wheel|heap_lazy]`
+//! `cargo bench --bench purgatory_perf -- --help` lists the options.
 
+use clap::{Parser, ValueEnum};
 use purgatory::{Delayed, DelayedOperation, Outcome, Purgatory, TimerKind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Kafka's purgatory benchmark (TestPurgatoryPerformance), run on this
+/// purgatory (`wheel`) and then on the DelayQueue baseline (`heap_lazy`).
+#[derive(Parser, Clone)]
+#[command(
+    name = "purgatory_perf",
+    bin_name = "cargo bench --bench purgatory_perf --"
+)]
 struct Options {
+    /// Target arrival rate, requests per second (exponential gaps).
+    #[arg(long, default_value_t = 500_000.0, value_parser = positive)]
     rate: f64,
+    /// Requests in all.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     num: u64,
-    keys: usize,
+    /// Keys every request watches, drawn once per run from the key space.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    keys: u64,
+    /// Size of the key space the keys are drawn from.
+    #[arg(long = "key-space-size", value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     key_space: u64,
-    /// Each request draws its own keys (not Kafka's benchmark).
+    /// Each request draws its own keys, so key sets seldom repeat (not
+    /// Kafka's workload: it measures the purgatory's per-key path).
+    #[arg(long)]
     random_keys: bool,
+    /// Timeout of every request, ms (at most 10 minutes: the completion
+    /// thread keeps a bucket per millisecond of it).
+    #[arg(long = "timeout", value_name = "MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=600_000))]
     timeout_ms: u64,
+    /// Median completion latency, ms (log-normal).
+    #[arg(long, default_value_t = 20.0, value_parser = positive)]
     pct50: f64,
+    /// 75th percentile of the completion latency, ms; at least --pct50.
+    #[arg(long, default_value_t = 60.0, value_parser = positive)]
     pct75: f64,
+    /// Ramp the rate in Kafka's low (20/60 ms) and high (200/400 ms) cases
+    /// and report the highest each implementation sustains (achieved >= 95%
+    /// of target); --rate, --pct50 and --pct75 are then not used.
+    #[arg(long)]
     find_saturation: bool,
+    /// One JSON object per run (and per saturation found), a line each.
+    #[arg(long)]
     json: bool,
-    /// Run only this implementation (`wheel` or `heap_lazy`).
-    only: Option<String>,
+    /// Run only this implementation.
+    #[arg(long = "impl", value_name = "IMPL", value_enum)]
+    only: Option<Impl>,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+    /// A name filter, as `cargo bench -- FILTER` passes to every bench:
+    /// this one runs only if its name contains it.
+    #[arg(hide = true)]
+    filter: Option<String>,
 }
 
-fn options() -> Options {
-    let args: Vec<String> = std::env::args().collect();
-    let value = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .map(|v| {
-                v.parse::<f64>()
-                    .unwrap_or_else(|_| panic!("{name} takes a number, got {v}"))
-            })
-    };
-    Options {
-        rate: value("--rate").unwrap_or(500_000.0),
-        num: value("--num").map_or(1_000_000, |v| v as u64),
-        keys: value("--keys").map_or(3, |v| v as usize),
-        key_space: value("--key-space-size").map_or(100, |v| v as u64),
-        random_keys: args.iter().any(|a| a == "--random-keys"),
-        timeout_ms: value("--timeout").map_or(200, |v| v as u64),
-        pct50: value("--pct50").unwrap_or(20.0),
-        pct75: value("--pct75").unwrap_or(60.0),
-        find_saturation: args.iter().any(|a| a == "--find-saturation"),
-        json: args.iter().any(|a| a == "--json"),
-        only: args
-            .iter()
-            .position(|a| a == "--impl")
-            .and_then(|i| args.get(i + 1).cloned()),
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Impl {
+    /// This purgatory.
+    Wheel,
+    /// The DelayQueue baseline (Kafka's pre-2015 design).
+    #[value(name = "heap_lazy")]
+    HeapLazy,
+}
+
+/// A finite number above zero.
+fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(_) => Err("must be a finite number above zero".into()),
+        Err(e) => Err(e.to_string()),
     }
+}
+
+/// The options, or an error message and exit status 2.
+fn options() -> Options {
+    let o = Options::parse();
+    if o.pct75 < o.pct50 {
+        use clap::CommandFactory;
+        Options::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!("--pct75 ({}) is below --pct50 ({})", o.pct75, o.pct50),
+            )
+            .exit();
+    }
+    o
 }
 
 /// Requests answered in the current run. A static, not an `Arc` handed to
@@ -378,9 +419,10 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
     }
 }
 
-const IMPLS: [(TimerKind, &str); 2] = [
-    (TimerKind::Wheel, "wheel"),
+const IMPLS: [(Impl, TimerKind, &str); 2] = [
+    (Impl::Wheel, TimerKind::Wheel, "wheel"),
     (
+        Impl::HeapLazy,
         TimerKind::DelayQueue {
             purge_interval: 1000,
         },
@@ -420,9 +462,16 @@ fn print(r: &RunResult, case: &str, json: bool) {
 
 fn main() {
     let o = options();
+    if o.filter
+        .as_ref()
+        .is_some_and(|f| !"purgatory_perf".contains(f.as_str()))
+    {
+        return;
+    }
     let impls: Vec<(TimerKind, &str)> = IMPLS
         .into_iter()
-        .filter(|(_, name)| o.only.as_deref().is_none_or(|only| only == *name))
+        .filter(|(which, _, _)| o.only.is_none_or(|only| only == *which))
+        .map(|(_, kind, name)| (kind, name))
         .collect();
     if !o.find_saturation {
         for &(kind, name) in &impls {
@@ -435,9 +484,7 @@ fn main() {
         let case_opts = Options {
             pct50,
             pct75,
-            only: None,
-            json: o.json,
-            ..options()
+            ..o.clone()
         };
         for &(kind, name) in &impls {
             // Ramp by 1.5x until the achieved rate falls under 95% of the
