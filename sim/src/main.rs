@@ -124,7 +124,7 @@ fn config(args: &Args) -> Result<Config, String> {
     if let Some(s) = args.duration_s {
         if !s.is_finite() || s <= 0.0 || s > 1e6 {
             return Err(format!(
-                "--duration-s must be a positive number of seconds, got {s}"
+                "--duration-s must be above 0 and at most 1000000 seconds, got {s}"
             ));
         }
         cfg.duration = Duration::from_secs_f64(s);

@@ -3,6 +3,7 @@
 //! invariants whose violation fails the run.
 
 use hdrhistogram::Histogram;
+use std::collections::{BTreeSet, HashMap};
 
 /// The invariants every run checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -115,7 +116,7 @@ impl TypeStats {
     }
 }
 
-/// One tracked request.
+/// A request whose client has not handled its answer yet.
 pub struct Request {
     /// Its type.
     pub kind: Kind,
@@ -128,8 +129,15 @@ pub struct Request {
 /// Everything a run counted.
 #[derive(Default)]
 pub struct Stats {
-    /// Every request, by id.
-    pub requests: Vec<Request>,
+    /// Requests opened so far (the next one's id).
+    pub opened: u64,
+    /// Requests whose clients have not handled their answers yet, by id. A
+    /// request leaves once its client has ([`finish`](Self::finish)), so
+    /// this holds what is in flight, not every request of the run: a long
+    /// run's memory stays flat.
+    pub open: HashMap<u64, Request>,
+    /// Requests answered more than once (empty unless the purgatory is wrong).
+    pub answered_twice: BTreeSet<u64>,
     /// Producers' requests.
     pub produce: TypeStats,
     /// Consumers' fetches.
@@ -175,13 +183,16 @@ pub struct Stats {
 impl Stats {
     /// Registers a new request; returns its id.
     pub fn open(&mut self, kind: Kind, now: u64) -> u64 {
-        self.requests.push(Request {
+        let id = self.opened;
+        self.opened += 1;
+        let request = Request {
             kind,
             sent_at: now,
             answers: 0,
-        });
+        };
+        self.open.insert(id, request);
         self.of(kind).sent += 1;
-        (self.requests.len() - 1) as u64
+        id
     }
 
     /// The stats of one request type.
@@ -193,15 +204,28 @@ impl Stats {
         }
     }
 
-    /// Notes that the broker answered request `req`; returns its record.
-    pub fn answered(&mut self, req: u64) -> &Request {
-        let r = &mut self.requests[req as usize];
-        r.answers += 1;
-        let twice = r.answers > 1;
-        if twice {
+    /// Notes that the broker answered request `req`. A request already
+    /// finished was answered before its client handled the first answer,
+    /// so an answer to it is a second one too.
+    pub fn answered(&mut self, req: u64) {
+        let first = match self.open.get_mut(&req) {
+            Some(r) => {
+                r.answers += 1;
+                r.answers == 1
+            }
+            None => false,
+        };
+        if !first {
+            self.answered_twice.insert(req);
             self.violation(Check::ExactlyOnce, format!("request {req} answered twice"));
         }
-        &self.requests[req as usize]
+    }
+
+    /// Forgets request `req` once its client has handled its answer, and
+    /// returns its record; `None` if that already happened (a second answer
+    /// reaching the client, counted by [`answered`](Self::answered)).
+    pub fn finish(&mut self, req: u64) -> Option<Request> {
+        self.open.remove(&req)
     }
 
     /// Records an invariant violation.
@@ -213,18 +237,56 @@ impl Stats {
         }
     }
 
-    /// Requests never answered.
+    /// Requests never answered: only open ones can be.
     pub fn lost(&self) -> u64 {
-        self.requests.iter().filter(|r| r.answers == 0).count() as u64
+        self.open.values().filter(|r| r.answers == 0).count() as u64
     }
 
     /// Requests answered more than once.
     pub fn duplicated(&self) -> u64 {
-        self.requests.iter().filter(|r| r.answers > 1).count() as u64
+        self.answered_twice.len() as u64
     }
 
-    /// Requests answered exactly once.
+    /// Requests answered exactly once: every other one.
     pub fn answered_once(&self) -> u64 {
-        self.requests.iter().filter(|r| r.answers == 1).count() as u64
+        self.opened - self.lost() - self.duplicated()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_forgotten_once_its_client_has_the_answer() {
+        let mut stats = Stats::default();
+        let a = stats.open(Kind::Produce, 10);
+        let b = stats.open(Kind::Fetch, 20);
+        stats.answered(a);
+        assert_eq!(stats.finish(a).map(|r| r.sent_at), Some(10));
+        assert_eq!(stats.open.len(), 1, "only b is still in flight");
+        assert_eq!((stats.lost(), stats.duplicated()), (1, 0));
+        stats.answered(b);
+        assert_eq!((stats.lost(), stats.answered_once()), (0, 2));
+        assert!(stats.finish(b).is_some());
+        assert!(stats.open.is_empty());
+    }
+
+    #[test]
+    fn a_second_answer_counts_before_and_after_the_client_has_the_first() {
+        let mut stats = Stats::default();
+        let a = stats.open(Kind::Produce, 0);
+        let b = stats.open(Kind::Produce, 0);
+        stats.answered(a);
+        stats.answered(a);
+        stats.answered(b);
+        assert!(stats.finish(b).is_some());
+        stats.answered(b);
+        assert!(
+            stats.finish(b).is_none(),
+            "b's record went with its first answer"
+        );
+        assert_eq!((stats.duplicated(), stats.answered_once()), (2, 0));
+        assert_eq!(stats.violations_by_check[Check::ExactlyOnce as usize], 2);
     }
 }

@@ -46,6 +46,19 @@ fn every_scenario_passes_on_both_timers_and_they_agree() {
 }
 
 #[test]
+fn a_run_keeps_no_record_of_requests_its_clients_have_answers_for() {
+    // The harness keeps what a request is about only while it is in
+    // flight, so a long run's memory stays flat.
+    for name in ["default", "broker-crash"] {
+        let result = run(&scenario(name).unwrap(), None).expect("valid scenario");
+        let stats = &result.stats;
+        assert!(stats.opened > 100_000, "{name}: {} requests", stats.opened);
+        assert_eq!(stats.open.len(), 0, "{name}: records left after the run");
+        assert_eq!(stats.answered_once(), stats.opened, "{name}");
+    }
+}
+
+#[test]
 fn the_scenarios_show_what_they_are_about() {
     let run_json = |name: &str| outcome(&scenario(name).unwrap());
     let crash = run_json("broker-crash");

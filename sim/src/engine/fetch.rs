@@ -53,7 +53,7 @@ impl Engine {
     }
 
     pub(super) fn fetch_at_broker(&mut self, req: u64) {
-        let Context::Fetch { broker, parts, .. } = &self.contexts[req as usize] else {
+        let Some(Context::Fetch { broker, parts, .. }) = self.contexts.get(&req) else {
             return;
         };
         let (broker, parts) = (*broker, parts.clone());
@@ -69,11 +69,10 @@ impl Engine {
         parts: Vec<(u32, u64)>,
         follower: bool,
     ) {
-        match &mut self.contexts[req as usize] {
-            Context::Fetch { arrived_at, .. } | Context::Follower { arrived_at, .. } => {
-                *arrived_at = self.now
-            }
-            Context::Produce { .. } => {}
+        if let Some(Context::Fetch { arrived_at, .. } | Context::Follower { arrived_at, .. }) =
+            self.contexts.get_mut(&req)
+        {
+            *arrived_at = self.now;
         }
         let b = broker as usize;
         let alive = self.brokers[b].alive;
@@ -141,30 +140,29 @@ impl Engine {
         at: Instant,
     ) {
         let at = self.answer_came("fetch", req, outcome, at);
-        let (broker, arrived_at, follower, max_wait, min_bytes) = match &self.contexts[req as usize]
-        {
-            Context::Fetch {
+        let (broker, arrived_at, follower, max_wait, min_bytes) = match self.contexts.get(&req) {
+            Some(Context::Fetch {
                 broker, arrived_at, ..
-            } => (
+            }) => (
                 *broker,
                 *arrived_at,
                 None,
                 self.cfg.fetch_max_wait,
                 self.cfg.fetch_min_bytes,
             ),
-            Context::Follower {
+            Some(Context::Follower {
                 leader,
                 arrived_at,
                 follower,
                 ..
-            } => (
+            }) => (
                 *leader,
                 *arrived_at,
                 Some(*follower),
                 self.cfg.replica_fetch_wait,
                 1,
             ),
-            Context::Produce { .. } => return,
+            _ => return,
         };
         let bytes: u64 = parts.iter().map(|p| p.2).sum();
         let errored = parts.iter().any(|p| p.3 != PartStatus::Ok);
@@ -217,17 +215,20 @@ impl Engine {
         parts: Vec<(u32, u64, u64, PartStatus)>,
         outcome: Outcome,
     ) {
+        // A second answer was counted when the broker gave it.
+        let Some(request) = self.stats.finish(req) else {
+            return;
+        };
         self.outstanding -= 1;
-        let sent_at = self.stats.requests[req as usize].sent_at;
         let fetch = &mut self.stats.fetch;
-        fetch.record_latency(self.now - sent_at);
+        fetch.record_latency(self.now - request.sent_at);
         let errored = parts.iter().any(|p| p.3 != PartStatus::Ok);
         match (errored, outcome) {
             (true, _) => fetch.errored += 1,
             (false, Outcome::Expired) => fetch.expired += 1,
             (false, _) => fetch.completed += 1,
         }
-        let Context::Fetch { consumer, .. } = self.contexts[req as usize] else {
+        let Some(Context::Fetch { consumer, .. }) = self.contexts.remove(&req) else {
             return;
         };
         let c = consumer as usize;

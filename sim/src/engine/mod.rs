@@ -20,7 +20,7 @@ use purgatory::{
     TimerKind,
 };
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -86,7 +86,9 @@ pub struct Engine {
     /// Per broker: applying fetched data is slowed until then (µs), by this much.
     slow_until: Vec<(u64, u64)>,
     members: Vec<Member>,
-    contexts: Vec<Context>,
+    /// What each request in flight is about, by id; removed once its
+    /// client has handled the answer.
+    contexts: HashMap<u64, Context>,
     /// Client requests (produce and consumer fetch) not yet answered at the client.
     outstanding: u64,
     stopping: bool,
@@ -192,7 +194,7 @@ impl Engine {
             partitions,
             consumers,
             members,
-            contexts: Vec::new(),
+            contexts: HashMap::new(),
             outstanding: 0,
             stopping: false,
             stats: Stats::default(),
@@ -471,7 +473,7 @@ impl Engine {
     /// (not followers') count as outstanding until the client has the answer.
     fn send(&mut self, kind: Kind, context: Context, arrive: impl FnOnce(u64) -> Event) {
         let req = self.stats.open(kind, self.now);
-        self.contexts.push(context);
+        self.contexts.insert(req, context);
         if kind != Kind::FollowerFetch {
             self.outstanding += 1;
         }

@@ -76,12 +76,12 @@ impl Engine {
     }
 
     pub(super) fn produce_at_broker(&mut self, req: u64) {
-        let Context::Produce {
+        let Some(Context::Produce {
             broker,
             acks_all,
             batches,
             ..
-        } = &self.contexts[req as usize]
+        }) = self.contexts.get(&req)
         else {
             return;
         };
@@ -113,11 +113,11 @@ impl Engine {
                 self.hw_change(p, change);
             }
         }
-        if let Context::Produce {
+        if let Some(Context::Produce {
             early: e,
             arrived_at,
             ..
-        } = &mut self.contexts[req as usize]
+        }) = self.contexts.get_mut(&req)
         {
             *e = early.clone();
             *arrived_at = self.now;
@@ -164,9 +164,9 @@ impl Engine {
         at: Instant,
     ) {
         let at = self.answer_came("produce", req, outcome, at);
-        let Context::Produce {
+        let Some(Context::Produce {
             early, arrived_at, ..
-        } = &self.contexts[req as usize]
+        }) = self.contexts.get(&req)
         else {
             return;
         };
@@ -188,10 +188,13 @@ impl Engine {
     }
 
     pub(super) fn produce_answer(&mut self, req: u64, statuses: Vec<(u32, PartStatus)>) {
+        // A second answer was counted when the broker gave it.
+        let Some(request) = self.stats.finish(req) else {
+            return;
+        };
         self.outstanding -= 1;
-        let sent_at = self.stats.requests[req as usize].sent_at;
         let produce = &mut self.stats.produce;
-        produce.record_latency(self.now - sent_at);
+        produce.record_latency(self.now - request.sent_at);
         if statuses.iter().all(|s| s.1 == PartStatus::Ok) {
             produce.completed += 1;
         } else if statuses.iter().any(|s| s.1 == PartStatus::TimedOut) {
@@ -199,12 +202,12 @@ impl Engine {
         } else {
             produce.errored += 1;
         }
-        let Context::Produce {
+        let Some(Context::Produce {
             batches,
             acks_all,
             attempt,
             ..
-        } = &self.contexts[req as usize]
+        }) = self.contexts.remove(&req)
         else {
             return;
         };
@@ -213,13 +216,9 @@ impl Engine {
                 q == p && matches!(s, PartStatus::NotLeader | PartStatus::NotEnoughReplicas)
             })
         };
-        let retry: Vec<(u32, u64)> = batches
-            .iter()
-            .copied()
-            .filter(|&(p, _)| retriable(p))
-            .collect();
-        if !retry.is_empty() && *attempt < MAX_RETRIES {
-            let (acks_all, attempt) = (*acks_all, *attempt + 1);
+        let retry: Vec<(u32, u64)> = batches.into_iter().filter(|&(p, _)| retriable(p)).collect();
+        if !retry.is_empty() && attempt < MAX_RETRIES {
+            let attempt = attempt + 1;
             let at = self.now + micros(self.cfg.retry_backoff);
             self.schedule(
                 at,

@@ -42,12 +42,12 @@ impl Engine {
     }
 
     pub(super) fn follower_fetch_at_leader(&mut self, req: u64) {
-        let Context::Follower {
+        let Some(Context::Follower {
             follower,
             leader,
             parts,
             ..
-        } = &self.contexts[req as usize]
+        }) = self.contexts.get(&req)
         else {
             return;
         };
@@ -80,11 +80,16 @@ impl Engine {
     }
 
     pub(super) fn follower_data(&mut self, req: u64, parts: Vec<(u32, u64, u64, PartStatus)>) {
-        let Context::Follower { follower, .. } = self.contexts[req as usize] else {
+        let Some(&Context::Follower { follower, .. }) = self.contexts.get(&req) else {
             return;
         };
-        let sent_at = self.stats.requests[req as usize].sent_at;
-        self.stats.follower_fetch.record_latency(self.now - sent_at);
+        // The follower has the answer; what it does with it is not timed.
+        let Some(request) = self.stats.finish(req) else {
+            return;
+        };
+        self.stats
+            .follower_fetch
+            .record_latency(self.now - request.sent_at);
         let f = follower as usize;
         let (slow_until, delay) = self.slow_until[f];
         if self.now < slow_until {
@@ -96,7 +101,7 @@ impl Engine {
     }
 
     pub(super) fn follower_apply(&mut self, req: u64, parts: Vec<(u32, u64, u64, PartStatus)>) {
-        let Context::Follower { follower, .. } = self.contexts[req as usize] else {
+        let Some(Context::Follower { follower, .. }) = self.contexts.remove(&req) else {
             return;
         };
         let f = follower as usize;
