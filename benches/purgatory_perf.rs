@@ -38,7 +38,8 @@ struct Options {
     /// Requests in all.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     num: u64,
-    /// Keys every request watches, drawn once per run from the key space.
+    /// Keys every request watches (1 to 1000), drawn once per run from the
+    /// key space.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
     keys: u64,
     /// Size of the key space the keys are drawn from.
