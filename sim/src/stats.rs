@@ -118,12 +118,11 @@ impl TypeStats {
 
 /// A request whose client has not handled its answer yet.
 pub struct Request {
-    /// Its type.
-    pub kind: Kind,
     /// When it was sent (µs).
     pub sent_at: u64,
-    /// Answers the broker side produced for it (must end at exactly 1).
-    pub answers: u32,
+    /// Whether the broker side has answered it (a second answer goes to
+    /// [`Stats::answered_twice`]).
+    pub answered: bool,
 }
 
 /// Everything a run counted.
@@ -186,9 +185,8 @@ impl Stats {
         let id = self.opened;
         self.opened += 1;
         let request = Request {
-            kind,
             sent_at: now,
-            answers: 0,
+            answered: false,
         };
         self.open.insert(id, request);
         self.of(kind).sent += 1;
@@ -209,10 +207,7 @@ impl Stats {
     /// so an answer to it is a second one too.
     pub fn answered(&mut self, req: u64) {
         let first = match self.open.get_mut(&req) {
-            Some(r) => {
-                r.answers += 1;
-                r.answers == 1
-            }
+            Some(r) => !std::mem::replace(&mut r.answered, true),
             None => false,
         };
         if !first {
@@ -239,7 +234,7 @@ impl Stats {
 
     /// Requests never answered: only open ones can be.
     pub fn lost(&self) -> u64 {
-        self.open.values().filter(|r| r.answers == 0).count() as u64
+        self.open.values().filter(|r| !r.answered).count() as u64
     }
 
     /// Requests answered more than once.
