@@ -1,7 +1,7 @@
 //! The purgatory under an async broker: tasks on a multi-threaded tokio
 //! runtime submit fetches and `.await` their handles while other tasks make
-//! conditions true, check keys, cancel a key, and finally shut the purgatory
-//! down with requests still pending. Nothing here depends on timing: every
+//! conditions true, check keys, force some through completers, cancel a
+//! key, and finally shut the purgatory down with requests still pending. Nothing here depends on timing: every
 //! operation must be answered exactly once whatever interleaving the
 //! runtime picks, each awaited handle must resolve with the outcome its
 //! operation was told, and the counts must add up.
@@ -92,6 +92,15 @@ fn run(kind: TimerKind) {
                     // Answered through the callback only.
                     drop(handle);
                     return None;
+                }
+                if id % 7 == 3 {
+                    // Another task answers it (a remote read finishing),
+                    // racing this one's await.
+                    let completer = handle.completer();
+                    tokio::spawn(async move {
+                        tokio::task::yield_now().await;
+                        completer.force_complete();
+                    });
                 }
                 let done = handle.await;
                 assert_eq!(done.operation.told, Some(done.outcome), "request {id}");

@@ -1,13 +1,11 @@
 //! Everything the purgatory keeps about one submitted operation.
 
-use crate::caught;
 use crate::outcome::Outcome;
+use crate::result::ResultSlot;
 use crate::unchecked::{prefetch, OpState};
 use crate::watchers::Links;
-use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
-use std::task::Waker;
 
 /// `Cell::timer` before the operation is scheduled, and after it was
 /// taken out of the wheel by `unschedule`.
@@ -39,8 +37,8 @@ pub(crate) struct Cell<K, O> {
     /// a copy of what `Pending::links` holds, readable without holding
     /// the operation, for a batch to prefetch ahead (`Shared::drive_all`).
     pub watch_hint: AtomicUsize,
-    result: Mutex<Slot<O>>,
-    ready: Condvar,
+    /// Where the result waits for the handle.
+    pub result: ResultSlot<Completion<O>>,
 }
 
 /// What only the thread that holds an operation (see `unchecked/state.rs`)
@@ -54,21 +52,6 @@ pub(crate) struct Pending<K, O> {
     /// Where its timer entry's slot and bucket place were when it was
     /// scheduled (`TimingWheel::addresses`), to prefetch.
     pub timer_addresses: [usize; 2],
-}
-
-struct Slot<O> {
-    outcome: Option<Outcome>,
-    completion: Option<Completion<O>>,
-    waker: Option<Waker>,
-}
-
-/// The last reference to a cell may be dropped on one of the purgatory's
-/// threads (its handle went while the operation was being answered): an
-/// operation never taken from the slot must not take that thread down.
-impl<O> Drop for Slot<O> {
-    fn drop(&mut self) {
-        caught::drop_logged(self.completion.take());
-    }
 }
 
 /// The end of a delayed operation, as its submitter receives it.
@@ -97,12 +80,7 @@ impl<K, O> Cell<K, O> {
             deadline: AtomicU64::new(0),
             seq,
             watch_hint: AtomicUsize::new(0),
-            result: Mutex::new(Slot {
-                outcome: None,
-                completion: None,
-                waker: None,
-            }),
-            ready: Condvar::new(),
+            result: ResultSlot::new(),
         }
     }
 
@@ -124,66 +102,14 @@ impl<K, O> Cell<K, O> {
 
     /// Stores the result and wakes whoever waits for it.
     pub(crate) fn deliver(&self, outcome: Outcome, operation: O) {
-        let waker = {
-            let mut slot = self.result.lock();
-            slot.outcome = Some(outcome);
-            slot.completion = Some(Completion { outcome, operation });
-            slot.waker.take()
-        };
-        self.ready.notify_all();
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+        self.result
+            .deliver(outcome, Completion { outcome, operation });
     }
 
     /// Drops what the user left in an answered cell (a result never taken,
     /// a waker), so that a spare cell holds no user data.
     pub(crate) fn clear(&mut self) {
-        let slot = self.result.get_mut();
-        caught::drop_logged(slot.completion.take());
-        slot.waker = None;
-    }
-
-    /// The outcome, once delivered.
-    pub(crate) fn outcome(&self) -> Option<Outcome> {
-        self.result.lock().outcome
-    }
-
-    /// Takes the result if it is there; otherwise registers `waker`.
-    pub(crate) fn poll_take(&self, waker: &Waker) -> Option<Completion<O>> {
-        let mut slot = self.result.lock();
-        let taken = slot.completion.take();
-        if taken.is_none() {
-            match &slot.waker {
-                Some(w) if w.will_wake(waker) => {}
-                _ => slot.waker = Some(waker.clone()),
-            }
-        }
-        taken
-    }
-
-    /// Blocks until the result is there and takes it.
-    pub(crate) fn wait_take(&self) -> Completion<O> {
-        let mut slot = self.result.lock();
-        loop {
-            if let Some(done) = slot.completion.take() {
-                return done;
-            }
-            self.ready.wait(&mut slot);
-        }
-    }
-
-    /// Blocks until the result is there or `deadline` passes, and takes it.
-    pub(crate) fn wait_take_until(&self, deadline: std::time::Instant) -> Option<Completion<O>> {
-        let mut slot = self.result.lock();
-        loop {
-            if let Some(done) = slot.completion.take() {
-                return Some(done);
-            }
-            if self.ready.wait_until(&mut slot, deadline).timed_out() {
-                return slot.completion.take();
-            }
-        }
+        self.result.clear();
     }
 }
 

@@ -1,9 +1,10 @@
 //! The submitter's handle on a delayed operation.
 
 use crate::cell::{Cell, Completion};
+use crate::completer::Completer;
 use crate::outcome::Outcome;
-use crate::purgatory::{Reader, Shared};
-use crate::unchecked::{prefetch, Request, Served};
+use crate::purgatory::Shared;
+use crate::result::Taken;
 use crate::DelayedOperation;
 use std::future::Future;
 use std::hash::Hash;
@@ -15,6 +16,10 @@ use std::time::{Duration, Instant};
 /// A submitted operation: wait for it, `.await` it, or complete it from
 /// outside. Dropping the handle changes nothing: the operation is still
 /// answered (its `on_complete` runs) exactly once.
+///
+/// The handle is the one place the result is taken from, so it is neither
+/// `Clone` nor shared; whoever else needs to end the operation or push its
+/// timeout back gets a [`Completer`] from [`completer`](Self::completer).
 ///
 /// ```
 /// use std::time::Duration;
@@ -80,7 +85,14 @@ where
 
     /// The outcome, once the operation has been answered.
     pub fn outcome(&self) -> Option<Outcome> {
-        self.cell.outcome()
+        self.cell.result.outcome()
+    }
+
+    /// A cheap, cloneable, `Send + Sync` way to force-complete this
+    /// operation or push its timeout back from anywhere, while the handle
+    /// itself is awaited or waited on elsewhere. See [`Completer`].
+    pub fn completer(&self) -> Completer<K, O> {
+        Completer::new(Arc::clone(&self.shared), Arc::clone(&self.cell), self.hints)
     }
 
     /// Completes the operation now, as [`Outcome::Completed`], without
@@ -96,18 +108,7 @@ where
     /// decided already, or another one (an expiry, a cancel, a shutdown)
     /// forced first, even if that one's callbacks are still running.
     pub fn force_complete(&self) -> bool {
-        // Before the cell's first load, so that its miss and the entries'
-        // overlap (see `unchecked/prefetch.rs`).
-        self.hints.into_iter().for_each(prefetch::for_write);
-        if self.cell.state.is_done() {
-            return false;
-        }
-        let served = self.shared.drive(
-            &self.cell,
-            Request::Force(Outcome::Completed),
-            Reader::Handle,
-        );
-        matches!(served, Served::Decided | Served::Left)
+        self.shared.force_complete(&self.cell, self.hints)
     }
 
     /// Pushes the operation's timeout back (or forward) to `timeout` from
@@ -125,25 +126,40 @@ where
     }
 
     /// Blocks the calling thread until the operation is answered.
+    ///
+    /// # Panics
+    /// If the result was already taken by polling this handle to `Ready`.
     pub fn wait(self) -> Completion<O> {
-        self.cell.wait_take()
+        self.cell.result.wait_take().unwrap_or_else(|Taken| taken())
     }
 
     /// Blocks until the operation is answered or `timeout` passes; hands
     /// the handle back on timeout.
+    ///
+    /// # Panics
+    /// As [`wait`](Self::wait).
     pub fn wait_timeout(self, timeout: Duration) -> Result<Completion<O>, Self> {
         let Some(deadline) = Instant::now().checked_add(timeout) else {
             return Ok(self.wait());
         };
-        match self.cell.wait_take_until(deadline) {
-            Some(done) => Ok(done),
-            None => Err(self),
+        match self.cell.result.wait_take_until(deadline) {
+            Ok(Some(done)) => Ok(done),
+            Ok(None) => Err(self),
+            Err(Taken) => taken(),
         }
     }
 }
 
-/// Resolves when the operation is answered. Polling it again after it
-/// resolved panics, as `std::future::Ready` does.
+#[cold]
+fn taken() -> ! {
+    panic!("`Delayed` polled after completion")
+}
+
+/// Resolves when the operation is answered. A poll that races the answer
+/// returns `Ready` or `Pending` (and then wakes its waker once the answer
+/// is there); polling again after `Ready` panics, as `std::future::Ready`
+/// does. Any executor will do: the waker is woken from whichever thread
+/// answers the operation, after the result is stored.
 impl<K, O> Future for Delayed<K, O>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -152,10 +168,10 @@ where
     type Output = Completion<O>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion<O>> {
-        match self.cell.poll_take(cx.waker()) {
-            Some(done) => Poll::Ready(done),
-            None if self.cell.outcome().is_some() => panic!("`Delayed` polled after completion"),
-            None => Poll::Pending,
+        match self.cell.result.poll_take(cx.waker()) {
+            Ok(Some(done)) => Poll::Ready(done),
+            Ok(None) => Poll::Pending,
+            Err(Taken) => taken(),
         }
     }
 }

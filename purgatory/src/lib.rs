@@ -12,7 +12,8 @@
 //! # Guarantees
 //! - **Exactly once.** Every submitted operation gets exactly one
 //!   [`Outcome`], whatever races between its condition, its timeout,
-//!   [`force_complete`](Delayed::force_complete),
+//!   [`force_complete`](Delayed::force_complete) (on the handle or on any
+//!   of its [`Completer`]s),
 //!   [`cancel_for_key`](Purgatory::cancel_for_key) and
 //!   [`shutdown`](Purgatory::shutdown), from any number of threads.
 //!   `try_complete` never runs concurrently with itself or with completion.
@@ -31,6 +32,13 @@
 //! - **Nobody waits on an operation.** A check or forced outcome that finds
 //!   the operation busy on another thread leaves it a note and returns; the
 //!   busy thread serves it. Operation code may call back into the purgatory.
+//! - **Handles on any executor.** A [`Delayed`] is a `Future` whose waker is
+//!   woken from whichever thread answers the operation, after the result
+//!   is stored; a poll that races the answer returns `Ready` or `Pending`
+//!   and is then woken (model-checked with loom). Places other than the one
+//!   that awaits the handle end the operation or push its timeout back
+//!   through a [`Completer`]: cloneable, `Send + Sync`, and it never takes
+//!   the result.
 //! - **Panics in operation code** are caught, counted in
 //!   [`PurgatoryMetrics::panics`] and logged with `tracing`; every thread
 //!   keeps running. A panicking `try_complete` counts as "not yet", a
@@ -151,6 +159,7 @@
 
 mod caught;
 mod cell;
+mod completer;
 mod error;
 mod handle;
 mod metrics;
@@ -158,6 +167,7 @@ mod operation;
 mod outcome;
 mod purgatory;
 mod recent_key_sets;
+mod result;
 mod spare_cells;
 mod timer_queue;
 #[allow(unsafe_code)]
@@ -167,6 +177,7 @@ mod watchers;
 mod wheel_timer;
 
 pub use cell::Completion;
+pub use completer::Completer;
 pub use error::{ConfigError, SubmitError};
 pub use handle::Delayed;
 pub use metrics::PurgatoryMetrics;

@@ -167,8 +167,12 @@ where
     }
 
     /// Checks every operation watched under `key` and completes those whose
-    /// condition now holds; returns how many this call completed. Kafka's
-    /// `checkAndComplete`. The checks run on the calling thread, with no
+    /// condition now holds; returns how many of them this call completed
+    /// because their condition held, as Kafka's `checkAndComplete` does. An
+    /// operation that this call finishes for another thread's outcome (an
+    /// expiry, a cancel, a forced completion or a shutdown that arrived
+    /// while this call was checking it) is answered, but not counted here,
+    /// nor by the call that asked for that outcome. The checks run on the calling thread, with no
     /// purgatory lock held; an operation another thread is checking at the
     /// same moment is checked again by that thread instead of waited for.
     ///
@@ -415,7 +419,8 @@ where
     }
 
     /// Drives each of `cells` (see `drive`); returns how many this call
-    /// answered. The purgatory may hold the last reference to a cell here
+    /// answered with the request's own outcome: for a check, those whose
+    /// condition held. The purgatory may hold the last reference to a cell here
     /// (its handle was dropped at submission, as a broker that answers
     /// through the callback does): it is recycled, not freed on this thread
     /// (see `spare_cells.rs`).
@@ -440,11 +445,30 @@ where
             if let (Request::Force(_), Some(next)) = (request, cells.as_slice().first()) {
                 prefetch::for_write(next.watch_hint.load(Ordering::Relaxed));
             }
-            answered +=
-                usize::from(self.drive(&cell, request, Reader::Internal) == Served::Decided);
+            // A check counts what its condition completed; a force, what
+            // it decided. An outcome left by another thread and served here
+            // is that thread's, and counted by neither.
+            let served = self.drive(&cell, request, Reader::Internal);
+            answered += usize::from(match request {
+                Request::Check => served == Served::Held,
+                Request::Force(_) => served == Served::Decided,
+            });
             self.recycle(&mut cell);
         }
         answered
+    }
+
+    /// Forces `Completed` on behalf of a handle or a completer; true if
+    /// that is the outcome by this call (see `Delayed::force_complete`).
+    pub(crate) fn force_complete(&self, cell: &CellRef<K, O>, hints: [usize; 2]) -> bool {
+        // Before the cell's first load, so that its miss and the entries'
+        // overlap (see `unchecked/prefetch.rs`).
+        hints.into_iter().for_each(prefetch::for_write);
+        if cell.state.is_done() {
+            return false;
+        }
+        let served = self.drive(cell, Request::Force(Outcome::Completed), Reader::Handle);
+        matches!(served, Served::Decided | Served::Left)
     }
 
     pub(crate) fn reset_timeout(&self, cell: &CellRef<K, O>, timeout: Duration) -> bool {

@@ -135,7 +135,7 @@ mod tests {
         assert_eq!(spare.len(), 0);
         // Fresh state: pending, no outcome, the new operation in place.
         assert!(!again.state.is_done());
-        assert_eq!(again.outcome(), None);
+        assert_eq!(again.result.outcome(), None);
         assert_eq!(again.seq, 2);
         let mut seen = None;
         let decided = again

@@ -101,7 +101,7 @@ impl World {
 
     /// Whether this call decided the outcome.
     fn serve(&self, request: Request) -> bool {
-        self.serve_detailed(request) == Served::Decided
+        matches!(self.serve_detailed(request), Served::Held | Served::Decided)
     }
 
     fn serve_detailed(&self, request: Request) -> Served {

@@ -226,6 +226,25 @@ fn a_handle_can_be_awaited() {
         )
         .unwrap();
     assert_eq!(block_on(h).outcome, Outcome::Expired);
+    // And one forced from another thread through a completer.
+    let h = p
+        .try_complete_else_watch(
+            Probe::new(
+                3,
+                &Arc::new(AtomicBool::new(false)),
+                Duration::from_secs(60),
+                &journal,
+            ),
+            &[7],
+        )
+        .unwrap();
+    let completer = h.completer();
+    let remote = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        completer.force_complete()
+    });
+    assert_eq!(block_on(h).outcome, Outcome::Completed);
+    assert!(remote.join().unwrap());
 }
 
 #[test]

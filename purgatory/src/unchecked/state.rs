@@ -64,7 +64,11 @@ pub(crate) enum Request {
 /// What one call to [`OpState::drive`] did with its request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Served {
-    /// This call decided the outcome and ran `finish`.
+    /// This call ran the check, the condition held, and it completed the
+    /// operation (ran `finish` with `Completed`).
+    Held,
+    /// This call decided a forced outcome (its own request's, or one left
+    /// by another thread while this one ran the operation) and ran `finish`.
     Decided,
     /// The operation was running on another thread (or the call came from
     /// its own code): the request is left to that thread, which serves it
@@ -187,14 +191,7 @@ impl<O> OpState<O> {
             ) {
                 // Taken while running: the runner will see our flag.
                 Ok(before) if before & RUNNING != 0 => return Served::Left,
-                Ok(_) => {
-                    let decided = self.run(wanted, check, finish);
-                    return if decided {
-                        Served::Decided
-                    } else {
-                        Served::NotYet
-                    };
-                }
+                Ok(_) => return self.run(wanted, check, finish),
                 Err(now) => flags = now,
             }
         }
@@ -229,7 +226,7 @@ impl<O> OpState<O> {
             }
         }
         // Whatever was asked for during the setup is in the word now.
-        self.run(self.flags.load(Ordering::Acquire), check, finish)
+        self.run(self.flags.load(Ordering::Acquire), check, finish) != Served::NotYet
     }
 
     /// Decides `outcome` for a state its creator still holds, without a
@@ -244,13 +241,13 @@ impl<O> OpState<O> {
     }
 
     /// Runs the operation, holding `RUNNING`, until it completes or no
-    /// request is left.
+    /// request is left: `Held`, `Decided` or `NotYet`.
     fn run(
         &self,
         mut flags: u32,
         mut check: impl FnMut(&mut O) -> bool,
         finish: impl FnOnce(O, Outcome),
-    ) -> bool {
+    ) -> Served {
         loop {
             // Every request so far is served by this round.
             if flags & RECHECK != 0 {
@@ -267,28 +264,28 @@ impl<O> OpState<O> {
                 // before the next holder's.
                 let mut op = unsafe { self.op.get_mut() };
                 let outcome = if flags & FORCED != 0 {
-                    Some(Outcome::from_code(flags >> OUTCOME_SHIFT))
+                    Some((Outcome::from_code(flags >> OUTCOME_SHIFT), Served::Decided))
                 } else if let Some(pending) = op.as_mut() {
                     self.owner.store(thread_token(), Ordering::Relaxed);
                     let holds = check(pending);
                     self.owner.store(0, Ordering::Relaxed);
-                    holds.then_some(Outcome::Completed)
+                    holds.then_some((Outcome::Completed, Served::Held))
                 } else {
                     None
                 };
-                outcome.map(|outcome| {
+                outcome.map(|(outcome, served)| {
                     // RUNNING stays set: nobody takes a decided operation.
                     if flags & DONE == 0 {
                         self.flags.fetch_or(DONE, Ordering::AcqRel);
                     }
-                    (op.take(), outcome)
+                    (op.take(), outcome, served)
                 })
             };
-            if let Some((taken, outcome)) = decided {
+            if let Some((taken, outcome, served)) = decided {
                 if let Some(taken) = taken {
                     finish(taken, outcome);
                 }
-                return true;
+                return served;
             }
             // Release, unless a request came in while we ran.
             match self.flags.compare_exchange(
@@ -297,7 +294,7 @@ impl<O> OpState<O> {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return false,
+                Ok(_) => return Served::NotYet,
                 Err(now) => flags = now,
             }
         }
