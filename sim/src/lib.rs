@@ -18,11 +18,14 @@
 pub mod cluster;
 pub mod config;
 pub mod engine;
+pub mod live;
 pub mod ops;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod serve;
 pub mod stats;
+pub mod wire;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,10 @@
 //! violated invariant (1) or an impossible configuration (2).
 
 use broker_sim::config::{ClockChoice, Config, TimerChoice};
+use broker_sim::live::LiveConfig;
 use broker_sim::scenario::{scenario, SCENARIOS};
+use broker_sim::serve::{ServeOptions, Server};
+use broker_sim::wire::Limits;
 use broker_sim::{report, run};
 use clap::{Parser, ValueEnum};
 use std::process::ExitCode;
@@ -37,9 +40,28 @@ struct Args {
     /// Purgatory implementation.
     #[arg(long, value_enum, default_value = "wheel")]
     timer: TimerArg,
-    /// Simulated time (deterministic, fast) or real time (threads, timer thread).
-    #[arg(long, value_enum, default_value = "sim")]
-    clock: ClockArg,
+    /// Simulated time (deterministic, fast) or real time (threads, timer
+    /// thread) [default: sim; --serve runs on real time].
+    #[arg(long, value_enum)]
+    clock: Option<ClockArg>,
+    /// Serve the Kafka wire protocol: one listener per broker, for real
+    /// Kafka clients, until SIGINT/SIGTERM or --duration-s.
+    #[arg(long)]
+    serve: bool,
+    /// With --serve: broker 0's address; broker i listens on its port + i
+    /// (port 0 picks free ports and prints them).
+    #[arg(long, default_value = "127.0.0.1:9092", requires = "serve")]
+    listen: std::net::SocketAddr,
+    /// With --serve: a topic to create ahead, as NAME:PARTITIONS (repeatable).
+    #[arg(long = "topic", value_name = "NAME:PARTITIONS", value_parser = parse_topic, requires = "serve")]
+    topics: Vec<(String, u32)>,
+    /// With --serve: do not create topics on first use.
+    #[arg(long, requires = "serve")]
+    no_auto_create: bool,
+    /// With --serve: the largest request frame accepted, in bytes (Kafka's
+    /// socket.request.max.bytes) [1024..=1073741824].
+    #[arg(long, default_value_t = 104_857_600, value_parser = clap::value_parser!(u64).range(1024..=1_073_741_824), requires = "serve")]
+    max_request_bytes: u64,
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     json: bool,
@@ -118,8 +140,14 @@ fn config(args: &Args) -> Result<Config, String> {
         TimerArg::Delayqueue => TimerChoice::DelayQueue,
     };
     cfg.clock = match args.clock {
-        ClockArg::Sim => ClockChoice::Sim,
-        ClockArg::Real => ClockChoice::Real,
+        Some(ClockArg::Sim) if args.serve => {
+            return Err(
+                "--serve answers real clients on real time: --clock sim cannot be served".into(),
+            )
+        }
+        None if args.serve => ClockChoice::Real,
+        None | Some(ClockArg::Sim) => ClockChoice::Sim,
+        Some(ClockArg::Real) => ClockChoice::Real,
     };
     if let Some(s) = args.duration_s {
         if !s.is_finite() || s <= 0.0 || s > 1e6 {
@@ -160,6 +188,81 @@ fn config(args: &Args) -> Result<Config, String> {
     Ok(cfg)
 }
 
+/// `NAME:PARTITIONS`.
+fn parse_topic(s: &str) -> Result<(String, u32), String> {
+    let (name, n) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("'{s}' is not NAME:PARTITIONS"))?;
+    let n: u32 = n
+        .parse()
+        .map_err(|_| format!("'{n}' is not a partition count"))?;
+    if !(1..=10_000).contains(&n) {
+        return Err(format!("{n} partitions: must be from 1 to 10000"));
+    }
+    if !broker_sim::live::valid_topic_name(name) {
+        return Err(format!(
+            "'{name}' is not a valid topic name (letters, digits, '.', '_', '-'; at most 249)"
+        ));
+    }
+    Ok((name.to_string(), n))
+}
+
+/// `--serve`: the cluster of `cfg` behind the wire protocol.
+fn serve(args: &Args, cfg: &Config) -> ExitCode {
+    let live = LiveConfig {
+        brokers: cfg.brokers,
+        // Kafka's num.partitions default is 1; --partitions sets it here.
+        partitions: args.partitions.unwrap_or(1),
+        replication_factor: cfg.replication_factor,
+        min_insync: cfg.min_insync,
+        auto_create: !args.no_auto_create,
+        follower_latency: vec![
+            cfg.latency * 2 + cfg.replica_fetch_wait.min(Duration::from_millis(1)),
+        ],
+        replica_lag: cfg.replica_lag_max,
+        timer: cfg.timer,
+        faults: cfg.faults.clone(),
+        ..LiveConfig::default()
+    };
+    let opts = ServeOptions {
+        listen: args.listen,
+        live,
+        topics: args.topics.clone(),
+        limits: Limits {
+            max_request_bytes: args.max_request_bytes as usize,
+            ..Limits::default()
+        },
+    };
+    let server = match Server::start(opts) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("broker-sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for (id, addr) in server.addrs().iter().enumerate() {
+        println!("broker {id} listening on {addr}");
+    }
+    let until = args.duration_s.map(|_| cfg.duration);
+    println!(
+        "scenario {}, timer {}; serving until {}",
+        cfg.scenario,
+        cfg.timer.name(),
+        until.map_or("SIGINT or SIGTERM".to_string(), |d| format!(
+            "{:.1} s have passed (or a signal)",
+            d.as_secs_f64()
+        ))
+    );
+    server.wait(until);
+    let report = server.stop();
+    print!("{}", report.human());
+    if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     if args.list_scenarios {
@@ -176,6 +279,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.serve {
+        return serve(&args, &cfg);
+    }
     let bar = (cfg.clock == ClockChoice::Real).then(|| {
         let bar = indicatif::ProgressBar::new(cfg.duration.as_millis() as u64);
         bar.set_style(

@@ -1,0 +1,124 @@
+//! The served cluster's checks: every parked request answered exactly
+//! once, no `acks=all` produce acknowledged below the high watermark, no
+//! fetch answered early with less than `min.bytes`, nothing expired before
+//! its timeout.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters, updated by the request handlers and the operations.
+#[derive(Debug, Default)]
+pub struct Checks {
+    /// Produce requests received.
+    pub produce_requests: AtomicU64,
+    /// Fetch requests received.
+    pub fetch_requests: AtomicU64,
+    /// Metadata requests received.
+    pub metadata_requests: AtomicU64,
+    /// ListOffsets requests received.
+    pub list_offsets_requests: AtomicU64,
+    /// Operations handed to a purgatory.
+    pub parked: AtomicU64,
+    /// `on_complete` calls, over all parked operations.
+    pub answers: AtomicU64,
+    /// `on_complete` called on an operation already answered.
+    pub answered_twice: AtomicU64,
+    /// Parked operations completed by their condition.
+    pub completed: AtomicU64,
+    /// Parked operations that expired.
+    pub expired: AtomicU64,
+    /// Parked operations cancelled (leadership moved).
+    pub cancelled: AtomicU64,
+    /// Parked operations answered by the shutdown.
+    pub shut_down: AtomicU64,
+    /// Records acknowledged to `acks=all` producers.
+    pub acked_records: AtomicU64,
+    /// Produce partitions answered with an error, by none of the above.
+    pub produce_errors: AtomicU64,
+    /// Violation: an `acks=all` produce acknowledged below the high watermark.
+    pub acked_below_hw: AtomicU64,
+    /// Violation: a fetch answered before `max_wait_ms` with less than `min_bytes`.
+    pub fetch_early: AtomicU64,
+    /// Violation: an operation expired before its timeout.
+    pub expired_early: AtomicU64,
+}
+
+/// One counter to read.
+fn get(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
+
+impl Checks {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Called by each operation's `on_complete`; `again` if it had already
+    /// been answered.
+    pub(crate) fn answered(&self, again: bool) {
+        Self::bump(&self.answers);
+        if again {
+            Self::bump(&self.answered_twice);
+        }
+    }
+
+    /// What went wrong, one line each; empty when every check held.
+    /// `pending` is what the purgatories still hold.
+    pub fn violations(&self, pending: usize) -> Vec<String> {
+        let mut v = Vec::new();
+        let (parked, answers) = (get(&self.parked), get(&self.answers));
+        if get(&self.answered_twice) > 0 {
+            v.push(format!(
+                "{} operations answered twice",
+                get(&self.answered_twice)
+            ));
+        }
+        if answers < parked {
+            v.push(format!(
+                "{} of {parked} parked operations never answered",
+                parked - answers
+            ));
+        }
+        if pending > 0 {
+            v.push(format!("{pending} operations still in the purgatories"));
+        }
+        for (count, what) in [
+            (
+                &self.acked_below_hw,
+                "acks=all produces acknowledged below the high watermark",
+            ),
+            (
+                &self.fetch_early,
+                "fetches answered before max_wait_ms with less than min_bytes",
+            ),
+            (
+                &self.expired_early,
+                "operations expired before their timeout",
+            ),
+        ] {
+            if get(count) > 0 {
+                v.push(format!("{} {what}", get(count)));
+            }
+        }
+        v
+    }
+
+    /// The report's lines.
+    pub fn summary(&self) -> Vec<(String, u64)> {
+        [
+            ("produce requests", &self.produce_requests),
+            ("fetch requests", &self.fetch_requests),
+            ("metadata requests", &self.metadata_requests),
+            ("list-offsets requests", &self.list_offsets_requests),
+            ("parked in the purgatory", &self.parked),
+            ("  completed by their condition", &self.completed),
+            ("  expired", &self.expired),
+            ("  cancelled", &self.cancelled),
+            ("  answered at shutdown", &self.shut_down),
+            ("records acknowledged (acks=all)", &self.acked_records),
+            ("produce partition errors", &self.produce_errors),
+        ]
+        .into_iter()
+        .map(|(name, c)| (name.to_string(), get(c)))
+        .collect()
+    }
+}

@@ -1,0 +1,308 @@
+//! One served topic-partition: its stored record batches, byte-exact with
+//! their offsets assigned, and its replication state (replicas, ISR, each
+//! replica's log end, the high watermark).
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::RecordBatchDecoder;
+use std::time::Instant;
+
+/// The v2 record batch header fields read here: the base offset (8 bytes)
+/// and the batch length (4 bytes) that follows it. Everything else is the
+/// crate's to decode.
+const LOG_OVERHEAD: usize = 12;
+
+/// A batch as stored: its offsets and its bytes, base offset assigned.
+#[derive(Debug, Clone)]
+pub struct StoredBatch {
+    /// Offset of its first record.
+    pub base: i64,
+    /// One past the offset of its last record.
+    pub end: i64,
+    /// The whole batch, as the producer sent it but for the base offset.
+    pub bytes: Bytes,
+}
+
+/// Why an append was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendError {
+    /// Not v2 batches, a bad CRC, a truncated or trailing batch.
+    Corrupt,
+    /// Larger than the partition accepts (Kafka's `message.max.bytes`).
+    TooLarge,
+}
+
+/// The state of one partition, under its lock.
+#[derive(Debug)]
+pub struct PartitionLog {
+    /// Brokers holding a replica, preferred leader first.
+    pub replicas: Vec<u32>,
+    /// The leader, `None` while every replica is down.
+    pub leader: Option<u32>,
+    /// Leader epoch, bumped on each leader change.
+    pub epoch: i32,
+    /// In-sync replicas, the leader included.
+    pub isr: Vec<u32>,
+    /// Log end offset of each replica, by position in `replicas`.
+    pub replica_leo: Vec<i64>,
+    /// When each replica last caught up with the leader.
+    pub caught_up_at: Vec<Instant>,
+    /// High watermark: the offset below which every ISR member has the log.
+    pub hw: i64,
+    /// Stored batches in offset order.
+    pub batches: Vec<StoredBatch>,
+    /// Bytes stored, summed over batches.
+    pub bytes: u64,
+}
+
+impl PartitionLog {
+    /// An empty partition led by `replicas[0]`, every replica in sync.
+    pub fn new(replicas: Vec<u32>, now: Instant) -> Self {
+        PartitionLog {
+            leader: replicas.first().copied(),
+            epoch: 0,
+            isr: replicas.clone(),
+            replica_leo: vec![0; replicas.len()],
+            caught_up_at: vec![now; replicas.len()],
+            replicas,
+            hw: 0,
+            batches: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// The leader's log end offset: the next offset to assign.
+    pub fn log_end(&self) -> i64 {
+        self.batches.last().map_or(0, |b| b.end)
+    }
+
+    /// Position of `broker` in `replicas`.
+    pub fn replica_index(&self, broker: u32) -> Option<usize> {
+        self.replicas.iter().position(|&r| r == broker)
+    }
+
+    /// Appends the batches in `records` on the leader, assigning offsets
+    /// from the log end; returns (base offset, end offset). Each batch is
+    /// checked by the crate's decoder (v2 magic, CRC32C) before anything is
+    /// stored, so a bad request stores nothing.
+    pub fn append(&mut self, records: &Bytes, max_bytes: usize) -> Result<(i64, i64), AppendError> {
+        if records.len() > max_bytes {
+            return Err(AppendError::TooLarge);
+        }
+        let mut pieces = Vec::new();
+        let mut rest = records.clone();
+        while !rest.is_empty() {
+            if rest.len() < LOG_OVERHEAD {
+                return Err(AppendError::Corrupt);
+            }
+            let length = i32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]);
+            let total = usize::try_from(length)
+                .ok()
+                .and_then(|l| l.checked_add(LOG_OVERHEAD))
+                .filter(|&t| t <= rest.len())
+                .ok_or(AppendError::Corrupt)?;
+            let batch = rest.split_to(total);
+            let mut check = batch.clone();
+            let info = RecordBatchDecoder::decode_batch_info(&mut check)
+                .map_err(|_| AppendError::Corrupt)?;
+            // One v2 batch exactly (the decoder stops quietly at other magics).
+            let [info] = info.as_slice() else {
+                return Err(AppendError::Corrupt);
+            };
+            if info.record_count <= 0 || !check.is_empty() {
+                return Err(AppendError::Corrupt);
+            }
+            pieces.push((batch, i64::from(info.record_count)));
+        }
+        if pieces.is_empty() {
+            return Err(AppendError::Corrupt);
+        }
+        let base = self.log_end();
+        let mut next = base;
+        for (batch, count) in pieces {
+            let mut bytes = BytesMut::from(&batch[..]);
+            bytes[..8].copy_from_slice(&next.to_be_bytes());
+            self.bytes += bytes.len() as u64;
+            self.batches.push(StoredBatch {
+                base: next,
+                end: next + count,
+                bytes: bytes.freeze(),
+            });
+            next += count;
+        }
+        if let Some(i) = self.leader.and_then(|l| self.replica_index(l)) {
+            self.replica_leo[i] = next;
+        }
+        self.advance_hw();
+        Ok((base, next))
+    }
+
+    /// Cuts the log back to `end` (a new leader's log end): batches past it
+    /// go, and no replica is counted as having more.
+    pub fn truncate(&mut self, end: i64) {
+        let keep = self.batches.partition_point(|b| b.end <= end);
+        for b in self.batches.drain(keep..) {
+            self.bytes -= b.bytes.len() as u64;
+        }
+        let end = self.log_end();
+        for leo in &mut self.replica_leo {
+            *leo = (*leo).min(end);
+        }
+        self.hw = self.hw.min(end);
+    }
+
+    /// Moves the high watermark to the lowest log end in the ISR; returns
+    /// whether it moved. It never moves back.
+    pub fn advance_hw(&mut self) -> bool {
+        let lowest = self
+            .isr
+            .iter()
+            .filter_map(|&b| self.replica_index(b))
+            .map(|i| self.replica_leo[i])
+            .min()
+            .unwrap_or(self.hw);
+        if lowest > self.hw {
+            self.hw = lowest;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Batches from the one holding `offset`, below the high watermark, up
+    /// to `max_bytes`; the first batch is returned whole even if larger, as
+    /// Kafka does, so that a consumer can always make progress (with a
+    /// `max_bytes` of 0 nothing is returned).
+    pub fn read(&self, offset: i64, max_bytes: usize) -> Bytes {
+        let batches = self.readable(offset, max_bytes);
+        let mut out = BytesMut::with_capacity(batches.iter().map(|b| b.bytes.len()).sum());
+        for b in batches {
+            out.extend_from_slice(&b.bytes);
+        }
+        out.freeze()
+    }
+
+    /// How many bytes [`read`](Self::read) would return.
+    pub fn read_len(&self, offset: i64, max_bytes: usize) -> usize {
+        self.readable(offset, max_bytes)
+            .iter()
+            .map(|b| b.bytes.len())
+            .sum()
+    }
+
+    fn readable(&self, offset: i64, max_bytes: usize) -> &[StoredBatch] {
+        let start = self.first_batch(offset);
+        let mut len = 0;
+        let mut end = start;
+        for b in &self.batches[start..] {
+            if b.end > self.hw || max_bytes == 0 || (end > start && len + b.bytes.len() > max_bytes)
+            {
+                break;
+            }
+            len += b.bytes.len();
+            end += 1;
+        }
+        &self.batches[start..end]
+    }
+
+    /// Index of the first batch whose end is past `offset`.
+    fn first_batch(&self, offset: i64) -> usize {
+        self.batches.partition_point(|b| b.end <= offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+
+    pub(crate) fn batch(values: &[&[u8]]) -> Bytes {
+        let records: Vec<Record> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Record {
+                transactional: false,
+                control: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: -1,
+                timestamp: 0,
+                key: None,
+                value: Some(Bytes::copy_from_slice(v)),
+                headers: Default::default(),
+                delete_horizon: false,
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .unwrap();
+        buf.freeze()
+    }
+
+    #[test]
+    fn appends_assign_offsets_and_reads_stop_at_the_high_watermark() {
+        let now = Instant::now();
+        let mut log = PartitionLog::new(vec![0, 1], now);
+        let first = batch(&[b"a", b"b"]);
+        assert_eq!(log.append(&first, 1 << 20), Ok((0, 2)));
+        assert_eq!(log.append(&batch(&[b"c"]), 1 << 20), Ok((2, 3)));
+        // The follower has nothing yet.
+        assert_eq!((log.hw, log.read_len(0, 1 << 20)), (0, 0));
+        log.replica_leo[1] = 2;
+        assert!(log.advance_hw());
+        let read = log.read(0, 1 << 20);
+        assert_eq!(read.len(), first.len());
+        // Byte-exact but for the base offset, which was already 0.
+        assert_eq!(read, first);
+        log.replica_leo[1] = 3;
+        log.advance_hw();
+        let second = log.read(2, 1 << 20);
+        assert_eq!(&second[..8], &2i64.to_be_bytes());
+        assert_eq!(log.read(0, 1 << 20).len(), log.bytes as usize);
+        // From inside the log: the batch holding the offset on.
+        let from_two: usize = log
+            .batches
+            .iter()
+            .filter(|b| b.end > 2)
+            .map(|b| b.bytes.len())
+            .sum();
+        assert_eq!(log.read_len(2, 1 << 20), from_two);
+        // The first batch whole, even past the limit; then whole batches.
+        let one = log.batches[0].bytes.len();
+        assert_eq!(log.read_len(0, 1), one);
+        assert_eq!(log.read_len(0, one + 1), one);
+        assert_eq!(log.read_len(0, 0), 0);
+    }
+
+    #[test]
+    fn a_bad_crc_or_a_truncated_batch_stores_nothing() {
+        let mut log = PartitionLog::new(vec![0], Instant::now());
+        let good = batch(&[b"hello"]);
+        let mut bad = BytesMut::from(&good[..]);
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff;
+        assert_eq!(
+            log.append(&bad.freeze(), 1 << 20),
+            Err(AppendError::Corrupt)
+        );
+        let truncated = good.slice(..good.len() - 3);
+        assert_eq!(log.append(&truncated, 1 << 20), Err(AppendError::Corrupt));
+        assert_eq!(
+            log.append(&Bytes::new(), 1 << 20),
+            Err(AppendError::Corrupt)
+        );
+        assert_eq!(log.append(&good, 4), Err(AppendError::TooLarge));
+        assert!(log.batches.is_empty());
+    }
+}

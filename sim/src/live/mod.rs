@@ -1,0 +1,402 @@
+//! The cluster that real Kafka clients talk to: brokers with produce and
+//! fetch purgatories, topics whose partitions store record batches
+//! byte-exact, and simulated followers that replicate them and move the
+//! high watermark. It answers decoded requests (`service.rs`, the
+//! [`Service`](crate::wire::Service) behind the wire front) and knows
+//! nothing of sockets.
+
+mod checks;
+mod log;
+mod ops;
+mod replication;
+mod service;
+mod topics;
+
+pub use checks::Checks;
+pub use log::{AppendError, PartitionLog, StoredBatch};
+pub use service::BrokerService;
+pub use topics::{valid_topic_name, Partition, Topic};
+
+use crate::config::{Fault, TimerChoice};
+use ops::{WireFetch, WireProduce};
+use parking_lot::RwLock;
+use purgatory::{Driver, Purgatory, TimerKind};
+use replication::FollowerQueue;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How the served cluster is set up.
+#[derive(Debug, Clone)]
+pub struct LiveConfig {
+    /// Brokers in the cluster.
+    pub brokers: u32,
+    /// Partitions of an automatically created topic.
+    pub partitions: u32,
+    /// Replicas of each partition (at most the brokers).
+    pub replication_factor: u32,
+    /// `min.insync.replicas`.
+    pub min_insync: u32,
+    /// Kafka's `auto.create.topics.enable`.
+    pub auto_create: bool,
+    /// How long a batch takes to reach each follower (by broker id; the
+    /// last value repeats for the brokers beyond).
+    pub follower_latency: Vec<Duration>,
+    /// `replica.lag.time.max.ms`.
+    pub replica_lag: Duration,
+    /// `message.max.bytes`: the largest batch set accepted per partition.
+    pub message_max_bytes: usize,
+    /// The purgatories' timer.
+    pub timer: TimerChoice,
+    /// Slow followers and crashes, timed from the start (other faults are
+    /// the simulated traffic's and are ignored here).
+    pub faults: Vec<Fault>,
+}
+
+impl Default for LiveConfig {
+    fn default() -> Self {
+        LiveConfig {
+            brokers: 3,
+            partitions: 3,
+            replication_factor: 3,
+            min_insync: 2,
+            auto_create: true,
+            follower_latency: vec![Duration::from_millis(2)],
+            replica_lag: Duration::from_secs(30),
+            message_max_bytes: 1024 * 1024 + 12,
+            timer: TimerChoice::Wheel,
+            faults: Vec::new(),
+        }
+    }
+}
+
+/// One broker: where its connections send their requests.
+pub struct Broker {
+    /// Its node id.
+    pub id: u32,
+    /// False while crashed.
+    pub alive: AtomicBool,
+    /// Parked `acks=all` produces, watched by partition key.
+    pub produce: Purgatory<u32, WireProduce>,
+    /// Parked fetches, watched by partition key.
+    pub fetch: Purgatory<u32, WireFetch>,
+    /// Batches on their way to this broker's follower replicas.
+    followers: FollowerQueue,
+}
+
+/// The served cluster.
+pub struct LiveCluster {
+    /// How it was set up.
+    pub cfg: LiveConfig,
+    /// Its brokers, by id.
+    pub brokers: Vec<Broker>,
+    topics: RwLock<HashMap<Arc<str>, Arc<Topic>>>,
+    next_key: AtomicU32,
+    /// What the checks counted.
+    pub checks: Arc<Checks>,
+    /// Host and port each broker is reached at (set once bound).
+    endpoints: RwLock<Vec<(String, i32)>>,
+    stopping: AtomicBool,
+    replication: parking_lot::Mutex<Option<JoinHandle<()>>>,
+    started: Instant,
+    /// Crashes not yet done: (when, broker).
+    crashes: parking_lot::Mutex<Vec<(Duration, u32)>>,
+}
+
+/// How often the followers fetch and the ISR is checked.
+const TICK: Duration = Duration::from_millis(1);
+const ISR_CHECK_EVERY: Duration = Duration::from_millis(100);
+
+impl LiveCluster {
+    /// A cluster of `cfg.brokers` brokers with no topics; its replication
+    /// thread runs until [`shutdown`](Self::shutdown).
+    pub fn start(cfg: LiveConfig) -> Arc<LiveCluster> {
+        let kind = match cfg.timer {
+            TimerChoice::Wheel => TimerKind::Wheel,
+            TimerChoice::DelayQueue => TimerKind::DelayQueue {
+                purge_interval: 1000,
+            },
+        };
+        let driver = Driver::Thread {
+            expiration_threads: 1,
+        };
+        let brokers = (0..cfg.brokers)
+            .map(|id| Broker {
+                id,
+                alive: AtomicBool::new(true),
+                produce: Purgatory::builder(format!("Produce-{id}"))
+                    .timer(kind)
+                    .driver(driver)
+                    .build()
+                    .expect("a valid purgatory configuration"),
+                fetch: Purgatory::builder(format!("Fetch-{id}"))
+                    .timer(kind)
+                    .driver(driver)
+                    .build()
+                    .expect("a valid purgatory configuration"),
+                followers: FollowerQueue::default(),
+            })
+            .collect();
+        let crashes = cfg
+            .faults
+            .iter()
+            .filter_map(|f| match *f {
+                Fault::Crash { broker, at } if broker < cfg.brokers => Some((at, broker)),
+                _ => None,
+            })
+            .collect();
+        let cluster = Arc::new(LiveCluster {
+            cfg,
+            brokers,
+            topics: RwLock::new(HashMap::new()),
+            next_key: AtomicU32::new(0),
+            checks: Arc::new(Checks::default()),
+            endpoints: RwLock::new(Vec::new()),
+            stopping: AtomicBool::new(false),
+            replication: parking_lot::Mutex::new(None),
+            started: Instant::now(),
+            crashes: parking_lot::Mutex::new(crashes),
+        });
+        let weak = Arc::downgrade(&cluster);
+        let thread = std::thread::Builder::new()
+            .name("followers".into())
+            .spawn(move || {
+                let mut last_isr_check = Instant::now();
+                while let Some(cluster) = weak.upgrade() {
+                    if cluster.stopping.load(Ordering::Acquire) {
+                        break;
+                    }
+                    let now = Instant::now();
+                    cluster.crash_due(now);
+                    cluster.replicate(now);
+                    if now.duration_since(last_isr_check) >= ISR_CHECK_EVERY {
+                        cluster.check_isr(now);
+                        last_isr_check = now;
+                    }
+                    drop(cluster);
+                    std::thread::sleep(TICK);
+                }
+            })
+            .expect("spawn the follower thread");
+        *cluster.replication.lock() = Some(thread);
+        cluster
+    }
+
+    /// Where each broker listens, for Metadata.
+    pub fn set_endpoints(&self, endpoints: Vec<(String, i32)>) {
+        *self.endpoints.write() = endpoints;
+    }
+
+    pub(crate) fn endpoints(&self) -> Vec<(String, i32)> {
+        self.endpoints.read().clone()
+    }
+
+    /// The topic, if it exists.
+    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
+        self.topics.read().get(name).cloned()
+    }
+
+    /// Every topic, by name.
+    pub fn topics(&self) -> Vec<Arc<Topic>> {
+        let mut all: Vec<_> = self.topics.read().values().cloned().collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Creates `name` with `partitions` partitions (the configured
+    /// replication factor, leaders spread over the brokers), or returns it
+    /// if it exists.
+    pub fn create_topic(&self, name: &str, partitions: u32) -> Arc<Topic> {
+        let mut topics = self.topics.write();
+        if let Some(t) = topics.get(name) {
+            return Arc::clone(t);
+        }
+        let name: Arc<str> = Arc::from(name);
+        let n = self.cfg.brokers;
+        let rf = self.cfg.replication_factor.min(n);
+        let first = self.next_key.load(Ordering::Relaxed);
+        let now = Instant::now();
+        let partitions = (0..partitions)
+            .map(|i| {
+                let replicas = (0..rf).map(|r| (first + i + r) % n).collect();
+                Arc::new(Partition {
+                    key: self.next_key.fetch_add(1, Ordering::Relaxed),
+                    topic: Arc::clone(&name),
+                    index: i as i32,
+                    log: parking_lot::Mutex::new(PartitionLog::new(replicas, now)),
+                })
+            })
+            .collect();
+        let topic = Arc::new(Topic {
+            name: Arc::clone(&name),
+            partitions,
+        });
+        topics.insert(name, Arc::clone(&topic));
+        topic
+    }
+
+    /// After an append of `p` up to `end` on its leader: sends the batch on
+    /// its way to each follower.
+    pub(crate) fn replicate_later(&self, p: &Arc<Partition>, followers: &[u32], end: i64) {
+        let now = Instant::now();
+        let since_start = now.duration_since(self.started);
+        for &f in followers {
+            let mut latency = self
+                .cfg
+                .follower_latency
+                .get(f as usize)
+                .or(self.cfg.follower_latency.last())
+                .copied()
+                .unwrap_or_default();
+            for fault in &self.cfg.faults {
+                if let Fault::SlowFollower {
+                    broker,
+                    from,
+                    until,
+                    delay,
+                } = *fault
+                {
+                    if broker == f && (from..until).contains(&since_start) {
+                        latency += delay;
+                    }
+                }
+            }
+            self.brokers[f as usize]
+                .followers
+                .push(now + latency, Arc::clone(p), end);
+        }
+    }
+
+    /// Each follower takes what has reached it; the leaders check their
+    /// purgatories for every partition whose high watermark moved.
+    fn replicate(&self, now: Instant) {
+        let mut moved = Vec::new();
+        for b in &self.brokers {
+            for (p, end) in b.followers.due(now) {
+                if b.alive.load(Ordering::Acquire)
+                    && replication::follower_caught_up(&p, b.id, end, now)
+                {
+                    moved.push(p);
+                }
+            }
+        }
+        self.check_moved(moved);
+    }
+
+    /// Crashes the brokers whose time has come.
+    fn crash_due(&self, now: Instant) {
+        let since_start = now.duration_since(self.started);
+        let due: Vec<u32> = {
+            let mut crashes = self.crashes.lock();
+            let due = crashes
+                .iter()
+                .filter(|(at, _)| *at <= since_start)
+                .map(|&(_, b)| b)
+                .collect();
+            crashes.retain(|(at, _)| *at > since_start);
+            due
+        };
+        for b in due {
+            self.crash(b);
+        }
+    }
+
+    /// Broker `dead` stops: it leaves every ISR; each partition it led gets
+    /// the first live in-sync replica as leader (its log cut back to what
+    /// that replica has, which holds every acknowledged record); what was
+    /// parked on it for those partitions is cancelled, and so answered with
+    /// NOT_LEADER_OR_FOLLOWER at once.
+    pub fn crash(&self, dead: u32) {
+        let Some(broker) = self.brokers.get(dead as usize) else {
+            return;
+        };
+        broker.alive.store(false, Ordering::Release);
+        broker.followers.clear();
+        let alive = |b: u32| self.brokers[b as usize].alive.load(Ordering::Acquire);
+        let mut moved = Vec::new();
+        let mut lost_leader = Vec::new();
+        for topic in self.topics() {
+            for p in &topic.partitions {
+                let mut log = p.log.lock();
+                log.isr.retain(|&b| b != dead);
+                if log.leader == Some(dead) {
+                    lost_leader.push(p.key);
+                    let next = log.isr.iter().copied().find(|&b| alive(b));
+                    log.leader = next;
+                    log.epoch += 1;
+                    if let Some(i) = next.and_then(|n| log.replica_index(n)) {
+                        let end = log.replica_leo[i];
+                        log.truncate(end);
+                    }
+                    if log.leader.is_none() {
+                        log.isr.clear();
+                    }
+                }
+                if log.advance_hw() {
+                    moved.push(Arc::clone(p));
+                }
+            }
+        }
+        for key in lost_leader {
+            broker.produce.cancel_for_key(&key);
+            broker.fetch.cancel_for_key(&key);
+        }
+        self.check_moved(moved);
+        tracing::info!(broker = dead, "broker crashed");
+    }
+
+    fn check_isr(&self, now: Instant) {
+        let alive = |b: u32| self.brokers[b as usize].alive.load(Ordering::Acquire);
+        let moved: Vec<_> = self
+            .topics()
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .filter(|p| replication::shrink_isr(p, self.cfg.replica_lag, now, &alive))
+            .cloned()
+            .collect();
+        self.check_moved(moved);
+    }
+
+    /// Checks the leader's produce and fetch purgatories for each partition.
+    pub(crate) fn check_moved(&self, partitions: Vec<Arc<Partition>>) {
+        for p in partitions {
+            let leader = p.log.lock().leader;
+            if let Some(b) = leader.and_then(|l| self.brokers.get(l as usize)) {
+                b.produce.check_and_complete(&p.key);
+                b.fetch.check_and_complete(&p.key);
+            }
+        }
+    }
+
+    /// Operations the purgatories still hold.
+    pub fn pending(&self) -> usize {
+        self.brokers
+            .iter()
+            .map(|b| b.produce.delayed() + b.fetch.delayed())
+            .sum()
+    }
+
+    /// Watch entries the purgatories still hold.
+    pub fn watched(&self) -> usize {
+        self.brokers
+            .iter()
+            .map(|b| b.produce.watched() + b.fetch.watched())
+            .sum()
+    }
+
+    /// Stops replication and answers every parked request (the shutdown
+    /// outcome, which the service turns into a Kafka error code).
+    pub fn shutdown(&self) {
+        self.stopping.store(true, Ordering::Release);
+        if let Some(t) = self.replication.lock().take() {
+            let _ = t.join();
+        }
+        for b in &self.brokers {
+            b.followers.clear();
+            b.produce.shutdown();
+            b.fetch.shutdown();
+        }
+    }
+}

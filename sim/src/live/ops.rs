@@ -1,0 +1,143 @@
+//! The served cluster's delayed operations, as Kafka's `DelayedProduce`
+//! and `DelayedFetch`: one per request, watched under every partition it
+//! touches, answered with per-partition results.
+
+use super::checks::Checks;
+use super::topics::Partition;
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use purgatory::{DelayedOperation, Outcome};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One partition of a produce with `acks=all`.
+pub struct ProducePart {
+    pub partition: Arc<Partition>,
+    /// Offset of the first appended record.
+    pub base: i64,
+    /// The high watermark must reach this (one past the last record).
+    pub required: i64,
+    /// `None` while undecided, then the error code (0 for success).
+    pub error: Option<i16>,
+}
+
+/// A produce with `acks=all`, waiting until every in-sync replica has each
+/// partition's batches.
+pub struct WireProduce {
+    pub broker: u32,
+    pub parts: Vec<ProducePart>,
+    pub min_insync: usize,
+    pub timeout: Duration,
+    pub parked_at: Instant,
+    pub outcome: Option<Outcome>,
+    pub checks: Arc<Checks>,
+}
+
+impl DelayedOperation for WireProduce {
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn try_complete(&mut self) -> bool {
+        for part in self.parts.iter_mut().filter(|p| p.error.is_none()) {
+            let log = part.partition.log.lock();
+            if log.leader != Some(self.broker) {
+                part.error = Some(ResponseError::NotLeaderOrFollower.code());
+            } else if log.hw >= part.required {
+                part.error = Some(0);
+            } else if log.isr.len() < self.min_insync {
+                part.error = Some(ResponseError::NotEnoughReplicasAfterAppend.code());
+            }
+        }
+        self.parts.iter().all(|p| p.error.is_some())
+    }
+
+    fn on_complete(&mut self, outcome: Outcome) {
+        self.checks.answered(self.outcome.is_some());
+        self.outcome = Some(outcome);
+        let undecided = match outcome {
+            // Forced without a check (nothing in the front forces it).
+            Outcome::Completed => ResponseError::RequestTimedOut,
+            Outcome::Expired => ResponseError::RequestTimedOut,
+            // Leadership moved away, or the broker is going down: the
+            // client refreshes its metadata and retries.
+            Outcome::Cancelled | Outcome::Shutdown => ResponseError::NotLeaderOrFollower,
+        };
+        for part in &mut self.parts {
+            part.error.get_or_insert(undecided.code());
+        }
+    }
+}
+
+/// One partition of a fetch.
+pub struct FetchPart {
+    pub partition: Arc<Partition>,
+    pub offset: i64,
+    pub max_bytes: usize,
+    /// Set on completion: the error code, the batches read, the high
+    /// watermark then.
+    pub error: i16,
+    pub records: Bytes,
+    pub hw: i64,
+}
+
+/// A fetch waiting until `min_bytes` are readable below the high watermarks
+/// of its partitions, or `max_wait`.
+pub struct WireFetch {
+    pub broker: u32,
+    pub parts: Vec<FetchPart>,
+    pub min_bytes: u64,
+    pub max_bytes: usize,
+    pub max_wait: Duration,
+    pub parked_at: Instant,
+    pub outcome: Option<Outcome>,
+    pub checks: Arc<Checks>,
+}
+
+impl DelayedOperation for WireFetch {
+    fn timeout(&self) -> Duration {
+        self.max_wait
+    }
+
+    fn try_complete(&mut self) -> bool {
+        // What `on_complete` would read now, with the same limits.
+        let mut budget = self.max_bytes;
+        let mut readable = 0u64;
+        for part in &self.parts {
+            let log = part.partition.log.lock();
+            // A leader change answers at once, as Kafka's DelayedFetch does.
+            if log.leader != Some(self.broker) {
+                return true;
+            }
+            let len = log.read_len(part.offset, part.max_bytes.min(budget));
+            budget = budget.saturating_sub(len);
+            readable += len as u64;
+        }
+        readable >= self.min_bytes
+    }
+
+    fn on_complete(&mut self, outcome: Outcome) {
+        self.checks.answered(self.outcome.is_some());
+        self.outcome = Some(outcome);
+        // Expired or not, a fetch answers with what is there.
+        let mut budget = self.max_bytes;
+        for part in &mut self.parts {
+            let log = part.partition.log.lock();
+            part.hw = log.hw;
+            if log.leader != Some(self.broker) {
+                part.error = ResponseError::NotLeaderOrFollower.code();
+                continue;
+            }
+            if budget == 0 {
+                continue;
+            }
+            part.records = log.read(part.offset, part.max_bytes.min(budget));
+            budget = budget.saturating_sub(part.records.len());
+        }
+    }
+}
+
+/// Bytes returned by a completed fetch, over its partitions.
+pub fn fetched_bytes(parts: &[FetchPart]) -> u64 {
+    parts.iter().map(|p| p.records.len() as u64).sum()
+}

@@ -1,0 +1,536 @@
+//! What each request means for the served cluster: the broker side of
+//! Metadata, Produce, ListOffsets and Fetch, as Kafka answers them. A
+//! produce with `acks=all` and a fetch that cannot be answered yet are
+//! parked in the broker's purgatories, and the request's task awaits the
+//! handle.
+
+use super::checks::Checks;
+use super::log::AppendError;
+use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
+use super::topics::{valid_topic_name, Partition, Topic};
+use super::LiveCluster;
+use crate::wire::Service;
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, RequestKind,
+    ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use purgatory::Outcome;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One broker of the served cluster, as its listener's connections see it.
+pub struct BrokerService {
+    /// The cluster it belongs to.
+    pub cluster: Arc<LiveCluster>,
+    /// Its node id.
+    pub id: u32,
+}
+
+/// The versions implemented. Later Produce and Fetch versions name topics
+/// by id only, which this broker does not assign; clients negotiate down.
+const APIS: [(ApiKey, i16, i16); 4] = [
+    (ApiKey::Produce, 3, 12),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+];
+
+/// A produced partition's index, and its base offset or error code.
+type PartitionAnswer = (i32, Result<i64, i16>);
+
+fn code(e: ResponseError) -> i16 {
+    e.code()
+}
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+impl Service for BrokerService {
+    fn apis(&self) -> Vec<(ApiKey, i16, i16)> {
+        APIS.to_vec()
+    }
+
+    async fn call(
+        self: Arc<Self>,
+        header: RequestHeader,
+        request: RequestKind,
+    ) -> Option<ResponseKind> {
+        let version = header.request_api_version;
+        match request {
+            RequestKind::Metadata(r) => Some(ResponseKind::Metadata(self.metadata(r, version))),
+            RequestKind::ListOffsets(r) => {
+                Some(ResponseKind::ListOffsets(self.list_offsets(r, version)))
+            }
+            RequestKind::Produce(r) => self.produce(r).await.map(ResponseKind::Produce),
+            RequestKind::Fetch(r) => Some(ResponseKind::Fetch(self.fetch(r).await)),
+            // The front refuses what `apis` does not list.
+            _ => None,
+        }
+    }
+}
+
+impl BrokerService {
+    fn checks(&self) -> &Checks {
+        &self.cluster.checks
+    }
+
+    fn partition(&self, topic: &str, index: i32) -> Result<Arc<Partition>, i16> {
+        self.cluster
+            .topic(topic)
+            .and_then(|t| {
+                usize::try_from(index)
+                    .ok()
+                    .and_then(|i| t.partitions.get(i).cloned())
+            })
+            .ok_or(code(ResponseError::UnknownTopicOrPartition))
+    }
+
+    fn metadata(&self, r: MetadataRequest, version: i16) -> MetadataResponse {
+        Checks::bump(&self.checks().metadata_requests);
+        let cluster = &self.cluster;
+        // Before v4 a named topic is always created if missing.
+        let may_create = cluster.cfg.auto_create && (version < 4 || r.allow_auto_topic_creation);
+        let topics: Vec<Result<Arc<Topic>, (String, i16)>> = match r.topics {
+            None => cluster.topics().into_iter().map(Ok).collect(),
+            Some(named) => named
+                .into_iter()
+                .map(|t| {
+                    let name = t.name.map(|n| n.0.to_string()).unwrap_or_default();
+                    if let Some(topic) = cluster.topic(&name) {
+                        Ok(topic)
+                    } else if !valid_topic_name(&name) {
+                        Err((name, code(ResponseError::InvalidTopicException)))
+                    } else if may_create {
+                        Ok(cluster.create_topic(&name, cluster.cfg.partitions))
+                    } else {
+                        Err((name, code(ResponseError::UnknownTopicOrPartition)))
+                    }
+                })
+                .collect(),
+        };
+        let mut response = MetadataResponse::default();
+        response.cluster_id = Some(StrBytes::from_static_str("broker-sim"));
+        response.controller_id = BrokerId(0);
+        response.brokers = cluster
+            .endpoints()
+            .into_iter()
+            .enumerate()
+            .filter(|(id, _)| cluster.brokers[*id].alive.load(Ordering::Acquire))
+            .map(|(id, (host, port))| {
+                let mut b = MetadataResponseBroker::default();
+                b.node_id = BrokerId(id as i32);
+                b.host = StrBytes::from_string(host);
+                b.port = port;
+                b
+            })
+            .collect();
+        response.topics = topics
+            .into_iter()
+            .map(|t| {
+                let mut out = MetadataResponseTopic::default();
+                match t {
+                    Err((name, error)) => {
+                        out.name = Some(topic_name(&name));
+                        out.error_code = error;
+                    }
+                    Ok(topic) => {
+                        out.name = Some(topic_name(&topic.name));
+                        out.partitions = topic
+                            .partitions
+                            .iter()
+                            .map(|p| self.partition_metadata(p))
+                            .collect();
+                    }
+                }
+                out
+            })
+            .collect();
+        response
+    }
+
+    fn partition_metadata(&self, p: &Partition) -> MetadataResponsePartition {
+        let log = p.log.lock();
+        let ids = |v: &[u32]| v.iter().map(|&b| BrokerId(b as i32)).collect::<Vec<_>>();
+        let mut out = MetadataResponsePartition::default();
+        out.partition_index = p.index;
+        out.leader_id = BrokerId(log.leader.map_or(-1, |l| l as i32));
+        out.leader_epoch = log.epoch;
+        out.replica_nodes = ids(&log.replicas);
+        out.isr_nodes = ids(&log.isr);
+        let offline: Vec<u32> = log
+            .replicas
+            .iter()
+            .copied()
+            .filter(|&b| {
+                !self.cluster.brokers[b as usize]
+                    .alive
+                    .load(Ordering::Acquire)
+            })
+            .collect();
+        out.offline_replicas = ids(&offline);
+        if log.leader.is_none() {
+            out.error_code = code(ResponseError::LeaderNotAvailable);
+        }
+        out
+    }
+
+    fn list_offsets(&self, r: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+        Checks::bump(&self.checks().list_offsets_requests);
+        let mut response = ListOffsetsResponse::default();
+        response.topics = r
+            .topics
+            .into_iter()
+            .map(|t| {
+                let mut out = ListOffsetsTopicResponse::default();
+                out.partitions = t
+                    .partitions
+                    .iter()
+                    .map(|q| {
+                        let mut a = ListOffsetsPartitionResponse::default();
+                        a.partition_index = q.partition_index;
+                        a.timestamp = -1;
+                        a.offset = -1;
+                        match self.partition(&t.name.0, q.partition_index) {
+                            Err(e) => a.error_code = e,
+                            Ok(p) => {
+                                let log = p.log.lock();
+                                if log.leader != Some(self.id) {
+                                    a.error_code = code(ResponseError::NotLeaderOrFollower);
+                                } else {
+                                    // v4 and later carry it; earlier ones
+                                    // must leave it unset.
+                                    if version >= 4 {
+                                        a.leader_epoch = log.epoch;
+                                    }
+                                    match q.timestamp {
+                                        -2 => a.offset = 0,
+                                        // Latest: the high watermark, which
+                                        // is also the last stable offset.
+                                        -1 => a.offset = log.hw,
+                                        // No timestamp index: "no such offset".
+                                        _ => {}
+                                    }
+                                }
+                            }
+                        }
+                        a
+                    })
+                    .collect();
+                out.name = t.name;
+                out
+            })
+            .collect();
+        response
+    }
+
+    async fn produce(&self, r: ProduceRequest) -> Option<ProduceResponse> {
+        let checks = Arc::clone(&self.cluster.checks);
+        Checks::bump(&checks.produce_requests);
+        let acks = r.acks;
+        let valid_acks = matches!(acks, -1..=1);
+        // Each topic's partitions with their base offset or error, in
+        // request order.
+        let mut answers: Vec<(TopicName, Vec<PartitionAnswer>)> = Vec::new();
+        let mut parked: Vec<ProducePart> = Vec::new();
+        let mut moved = Vec::new();
+        for topic in r.topic_data {
+            let mut parts = Vec::new();
+            for data in topic.partition_data {
+                let result = if !valid_acks {
+                    Err(code(ResponseError::InvalidRequiredAcks))
+                } else {
+                    self.append(
+                        &topic.name.0,
+                        data.index,
+                        data.records,
+                        acks,
+                        &mut parked,
+                        &mut moved,
+                    )
+                };
+                parts.push((data.index, result));
+            }
+            answers.push((topic.name, parts));
+        }
+        // The leader's own append may have moved a high watermark (a
+        // partition with no followers in sync): parked fetches may complete.
+        self.cluster.check_moved(moved);
+        if acks == 0 {
+            return None;
+        }
+        if acks == -1 && !parked.is_empty() {
+            let parked_at = Instant::now();
+            let timeout = Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0));
+            let keys: Vec<u32> = parked.iter().map(|p| p.partition.key).collect();
+            let op = WireProduce {
+                broker: self.id,
+                parts: parked,
+                min_insync: self.cluster.cfg.min_insync as usize,
+                timeout,
+                parked_at,
+                outcome: None,
+                checks: Arc::clone(&checks),
+            };
+            let purgatory = &self.cluster.brokers[self.id as usize].produce;
+            let done = match purgatory.try_complete_else_watch(op, &keys) {
+                Ok(handle) => {
+                    Checks::bump(&checks.parked);
+                    let done = handle.await;
+                    self.check_outcome(done.outcome, parked_at, timeout);
+                    done.operation
+                }
+                Err(refused) => {
+                    let mut op = refused.into_operation();
+                    for part in &mut op.parts {
+                        part.error = Some(code(ResponseError::NotLeaderOrFollower));
+                    }
+                    op
+                }
+            };
+            for part in &done.parts {
+                let error = part.error.unwrap_or(code(ResponseError::RequestTimedOut));
+                if error == 0 {
+                    let hw = part.partition.log.lock().hw;
+                    if hw < part.required {
+                        Checks::bump(&checks.acked_below_hw);
+                    }
+                    checks
+                        .acked_records
+                        .fetch_add((part.required - part.base) as u64, Ordering::Relaxed);
+                }
+                let answer = answers
+                    .iter_mut()
+                    .find(|(t, _)| *t.0 == *part.partition.topic)
+                    .and_then(|(_, ps)| ps.iter_mut().find(|(i, _)| *i == part.partition.index));
+                if let Some((_, slot)) = answer {
+                    *slot = if error == 0 {
+                        Ok(part.base)
+                    } else {
+                        Err(error)
+                    };
+                }
+            }
+        }
+        let mut response = ProduceResponse::default();
+        response.responses = answers
+            .into_iter()
+            .map(|(name, parts)| {
+                let mut t = TopicProduceResponse::default();
+                t.name = name;
+                t.partition_responses = parts
+                    .into_iter()
+                    .map(|(index, result)| {
+                        let mut p = PartitionProduceResponse::default();
+                        p.index = index;
+                        p.log_append_time_ms = -1;
+                        match result {
+                            Ok(base) => p.base_offset = base,
+                            Err(e) => {
+                                Checks::bump(&checks.produce_errors);
+                                p.error_code = e;
+                                p.base_offset = -1;
+                            }
+                        }
+                        p
+                    })
+                    .collect();
+                t
+            })
+            .collect();
+        Some(response)
+    }
+
+    /// Appends one partition's batches on this broker as leader; an
+    /// `acks=all` append joins `parked`.
+    fn append(
+        &self,
+        topic: &str,
+        index: i32,
+        records: Option<Bytes>,
+        acks: i16,
+        parked: &mut Vec<ProducePart>,
+        moved: &mut Vec<Arc<Partition>>,
+    ) -> Result<i64, i16> {
+        let p = self.partition(topic, index)?;
+        let records = records.ok_or(code(ResponseError::CorruptMessage))?;
+        let (base, end, followers, hw_moved) = {
+            let mut log = p.log.lock();
+            if log.leader != Some(self.id) {
+                return Err(code(ResponseError::NotLeaderOrFollower));
+            }
+            if acks == -1 && log.isr.len() < self.cluster.cfg.min_insync as usize {
+                return Err(code(ResponseError::NotEnoughReplicas));
+            }
+            let hw = log.hw;
+            let (base, end) = log
+                .append(&records, self.cluster.cfg.message_max_bytes)
+                .map_err(|e| match e {
+                    AppendError::Corrupt => code(ResponseError::CorruptMessage),
+                    AppendError::TooLarge => code(ResponseError::MessageTooLarge),
+                })?;
+            let followers: Vec<u32> = log
+                .replicas
+                .iter()
+                .copied()
+                .filter(|&r| Some(r) != log.leader)
+                .collect();
+            (base, end, followers, log.hw != hw)
+        };
+        self.cluster.replicate_later(&p, &followers, end);
+        if hw_moved {
+            moved.push(Arc::clone(&p));
+        }
+        if acks == -1 {
+            parked.push(ProducePart {
+                partition: p,
+                base,
+                required: end,
+                error: None,
+            });
+        }
+        Ok(base)
+    }
+
+    async fn fetch(&self, r: FetchRequest) -> FetchResponse {
+        let checks = Arc::clone(&self.cluster.checks);
+        Checks::bump(&checks.fetch_requests);
+        let max_bytes = usize::try_from(r.max_bytes).unwrap_or(0);
+        let max_wait = Duration::from_millis(u64::try_from(r.max_wait_ms).unwrap_or(0));
+        let min_bytes = u64::try_from(r.min_bytes).unwrap_or(0);
+        // Valid partitions wait; the others are answered with their error.
+        let mut parts = Vec::new();
+        let mut errors: Vec<(TopicName, i32, i16, i64)> = Vec::new();
+        for topic in &r.topics {
+            for q in &topic.partitions {
+                let checked = self.partition(&topic.topic.0, q.partition).and_then(|p| {
+                    let log = p.log.lock();
+                    if log.leader != Some(self.id) {
+                        Err(code(ResponseError::NotLeaderOrFollower))
+                    } else if q.fetch_offset < 0 || q.fetch_offset > log.log_end() {
+                        Err(code(ResponseError::OffsetOutOfRange))
+                    } else {
+                        drop(log);
+                        Ok(p)
+                    }
+                });
+                match checked {
+                    Ok(p) => parts.push(FetchPart {
+                        partition: p,
+                        offset: q.fetch_offset,
+                        max_bytes: usize::try_from(q.partition_max_bytes).unwrap_or(0),
+                        error: 0,
+                        records: Bytes::new(),
+                        hw: 0,
+                    }),
+                    Err(e) => errors.push((topic.topic.clone(), q.partition, e, -1)),
+                }
+            }
+        }
+        let parked_at = Instant::now();
+        // As Kafka: an error anywhere, or nothing to wait for, answers now.
+        let at_once = !errors.is_empty() || parts.is_empty() || max_wait.is_zero();
+        let keys: Vec<u32> = parts.iter().map(|p| p.partition.key).collect();
+        let op = WireFetch {
+            broker: self.id,
+            parts,
+            min_bytes: if at_once { 0 } else { min_bytes },
+            max_bytes,
+            max_wait,
+            parked_at,
+            outcome: None,
+            checks: Arc::clone(&checks),
+        };
+        let purgatory = &self.cluster.brokers[self.id as usize].fetch;
+        let done = if keys.is_empty() {
+            op
+        } else {
+            match purgatory.try_complete_else_watch(op, &keys) {
+                Ok(handle) => {
+                    Checks::bump(&checks.parked);
+                    let done = handle.await;
+                    self.check_outcome(done.outcome, parked_at, max_wait);
+                    let op = done.operation;
+                    let errored = op.parts.iter().any(|p| p.error != 0);
+                    if done.outcome == Outcome::Completed
+                        && !errored
+                        && fetched_bytes(&op.parts) < op.min_bytes
+                        && parked_at.elapsed() < max_wait
+                    {
+                        Checks::bump(&checks.fetch_early);
+                    }
+                    op
+                }
+                Err(refused) => {
+                    let mut op = refused.into_operation();
+                    for p in &mut op.parts {
+                        p.error = code(ResponseError::NotLeaderOrFollower);
+                    }
+                    op
+                }
+            }
+        };
+        let mut response = FetchResponse::default();
+        response.session_id = 0;
+        let answered = done.parts.into_iter().map(|p| {
+            (
+                topic_name(&p.partition.topic),
+                p.partition.index,
+                p.error,
+                p.hw,
+                p.records,
+            )
+        });
+        let errored = errors
+            .into_iter()
+            .map(|(t, i, e, hw)| (t, i, e, hw, Bytes::new()));
+        for (topic, index, error, hw, records) in answered.chain(errored) {
+            let mut d = PartitionData::default();
+            d.partition_index = index;
+            d.error_code = error;
+            d.high_watermark = hw;
+            d.last_stable_offset = hw;
+            d.log_start_offset = if error == 0 { 0 } else { -1 };
+            d.aborted_transactions = Some(Vec::new());
+            d.preferred_read_replica = BrokerId(-1);
+            d.records = Some(records);
+            match response.responses.iter_mut().find(|t| t.topic == topic) {
+                Some(t) => t.partitions.push(d),
+                None => {
+                    let mut t = FetchableTopicResponse::default();
+                    t.topic = topic;
+                    t.partitions.push(d);
+                    response.responses.push(t);
+                }
+            }
+        }
+        response
+    }
+
+    /// Counts an outcome, and flags an expiry before its timeout.
+    fn check_outcome(&self, outcome: Outcome, parked_at: Instant, timeout: Duration) {
+        let checks = self.checks();
+        Checks::bump(match outcome {
+            Outcome::Completed => &checks.completed,
+            Outcome::Expired => &checks.expired,
+            Outcome::Cancelled => &checks.cancelled,
+            Outcome::Shutdown => &checks.shut_down,
+        });
+        if outcome == Outcome::Expired && parked_at.elapsed() < timeout {
+            Checks::bump(&checks.expired_early);
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Size-prefixed frames, as Kafka sends them: a 4-byte big-endian length,
+//! then that many bytes.
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Kafka's `socket.request.max.bytes` default: 100 MiB.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 * 1024 * 1024;
+
+/// The smallest request: an API key, a version and a correlation id.
+const MIN_REQUEST_BYTES: usize = 8;
+
+/// Why no frame was read. Each closes the connection, as Kafka does.
+#[derive(Debug)]
+pub enum FrameError {
+    /// The peer closed the connection between frames.
+    Closed,
+    /// A size below a request header, negative, or above the limit.
+    BadSize(i64),
+    /// The connection broke, or closed inside a frame.
+    Io(std::io::Error),
+}
+
+/// Reads one frame of at most `max` bytes. The buffer grows as the bytes
+/// arrive rather than by the announced size, so a peer that announces a
+/// large frame and sends little holds little memory.
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> Result<Bytes, FrameError> {
+    let mut size = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match reader.read(&mut size[got..]).await {
+            Ok(0) if got == 0 => return Err(FrameError::Closed),
+            Ok(0) => return Err(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into())),
+            Ok(n) => got += n,
+            Err(e) => return Err(FrameError::Io(e)),
+        }
+    }
+    let announced = i32::from_be_bytes(size);
+    let len = usize::try_from(announced)
+        .ok()
+        .filter(|&n| (MIN_REQUEST_BYTES..=max).contains(&n))
+        .ok_or(FrameError::BadSize(i64::from(announced)))?;
+    let mut body = BytesMut::with_capacity(len.min(64 * 1024));
+    let mut limited = reader.take(len as u64);
+    while body.len() < len {
+        match limited.read_buf(&mut body).await {
+            Ok(0) => return Err(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into())),
+            Ok(_) => {}
+            Err(e) => return Err(FrameError::Io(e)),
+        }
+    }
+    Ok(body.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn read(bytes: &[u8], max: usize) -> Result<Bytes, FrameError> {
+        let mut r = bytes;
+        read_frame(&mut r, max).await
+    }
+
+    #[tokio::test]
+    async fn frames_are_bounded_and_truncation_is_an_error() {
+        let mut ok = 8i32.to_be_bytes().to_vec();
+        ok.extend_from_slice(&[1; 8]);
+        assert_eq!(&read(&ok, 100).await.unwrap()[..], &[1; 8]);
+        assert!(matches!(read(&[], 100).await, Err(FrameError::Closed)));
+        assert!(matches!(read(&ok[..6], 100).await, Err(FrameError::Io(_))));
+        assert!(matches!(read(&ok[..2], 100).await, Err(FrameError::Io(_))));
+        let huge = i32::MAX.to_be_bytes();
+        assert!(matches!(
+            read(&huge, 100).await,
+            Err(FrameError::BadSize(_))
+        ));
+        let negative = (-1i32).to_be_bytes();
+        assert!(matches!(
+            read(&negative, 100).await,
+            Err(FrameError::BadSize(-1))
+        ));
+        let tiny = 3i32.to_be_bytes();
+        assert!(matches!(
+            read(&tiny, 100).await,
+            Err(FrameError::BadSize(3))
+        ));
+        assert!(matches!(read(&ok, 7).await, Err(FrameError::BadSize(8))));
+    }
+}

@@ -1,0 +1,13 @@
+//! The Kafka wire protocol in front of a broker: TCP listeners, framing,
+//! request decoding and response encoding with the `kafka-protocol` crate,
+//! responses in request order per connection with several requests in
+//! flight, and ApiVersions. What each request means is the [`Service`]'s:
+//! this module knows nothing of the simulated cluster behind it.
+
+mod frame;
+mod server;
+mod service;
+
+pub use frame::{FrameError, DEFAULT_MAX_REQUEST_BYTES};
+pub use server::{serve, Limits, Listener, Stop, WireStats};
+pub use service::{decode_request, encode_response, BadRequest, Service};

@@ -1,0 +1,215 @@
+//! Listeners and connections. Each connection reads requests as they come
+//! (several may be in flight), hands each to the service on a task of its
+//! own, and writes the responses back in request order, which is Kafka's
+//! rule. A request parked in the purgatory is a suspended task awaiting its
+//! handle: it holds no thread.
+
+use super::frame::{read_frame, FrameError};
+use super::service::{api_versions, decode_request, encode_response, BadRequest, Service};
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, ResponseKind};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+
+/// Bounds on what one connection may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest request frame accepted (Kafka's `socket.request.max.bytes`).
+    pub max_request_bytes: usize,
+    /// Requests read ahead of the response being written, per connection;
+    /// past that the connection is not read until responses go out, so a
+    /// client that stops reading cannot make the broker buffer without end.
+    pub in_flight: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_request_bytes: super::DEFAULT_MAX_REQUEST_BYTES,
+            in_flight: 64,
+        }
+    }
+}
+
+/// What the front counted, over every connection of a listener.
+#[derive(Debug, Default)]
+pub struct WireStats {
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// Request frames read.
+    pub requests: AtomicU64,
+    /// Responses written.
+    pub responses: AtomicU64,
+    /// Responses whose connection had gone (the request was still answered
+    /// inside; the bytes were dropped).
+    pub dropped_responses: AtomicU64,
+    /// Connections closed for a bad frame, an unknown API or version, or a
+    /// request that does not decode.
+    pub refused: AtomicU64,
+    /// Requests for an API version that is not implemented.
+    pub unsupported_versions: AtomicU64,
+    /// Responses the service built that did not encode (a bug: reported
+    /// as a violation by the server).
+    pub unencodable: AtomicU64,
+}
+
+/// Tells the listeners and connections to stop.
+pub type Stop = watch::Receiver<bool>;
+
+/// A bound listener for one broker.
+pub struct Listener {
+    /// The socket.
+    pub listener: TcpListener,
+    /// Where it listens (the port chosen, for port 0).
+    pub addr: SocketAddr,
+}
+
+impl Listener {
+    /// Binds `addr`.
+    pub async fn bind(addr: SocketAddr) -> std::io::Result<Listener> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        Ok(Listener { listener, addr })
+    }
+}
+
+/// Accepts connections until `stop`, then waits for each connection to
+/// write the responses of the requests it had read (the service answers
+/// every parked request on its own shutdown).
+pub async fn serve<S: Service>(
+    listener: Listener,
+    service: Arc<S>,
+    limits: Limits,
+    stats: Arc<WireStats>,
+    mut stop: Stop,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    stats.connections.fetch_add(1, Ordering::Relaxed);
+                    let _ = stream.set_nodelay(true);
+                    connections.spawn(connection(stream, Arc::clone(&service), limits, Arc::clone(&stats), stop.clone()));
+                }
+                Err(e) => tracing::warn!(error = %e, "accept failed"),
+            },
+            // Reap finished connections as we go, so the set stays small.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = stop.changed() => break,
+        }
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
+/// A response on its way: `Ok(None)` for a request that gets none, `Err`
+/// for one that could not be encoded (the connection is closed, as the
+/// client would otherwise wait for it for ever).
+type Pending = oneshot::Receiver<Result<Option<Bytes>, String>>;
+
+async fn connection<S: Service>(
+    stream: TcpStream,
+    service: Arc<S>,
+    limits: Limits,
+    stats: Arc<WireStats>,
+    mut stop: Stop,
+) {
+    let (mut reader, mut writer) = stream.into_split();
+    let (queue, mut responses) = mpsc::channel::<Pending>(limits.in_flight.max(1));
+    let write_stats = Arc::clone(&stats);
+    let writing = tokio::spawn(async move {
+        let mut broken = false;
+        while let Some(pending) = responses.recv().await {
+            // A handler that died sends nothing: the order cannot be kept,
+            // so the connection ends.
+            let Ok(response) = pending.await else { break };
+            let bytes = match response {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::error!(error = %e, "a response does not encode: closing the connection");
+                    write_stats.unencodable.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+            };
+            if broken || writer.write_all(&bytes).await.is_err() {
+                // Keep draining, so every handler finishes; drop the bytes.
+                broken = true;
+                write_stats
+                    .dropped_responses
+                    .fetch_add(1, Ordering::Relaxed);
+            } else {
+                write_stats.responses.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let _ = writer.shutdown().await;
+    });
+    let apis = service.apis();
+    loop {
+        let frame = tokio::select! {
+            frame = read_frame(&mut reader, limits.max_request_bytes) => frame,
+            _ = stop.changed() => break,
+        };
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(FrameError::Closed) => break,
+            Err(e) => {
+                stats.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(error = ?e, "connection closed on a bad frame");
+                break;
+            }
+        };
+        stats.requests.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        match decode_request(frame, &apis) {
+            Ok((header, request)) => {
+                let api = ApiKey::try_from(header.request_api_key).expect("decoded above");
+                let (version, correlation_id) = (header.request_api_version, header.correlation_id);
+                if api == ApiKey::ApiVersions {
+                    let body = ResponseKind::ApiVersions(api_versions(&apis, true));
+                    let _ = tx.send(encode_response(api, version, correlation_id, &body).map(Some));
+                } else {
+                    let service = Arc::clone(&service);
+                    tokio::spawn(async move {
+                        let answer = service.call(header, request).await;
+                        let bytes = answer
+                            .map(|body| encode_response(api, version, correlation_id, &body))
+                            .transpose();
+                        let _ = tx.send(bytes);
+                    });
+                }
+            }
+            Err(BadRequest::UnsupportedVersion {
+                api: ApiKey::ApiVersions,
+                correlation_id,
+                ..
+            }) => {
+                // Answered at v0, so that any client can read which
+                // versions there are.
+                stats.unsupported_versions.fetch_add(1, Ordering::Relaxed);
+                let body = ResponseKind::ApiVersions(api_versions(&apis, false));
+                let _ = tx
+                    .send(encode_response(ApiKey::ApiVersions, 0, correlation_id, &body).map(Some));
+            }
+            Err(bad) => {
+                if matches!(bad, BadRequest::UnsupportedVersion { .. }) {
+                    stats.unsupported_versions.fetch_add(1, Ordering::Relaxed);
+                }
+                stats.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(?bad, "connection closed on a bad request");
+                break;
+            }
+        }
+        if queue.send(rx).await.is_err() {
+            break;
+        }
+    }
+    drop(queue);
+    let _ = writing.await;
+}

@@ -1,0 +1,142 @@
+//! What a broker behind the front implements, and the request and response
+//! codecs around it (the `kafka-protocol` crate's).
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
+};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use std::future::Future;
+use std::sync::Arc;
+
+/// A broker's answers to decoded requests.
+pub trait Service: Send + Sync + 'static {
+    /// Each API this service answers, with the versions it implements
+    /// (ApiVersions itself is the front's and is added to what is
+    /// advertised). A request for any other API or version is refused by
+    /// the front before it reaches [`call`](Self::call).
+    fn apis(&self) -> Vec<(ApiKey, i16, i16)>;
+
+    /// Answers one request; `None` for a request that gets no response
+    /// (a produce with `acks=0`). The future may wait as long as the
+    /// request's own timeout says (a parked produce or fetch): the front
+    /// keeps reading and answering other requests meanwhile.
+    fn call(
+        self: Arc<Self>,
+        header: RequestHeader,
+        request: RequestKind,
+    ) -> impl Future<Output = Option<ResponseKind>> + Send + 'static;
+}
+
+/// Versions of ApiVersions the front answers (v3 and later are flexible).
+const API_VERSIONS: (i16, i16) = (0, 3);
+
+/// Why a frame is not a request the service can be asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadRequest {
+    /// An API key the crate does not know: the connection is closed.
+    UnknownApiKey(i16),
+    /// A known API at a version that is not implemented: ApiVersions is
+    /// answered with UNSUPPORTED_VERSION; other APIs close the connection.
+    UnsupportedVersion {
+        /// The API.
+        api: ApiKey,
+        /// The version asked for.
+        version: i16,
+        /// The request's correlation id, for the answer.
+        correlation_id: i32,
+    },
+    /// The header or body does not decode, or bytes are left after it.
+    Malformed(String),
+}
+
+/// Decodes one frame into its header and request, checking the version
+/// against what is advertised.
+pub fn decode_request(
+    frame: Bytes,
+    apis: &[(ApiKey, i16, i16)],
+) -> Result<(RequestHeader, RequestKind), BadRequest> {
+    if frame.len() < 8 {
+        return Err(BadRequest::Malformed(format!(
+            "{} bytes, below a header",
+            frame.len()
+        )));
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let api = ApiKey::try_from(key).map_err(|_| BadRequest::UnknownApiKey(key))?;
+    let supported = advertised(apis)
+        .iter()
+        .any(|&(a, lo, hi)| a == api && (lo..=hi).contains(&version));
+    if !supported {
+        return Err(BadRequest::UnsupportedVersion {
+            api,
+            version,
+            correlation_id,
+        });
+    }
+    let mut buf = frame;
+    let header = RequestHeader::decode(&mut buf, api.request_header_version(version))
+        .map_err(|e| BadRequest::Malformed(format!("header: {e}")))?;
+    let request = RequestKind::decode(api, &mut buf, version)
+        .map_err(|e| BadRequest::Malformed(format!("{api:?} v{version}: {e}")))?;
+    if !buf.is_empty() {
+        return Err(BadRequest::Malformed(format!(
+            "{} bytes after a {api:?} v{version} request",
+            buf.len()
+        )));
+    }
+    Ok((header, request))
+}
+
+/// What the front advertises: the service's APIs and ApiVersions.
+pub(crate) fn advertised(apis: &[(ApiKey, i16, i16)]) -> Vec<(ApiKey, i16, i16)> {
+    let mut all = vec![(ApiKey::ApiVersions, API_VERSIONS.0, API_VERSIONS.1)];
+    all.extend(apis.iter().filter(|a| a.0 != ApiKey::ApiVersions));
+    all
+}
+
+/// The front's own answer to ApiVersions, at `version` (`None`: the
+/// requested version is not supported, answered at v0 as Kafka does).
+pub(crate) fn api_versions(apis: &[(ApiKey, i16, i16)], supported: bool) -> ApiVersionsResponse {
+    let mut response = ApiVersionsResponse::default();
+    if !supported {
+        response.error_code = ResponseError::UnsupportedVersion.code();
+    }
+    response.api_keys = advertised(apis)
+        .into_iter()
+        .map(|(api, lo, hi)| {
+            let mut v = ApiVersion::default();
+            v.api_key = api as i16;
+            v.min_version = lo;
+            v.max_version = hi;
+            v
+        })
+        .collect();
+    response
+}
+
+/// Encodes a response frame: size, header, body.
+pub fn encode_response(
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &ResponseKind,
+) -> Result<Bytes, String> {
+    let mut buf = BytesMut::new();
+    buf.extend_from_slice(&[0; 4]);
+    let mut header = ResponseHeader::default();
+    header.correlation_id = correlation_id;
+    header
+        .encode(&mut buf, api.response_header_version(version))
+        .map_err(|e| e.to_string())?;
+    response
+        .encode(&mut buf, version)
+        .map_err(|e| format!("{api:?} v{version}: {e}"))?;
+    let size = i32::try_from(buf.len() - 4).map_err(|_| "response over 2 GiB".to_string())?;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf.freeze())
+}
