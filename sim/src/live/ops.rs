@@ -124,7 +124,9 @@ impl DelayedOperation for WireFetch {
         for part in &mut self.parts {
             let log = part.partition.log.lock();
             part.hw = log.hw;
-            if log.leader != Some(self.broker) {
+            // A broker going down answers as one that no longer leads: the
+            // client fetches again elsewhere.
+            if log.leader != Some(self.broker) || outcome == Outcome::Shutdown {
                 part.error = ResponseError::NotLeaderOrFollower.code();
                 continue;
             }

@@ -4,6 +4,7 @@
 //! flight, and ApiVersions. What each request means is the [`Service`]'s:
 //! this module knows nothing of the simulated cluster behind it.
 
+mod bounds;
 mod frame;
 mod server;
 mod service;

@@ -79,8 +79,12 @@ pub fn decode_request(
         });
     }
     let mut buf = frame;
-    let header = RequestHeader::decode(&mut buf, api.request_header_version(version))
+    let header_version = api.request_header_version(version);
+    let header = RequestHeader::decode(&mut buf, header_version)
         .map_err(|e| BadRequest::Malformed(format!("header: {e}")))?;
+    // Request header v2 goes with the flexible body encodings.
+    super::bounds::check(api, version, header_version >= 2, &buf)
+        .map_err(|e| BadRequest::Malformed(format!("{api:?} v{version}: {e}")))?;
     let request = RequestKind::decode(api, &mut buf, version)
         .map_err(|e| BadRequest::Malformed(format!("{api:?} v{version}: {e}")))?;
     if !buf.is_empty() {

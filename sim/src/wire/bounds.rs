@@ -1,0 +1,237 @@
+//! A guard in front of the request decoders: every array count in a
+//! request body must fit in the bytes that follow it.
+//!
+//! The `kafka-protocol` crate's array decoders reserve the announced count
+//! before reading an element, so a 14-byte Metadata request announcing 2^31
+//! topics makes it ask for hundreds of gigabytes, and the allocation
+//! failure aborts the process. This walk goes over the bodies of the
+//! requests the front implements, field by field as Kafka's schemas lay
+//! them out, and refuses a count that the rest of the frame cannot hold at
+//! the element's smallest encoded size. It builds nothing; the decoding
+//! stays the crate's. A request that passes is no larger in memory than a
+//! small multiple of its frame.
+
+use kafka_protocol::messages::ApiKey;
+
+/// Why a body was refused.
+pub(crate) type Refused = String;
+
+/// A reader over a body that only checks and skips.
+struct Walk<'a> {
+    rest: &'a [u8],
+    /// Whether this version uses the compact (flexible) encodings.
+    flexible: bool,
+}
+
+impl<'a> Walk<'a> {
+    fn skip(&mut self, n: usize) -> Result<(), Refused> {
+        if n > self.rest.len() {
+            return Err(format!("{n} bytes announced, {} left", self.rest.len()));
+        }
+        self.rest = &self.rest[n..];
+        Ok(())
+    }
+
+    fn int(&mut self, bytes: usize) -> Result<i64, Refused> {
+        let field = self.rest.get(..bytes).ok_or("truncated")?;
+        let mut v = 0i64;
+        for &b in field {
+            v = (v << 8) | i64::from(b);
+        }
+        // Sign-extend.
+        let shift = 64 - 8 * bytes as u32;
+        self.rest = &self.rest[bytes..];
+        Ok((v << shift) >> shift)
+    }
+
+    fn uvarint(&mut self) -> Result<u64, Refused> {
+        let mut v = 0u64;
+        for i in 0..5 {
+            let b = *self.rest.first().ok_or("truncated varint")?;
+            self.rest = &self.rest[1..];
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("varint longer than 5 bytes".into())
+    }
+
+    /// A length prefix: `None` for null.
+    fn length(&mut self, classic_bytes: usize) -> Result<Option<usize>, Refused> {
+        if self.flexible {
+            Ok(self.uvarint()?.checked_sub(1).map(|n| n as usize))
+        } else {
+            let n = self.int(classic_bytes)?;
+            Ok(usize::try_from(n).ok())
+        }
+    }
+
+    /// A string or nullable string.
+    fn string(&mut self) -> Result<(), Refused> {
+        let n = self.length(2)?.unwrap_or(0);
+        self.skip(n)
+    }
+
+    /// Bytes or nullable bytes.
+    fn bytes(&mut self) -> Result<(), Refused> {
+        let n = self.length(4)?.unwrap_or(0);
+        self.skip(n)
+    }
+
+    /// An array whose elements take at least `min` bytes each.
+    fn array(
+        &mut self,
+        min: usize,
+        mut element: impl FnMut(&mut Self) -> Result<(), Refused>,
+    ) -> Result<(), Refused> {
+        let n = self.length(4)?.unwrap_or(0);
+        if n.saturating_mul(min) > self.rest.len() {
+            return Err(format!("an array of {n} in {} bytes", self.rest.len()));
+        }
+        for _ in 0..n {
+            element(self)?;
+        }
+        Ok(())
+    }
+
+    /// Tagged fields, in flexible versions.
+    fn tags(&mut self) -> Result<(), Refused> {
+        if !self.flexible {
+            return Ok(());
+        }
+        let n = self.uvarint()? as usize;
+        if n.saturating_mul(2) > self.rest.len() {
+            return Err(format!("{n} tagged fields in {} bytes", self.rest.len()));
+        }
+        for _ in 0..n {
+            self.uvarint()?;
+            let size = self.uvarint()? as usize;
+            self.skip(size)?;
+        }
+        Ok(())
+    }
+
+    /// The smallest encoded string, bytes or array: its length prefix.
+    fn min_len(&self, classic_bytes: usize) -> usize {
+        if self.flexible {
+            1
+        } else {
+            classic_bytes
+        }
+    }
+
+    fn min_tags(&self) -> usize {
+        usize::from(self.flexible)
+    }
+}
+
+/// Checks a request body (after its header) of `api` at `version`, whose
+/// flexible versions start at the crate's header version 2.
+pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> Result<(), Refused> {
+    let mut w = Walk {
+        rest: body,
+        flexible,
+    };
+    let w = &mut w;
+    match api {
+        ApiKey::Produce => {
+            w.string()?; // transactional_id
+            w.skip(2 + 4)?; // acks, timeout_ms
+            let min_partition = 4 + w.min_len(4) + w.min_tags();
+            let min_topic = w.min_len(2) + w.min_len(4) + w.min_tags();
+            w.array(min_topic, |w| {
+                w.string()?;
+                w.array(min_partition, |w| {
+                    w.skip(4)?;
+                    w.bytes()?;
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+        }
+        ApiKey::Fetch => {
+            w.skip(4 + 4 + 4 + 4 + 1)?; // replica, max_wait, min_bytes, max_bytes, isolation
+            if version >= 7 {
+                w.skip(8)?; // session id and epoch
+            }
+            let partition = 4
+                + if version >= 9 { 4 } else { 0 }
+                + 8
+                + if version >= 12 { 4 } else { 0 }
+                + if version >= 5 { 8 } else { 0 }
+                + 4
+                + w.min_tags();
+            let min_topic = w.min_len(2) + w.min_len(4) + w.min_tags();
+            w.array(min_topic, |w| {
+                w.string()?;
+                w.array(partition, |w| {
+                    w.skip(partition - w.min_tags())?;
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+            if version >= 7 {
+                w.array(min_topic, |w| {
+                    w.string()?;
+                    w.array(4, |w| w.skip(4))?;
+                    w.tags()
+                })?;
+            }
+            if version >= 11 {
+                w.string()?; // rack_id
+            }
+        }
+        ApiKey::ListOffsets => {
+            w.skip(4)?; // replica_id
+            if version >= 2 {
+                w.skip(1)?; // isolation_level
+            }
+            let partition = 4 + if version >= 4 { 4 } else { 0 } + 8 + w.min_tags();
+            let min_topic = w.min_len(2) + w.min_len(4) + w.min_tags();
+            w.array(min_topic, |w| {
+                w.string()?;
+                w.array(partition, |w| {
+                    w.skip(partition - w.min_tags())?;
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+        }
+        ApiKey::Metadata => {
+            let min_topic = if version >= 10 { 16 } else { 0 } + w.min_len(2) + w.min_tags();
+            w.array(min_topic, |w| {
+                if version >= 10 {
+                    w.skip(16)?; // topic_id
+                }
+                w.string()?;
+                w.tags()
+            })?;
+        }
+        // ApiVersions has no arrays; others are refused before decoding.
+        _ => return Ok(()),
+    }
+    // The rest (trailing fields, tagged fields) holds no array the
+    // decoders reserve for; the crate checks it.
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_beyond_the_frame_is_refused_before_decoding() {
+        // Metadata v1: topics announcing 2^31 - 1 entries in 0 bytes.
+        let body = 0x7fff_ffffi32.to_be_bytes();
+        assert!(check(ApiKey::Metadata, 1, false, &body).is_err());
+        // Two topics of one-byte names fit.
+        let body = [0, 0, 0, 2, 0, 1, b'a', 0, 1, b'b'];
+        assert!(check(ApiKey::Metadata, 1, false, &body).is_ok());
+        // A null array (all topics) is fine.
+        assert!(check(ApiKey::Metadata, 1, false, &(-1i32).to_be_bytes()).is_ok());
+        // Flexible: a compact count of 2^28.
+        let body = [0x80, 0x80, 0x80, 0x80, 0x01];
+        assert!(check(ApiKey::Metadata, 9, true, &body).is_err());
+    }
+}

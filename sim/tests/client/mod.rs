@@ -1,0 +1,145 @@
+//! A blocking Kafka client for the tests, on the `kafka-protocol` crate's
+//! codecs: it sends requests and reads responses over one TCP connection,
+//! with as many requests in flight as the test wants.
+#![allow(dead_code)]
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+pub struct Client {
+    pub stream: TcpStream,
+    next: i32,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client { stream, next: 1 }
+    }
+
+    /// Sends `request` at `version`; returns its correlation id.
+    pub fn send<R: Request>(&mut self, request: &R, version: i16) -> i32 {
+        let id = self.next;
+        self.next += 1;
+        let api = ApiKey::try_from(R::KEY).unwrap();
+        let mut header = RequestHeader::default();
+        header.request_api_key = R::KEY;
+        header.request_api_version = version;
+        header.correlation_id = id;
+        header.client_id = Some(StrBytes::from_static_str("wire-test"));
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&[0; 4]);
+        header
+            .encode(&mut buf, api.request_header_version(version))
+            .unwrap();
+        request.encode(&mut buf, version).unwrap();
+        let size = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        self.stream.write_all(&buf).unwrap();
+        id
+    }
+
+    /// Reads one response frame; `None` if the connection was closed.
+    pub fn read_frame(&mut self) -> Option<Bytes> {
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).ok()?;
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut body).ok()?;
+        Some(Bytes::from(body))
+    }
+
+    /// Reads the next response, as `R`'s response at `version`, with its
+    /// correlation id.
+    pub fn recv<R: Request>(&mut self, version: i16) -> (i32, R::Response) {
+        let mut frame = self.read_frame().expect("a response");
+        let api = ApiKey::try_from(R::KEY).unwrap();
+        let header =
+            ResponseHeader::decode(&mut frame, api.response_header_version(version)).unwrap();
+        let body = R::Response::decode(&mut frame, version).unwrap();
+        (header.correlation_id, body)
+    }
+
+    pub fn call<R: Request>(&mut self, request: &R, version: i16) -> R::Response {
+        let id = self.send(request, version);
+        let (got, response) = self.recv::<R>(version);
+        assert_eq!(got, id, "responses in request order");
+        response
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Whether the server closed the connection (reads end) within 10 s.
+    pub fn closed_by_server(&mut self) -> bool {
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// A v2 record batch holding `values`, uncompressed.
+pub fn batch(values: &[&[u8]]) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: 0,
+            key: None,
+            value: Some(Bytes::copy_from_slice(v)),
+            headers: Default::default(),
+            delete_horizon: false,
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+/// The values and offsets of the records in `records`.
+pub fn values(records: &Bytes) -> Vec<(i64, Vec<u8>)> {
+    let mut buf = records.clone();
+    let mut out = Vec::new();
+    for set in RecordBatchDecoder::decode_all(&mut buf).unwrap() {
+        for r in set.records {
+            out.push((r.offset, r.value.map(|v| v.to_vec()).unwrap_or_default()));
+        }
+    }
+    out
+}

@@ -1,0 +1,528 @@
+//! The wire front over 127.0.0.1 with ephemeral ports, driven by a test
+//! client on the `kafka-protocol` crate's codecs: what a produce with
+//! `acks=all` and a long-poll fetch wait for, byte-exact round trips,
+//! ordering, bad input, disconnects and the shutdown.
+
+mod client;
+
+use broker_sim::live::LiveConfig;
+use broker_sim::serve::{ServeOptions, Server};
+use broker_sim::wire::Limits;
+use bytes::Bytes;
+use client::{batch, values, Client};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest, ProduceResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::time::{Duration, Instant};
+
+const PRODUCE_V: i16 = 8;
+const FETCH_V: i16 = 11;
+const METADATA_V: i16 = 9;
+
+fn server(follower_latency: Duration, topics: &[(&str, u32)]) -> Server {
+    server_with(
+        LiveConfig {
+            follower_latency: vec![follower_latency],
+            ..LiveConfig::default()
+        },
+        topics,
+        Limits::default(),
+    )
+}
+
+fn server_with(live: LiveConfig, topics: &[(&str, u32)], limits: Limits) -> Server {
+    Server::start(ServeOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        live,
+        topics: topics.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
+        limits,
+    })
+    .expect("the server starts")
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn produce(topic: &str, parts: &[(i32, Bytes)], acks: i16, timeout_ms: i32) -> ProduceRequest {
+    let mut t = TopicProduceData::default();
+    t.name = name(topic);
+    t.partition_data = parts
+        .iter()
+        .map(|(i, records)| {
+            let mut p = PartitionProduceData::default();
+            p.index = *i;
+            p.records = Some(records.clone());
+            p
+        })
+        .collect();
+    let mut r = ProduceRequest::default();
+    r.acks = acks;
+    r.timeout_ms = timeout_ms;
+    r.topic_data = vec![t];
+    r
+}
+
+fn fetch(topic: &str, parts: &[(i32, i64)], max_wait_ms: i32, min_bytes: i32) -> FetchRequest {
+    let mut t = FetchTopic::default();
+    t.topic = name(topic);
+    t.partitions = parts
+        .iter()
+        .map(|(i, offset)| {
+            let mut p = FetchPartition::default();
+            p.partition = *i;
+            p.fetch_offset = *offset;
+            p.partition_max_bytes = 1 << 20;
+            p
+        })
+        .collect();
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.max_wait_ms = max_wait_ms;
+    r.min_bytes = min_bytes;
+    r.max_bytes = 50 << 20;
+    r.topics = vec![t];
+    r
+}
+
+fn latest(c: &mut Client, topic: &str, partition: i32) -> i64 {
+    let mut p = ListOffsetsPartition::default();
+    p.partition_index = partition;
+    p.timestamp = -1;
+    let mut t = ListOffsetsTopic::default();
+    t.name = name(topic);
+    t.partitions = vec![p];
+    let mut r = ListOffsetsRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.topics = vec![t];
+    let response = c.call(&r, 5);
+    let p = &response.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    p.offset
+}
+
+/// The broker leading `topic`'s `partition`, by Metadata.
+fn leader(server: &Server, topic: &str, partition: i32) -> Client {
+    let mut c = Client::connect(server.addrs()[0]);
+    let mut t = MetadataRequestTopic::default();
+    t.name = Some(name(topic));
+    let mut r = MetadataRequest::default();
+    r.topics = Some(vec![t]);
+    r.allow_auto_topic_creation = true;
+    let m = c.call(&r, METADATA_V);
+    let topic = &m.topics[0];
+    assert_eq!(topic.error_code, 0);
+    let p = topic
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == partition)
+        .unwrap();
+    let b = m.brokers.iter().find(|b| b.node_id == p.leader_id).unwrap();
+    Client::connect(format!("{}:{}", b.host.as_str(), b.port).parse().unwrap())
+}
+
+fn partition_errors(r: &ProduceResponse) -> Vec<(i32, i16, i64)> {
+    r.responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter())
+        .map(|p| (p.index, p.error_code, p.base_offset))
+        .collect()
+}
+
+fn fetched(r: &FetchResponse) -> Vec<(i32, i16, i64, Bytes)> {
+    r.responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| {
+            (
+                p.partition_index,
+                p.error_code,
+                p.high_watermark,
+                p.records.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn passes(server: Server) {
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
+
+#[test]
+fn an_acks_all_produce_is_acknowledged_only_once_the_high_watermark_passes_it() {
+    let server = server(Duration::from_millis(300), &[("orders", 1)]);
+    let mut c = leader(&server, "orders", 0);
+    // acks=1 answers after the leader's append: the followers do not have
+    // it yet, so the high watermark has not moved.
+    let r = c.call(
+        &produce("orders", &[(0, batch(&[b"one"]))], 1, 5000),
+        PRODUCE_V,
+    );
+    assert_eq!(partition_errors(&r), vec![(0, 0, 0)]);
+    assert_eq!(latest(&mut c, "orders", 0), 0);
+    // acks=all waits until every in-sync replica has it.
+    let start = Instant::now();
+    let r = c.call(
+        &produce("orders", &[(0, batch(&[b"two", b"three"]))], -1, 5000),
+        PRODUCE_V,
+    );
+    assert!(
+        start.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(partition_errors(&r), vec![(0, 0, 1)]);
+    assert!(latest(&mut c, "orders", 0) >= 3);
+    let checks = &server.cluster().checks;
+    assert_eq!(
+        checks
+            .acked_records
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    passes(server);
+}
+
+#[test]
+fn a_long_poll_fetch_wakes_on_the_append_and_round_trips_bytes_exactly() {
+    let server = server(Duration::from_millis(2), &[("orders", 1)]);
+    let addr = {
+        let c = leader(&server, "orders", 0);
+        c.stream.peer_addr().unwrap()
+    };
+    let poller = std::thread::spawn(move || {
+        let mut c = Client::connect(addr);
+        let start = Instant::now();
+        let r = c.call(&fetch("orders", &[(0, 0)], 10_000, 1), FETCH_V);
+        (start.elapsed(), r)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let mut c = Client::connect(addr);
+    let sent = batch(&[b"hello", b"\x00\xffbinary"]);
+    let r = c.call(
+        &produce("orders", &[(0, sent.clone())], -1, 5000),
+        PRODUCE_V,
+    );
+    assert_eq!(partition_errors(&r), vec![(0, 0, 0)]);
+    let (waited, r) = poller.join().unwrap();
+    // Woken by the append's high watermark, not by max_wait (10 s).
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    let parts = fetched(&r);
+    assert_eq!(parts.len(), 1);
+    let (_, error, hw, records) = &parts[0];
+    assert_eq!((*error, *hw), (0, 2));
+    // The stored batch is the produced one, byte for byte (its base offset
+    // was 0 already).
+    assert_eq!(records, &sent);
+    assert_eq!(
+        values(records),
+        vec![(0, b"hello".to_vec()), (1, b"\x00\xffbinary".to_vec())]
+    );
+    passes(server);
+}
+
+#[test]
+fn a_fetch_with_too_little_data_returns_at_max_wait_never_earlier() {
+    let server = server(Duration::from_millis(2), &[("quiet", 1)]);
+    let mut c = leader(&server, "quiet", 0);
+    c.call(
+        &produce("quiet", &[(0, batch(&[b"small"]))], -1, 5000),
+        PRODUCE_V,
+    );
+    let start = Instant::now();
+    let r = c.call(&fetch("quiet", &[(0, 0)], 300, 1 << 20), FETCH_V);
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_millis(300), "{waited:?}");
+    // Answered with what there is.
+    let (_, error, _, records) = &fetched(&r)[0];
+    assert_eq!(*error, 0);
+    assert_eq!(values(records), vec![(0, b"small".to_vec())]);
+    passes(server);
+}
+
+#[test]
+fn several_partitions_in_one_request() {
+    // With one broker every partition has the same leader.
+    let server = server_with(
+        LiveConfig {
+            brokers: 1,
+            replication_factor: 1,
+            min_insync: 1,
+            ..LiveConfig::default()
+        },
+        &[("multi", 4)],
+        Limits::default(),
+    );
+    let mut c = Client::connect(server.addrs()[0]);
+    let parts: Vec<(i32, Bytes)> = (0..4)
+        .map(|i| (i, batch(&[format!("p{i}").as_bytes()])))
+        .collect();
+    let r = c.call(&produce("multi", &parts, -1, 5000), PRODUCE_V);
+    assert_eq!(
+        partition_errors(&r),
+        (0..4).map(|i| (i, 0, 0)).collect::<Vec<_>>()
+    );
+    // One of them does not exist: its own error, the others answered.
+    let r = c.call(
+        &fetch("multi", &[(0, 0), (1, 0), (2, 0), (3, 0), (9, 0)], 1000, 1),
+        FETCH_V,
+    );
+    let mut got = fetched(&r);
+    got.sort_by_key(|p| p.0);
+    for (i, (index, error, _, records)) in got.iter().take(4).enumerate() {
+        assert_eq!((*index, *error), (i as i32, 0));
+        assert_eq!(values(records), vec![(0, format!("p{i}").into_bytes())]);
+    }
+    assert_eq!(
+        (got[4].0, got[4].1),
+        (9, ResponseError::UnknownTopicOrPartition.code())
+    );
+    // Too large, a bad CRC, and an unknown topic.
+    let mut bad = batch(&[b"x"]).to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    let r = c.call(
+        &produce("multi", &[(0, Bytes::from(bad))], -1, 5000),
+        PRODUCE_V,
+    );
+    assert_eq!(
+        partition_errors(&r)[0].1,
+        ResponseError::CorruptMessage.code()
+    );
+    let r = c.call(
+        &produce("nope", &[(0, batch(&[b"x"]))], -1, 5000),
+        PRODUCE_V,
+    );
+    assert_eq!(
+        partition_errors(&r)[0].1,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    let big = batch(&[&vec![7u8; 2 << 20]]);
+    let r = c.call(&produce("multi", &[(1, big)], -1, 5000), PRODUCE_V);
+    assert_eq!(
+        partition_errors(&r)[0].1,
+        ResponseError::MessageTooLarge.code()
+    );
+    // An offset past the log end.
+    let r = c.call(&fetch("multi", &[(0, 99)], 100, 1), FETCH_V);
+    assert_eq!(fetched(&r)[0].1, ResponseError::OffsetOutOfRange.code());
+    passes(server);
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_request_order() {
+    let server = server(Duration::from_millis(2), &[("orders", 1)]);
+    let mut c = leader(&server, "orders", 0);
+    // A parked fetch first, then requests that could be answered at once.
+    let parked = c.send(&fetch("orders", &[(0, 0)], 400, 1), FETCH_V);
+    let meta = c.send(&MetadataRequest::default(), METADATA_V);
+    let versions = c.send(&ApiVersionsRequest::default(), 3);
+    let (first, _) = c.recv::<FetchRequest>(FETCH_V);
+    let (second, _) = c.recv::<MetadataRequest>(METADATA_V);
+    let (third, v) = c.recv::<ApiVersionsRequest>(3);
+    assert_eq!((first, second, third), (parked, meta, versions));
+    assert_eq!(v.error_code, 0);
+    passes(server);
+}
+
+#[test]
+fn api_versions_advertises_what_is_implemented_and_refuses_other_versions() {
+    let server = server(Duration::from_millis(2), &[]);
+    let mut c = Client::connect(server.addrs()[0]);
+    let v = c.call(&ApiVersionsRequest::default(), 3);
+    let max = |key: i16| {
+        v.api_keys
+            .iter()
+            .find(|k| k.api_key == key)
+            .map(|k| (k.min_version, k.max_version))
+    };
+    // librdkafka needs Produce v3+ and Fetch v4+ for record batches v2.
+    assert!(max(0).unwrap().1 >= 3 && max(1).unwrap().1 >= 4);
+    assert!(max(3).is_some() && max(2).is_some() && max(18).is_some());
+    assert_eq!(max(11), None, "no JoinGroup advertised");
+    // An ApiVersions version from the future (v99, correlation id 42, no
+    // client id): answered at v0 with the error and the versions there are.
+    let mut raw = Vec::new();
+    let body: [u8; 10] = [0, 18, 0, 99, 0, 0, 0, 42, 0xff, 0xff];
+    raw.extend_from_slice(&(body.len() as i32).to_be_bytes());
+    raw.extend_from_slice(&body);
+    c.send_raw(&raw).unwrap();
+    let (got, v0) = c.recv::<ApiVersionsRequest>(0);
+    assert_eq!(got, 42);
+    assert_eq!(v0.error_code, ResponseError::UnsupportedVersion.code());
+    assert!(!v0.api_keys.is_empty());
+    passes(server);
+}
+
+/// A frame: size prefix, then `body`.
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut f = (body.len() as i32).to_be_bytes().to_vec();
+    f.extend_from_slice(body);
+    f
+}
+
+#[test]
+fn bad_input_closes_that_connection_and_the_broker_keeps_serving() {
+    let server = server_with(
+        LiveConfig::default(),
+        &[("orders", 1)],
+        Limits {
+            max_request_bytes: 1 << 20,
+            ..Limits::default()
+        },
+    );
+    let addr = server.addrs()[0];
+    let mut valid_metadata_header = vec![0, 3, 0, 1, 0, 0, 0, 7, 0, 0];
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("a 2 GB size prefix", (i32::MAX).to_be_bytes().to_vec()),
+        (
+            "a frame over the configured limit",
+            ((1 << 20) + 1i32).to_be_bytes().to_vec(),
+        ),
+        ("a negative size", (-5i32).to_be_bytes().to_vec()),
+        ("a size below a header", frame(&[0, 3, 0])),
+        (
+            "an unknown API key",
+            frame(&[0x7f, 0x7f, 0, 0, 0, 0, 0, 1, 0, 0]),
+        ),
+        (
+            "a version not implemented",
+            frame(&[0, 0, 0, 99, 0, 0, 0, 1, 0, 0]),
+        ),
+        (
+            "a truncated body",
+            frame(&[0, 3, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]),
+        ),
+        // Metadata v1 announcing 2^31 - 1 topics in a 14-byte frame.
+        (
+            "an array count beyond the frame",
+            frame(&[0, 3, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff]),
+        ),
+        ("garbage after a valid header", {
+            valid_metadata_header.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef, 1, 2, 3]);
+            frame(&valid_metadata_header)
+        }),
+    ];
+    for (what, bytes) in cases {
+        let mut c = Client::connect(addr);
+        c.send_raw(&bytes).unwrap();
+        assert!(c.closed_by_server(), "{what}: the connection stays open");
+        // Every other client is still served.
+        let mut ok = Client::connect(addr);
+        assert_eq!(
+            ok.call(&MetadataRequest::default(), METADATA_V)
+                .brokers
+                .len(),
+            3,
+            "after {what}"
+        );
+    }
+    // A frame cut off by a disconnect.
+    let mut c = Client::connect(addr);
+    c.send_raw(&100i32.to_be_bytes()).unwrap();
+    c.send_raw(&[0, 3]).unwrap();
+    drop(c);
+    let mut ok = Client::connect(addr);
+    ok.call(&MetadataRequest::default(), METADATA_V);
+    passes(server);
+}
+
+fn eventually(done: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    done()
+}
+
+#[test]
+fn a_client_that_disconnects_leaves_nothing_parked() {
+    let server = server(Duration::from_millis(2), &[("orders", 1)]);
+    let addr = leader(&server, "orders", 0).stream.peer_addr().unwrap();
+    let cluster = server.cluster().clone();
+    let mut c = Client::connect(addr);
+    for _ in 0..50 {
+        c.send(&fetch("orders", &[(0, 0)], 60_000, 1), FETCH_V);
+    }
+    assert!(
+        eventually(|| cluster.pending() == 50),
+        "{} parked",
+        cluster.pending()
+    );
+    drop(c);
+    // The data they wait for arrives: each is answered inside, exactly
+    // once, and its response dropped.
+    let mut p = Client::connect(addr);
+    p.call(
+        &produce("orders", &[(0, batch(&[b"late"]))], -1, 5000),
+        PRODUCE_V,
+    );
+    assert!(eventually(
+        || cluster.pending() == 0 && cluster.watched() == 0
+    ));
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    let dropped = report
+        .counts
+        .iter()
+        .find(|(w, _)| w.starts_with("responses to closed"))
+        .unwrap()
+        .1;
+    assert!(dropped <= 50);
+}
+
+#[test]
+fn the_shutdown_answers_every_parked_request_with_an_error_code() {
+    let server = server(Duration::from_secs(3600), &[("orders", 1)]);
+    let addr = leader(&server, "orders", 0).stream.peer_addr().unwrap();
+    let cluster = server.cluster().clone();
+    let waiting: Vec<_> = (0..2)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                if i == 0 {
+                    let r = c.call(&fetch("orders", &[(0, 0)], 60_000, 1), FETCH_V);
+                    fetched(&r)[0].1
+                } else {
+                    // The followers never get it: parked until the shutdown.
+                    let r = c.call(
+                        &produce("orders", &[(0, batch(&[b"x"]))], -1, 60_000),
+                        PRODUCE_V,
+                    );
+                    partition_errors(&r)[0].1
+                }
+            })
+        })
+        .collect();
+    assert!(eventually(|| cluster.pending() == 2));
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    for w in waiting {
+        assert_eq!(w.join().unwrap(), ResponseError::NotLeaderOrFollower.code());
+    }
+}
+
+#[test]
+fn a_produce_times_out_at_its_timeout_never_earlier() {
+    let server = server(Duration::from_secs(3600), &[("orders", 1)]);
+    let mut c = leader(&server, "orders", 0);
+    let start = Instant::now();
+    let r = c.call(
+        &produce("orders", &[(0, batch(&[b"x"]))], -1, 250),
+        PRODUCE_V,
+    );
+    assert!(start.elapsed() >= Duration::from_millis(250));
+    assert_eq!(
+        partition_errors(&r)[0].1,
+        ResponseError::RequestTimedOut.code()
+    );
+    passes(server);
+}

@@ -1,0 +1,178 @@
+//! Random bytes fed to the request decoding path: it answers with a
+//! request or a typed refusal, never a panic, whatever the frame holds.
+
+use broker_sim::wire::{decode_request, BadRequest};
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+use proptest::prelude::*;
+
+const APIS: [(ApiKey, i16, i16); 4] = [
+    (ApiKey::Produce, 3, 12),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+    #[test]
+    fn random_frames_decode_or_are_refused(frame in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let _ = decode_request(Bytes::from(frame), &APIS);
+    }
+
+    /// A valid header for an implemented API and version, then random
+    /// bytes: the body decoders are reached, not just the key check.
+    #[test]
+    fn random_bodies_after_a_valid_header_decode_or_are_refused(
+        api in 0usize..5,
+        version in 0i16..13,
+        body in proptest::collection::vec(any::<u8>(), 0..512),
+    ) {
+        let key: i16 = [0, 1, 2, 3, 18][api];
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&key.to_be_bytes());
+        frame.extend_from_slice(&version.to_be_bytes());
+        frame.extend_from_slice(&7i32.to_be_bytes());
+        frame.extend_from_slice(&body);
+        match decode_request(Bytes::from(frame), &APIS) {
+            Ok((header, _)) => prop_assert_eq!(header.correlation_id, 7),
+            Err(BadRequest::UnsupportedVersion { correlation_id, .. }) => prop_assert_eq!(correlation_id, 7),
+            Err(_) => {}
+        }
+    }
+}
+
+mod well_formed {
+    use super::APIS;
+    use broker_sim::wire::decode_request;
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{
+        ApiKey, FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader,
+        TopicName,
+    };
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    fn frame<R: Encodable>(api: ApiKey, version: i16, request: &R) -> Bytes {
+        let mut header = RequestHeader::default();
+        header.request_api_key = api as i16;
+        header.request_api_version = version;
+        header.correlation_id = 5;
+        header.client_id = Some(StrBytes::from_static_str("t"));
+        let mut buf = BytesMut::new();
+        header
+            .encode(&mut buf, api.request_header_version(version))
+            .unwrap();
+        request.encode(&mut buf, version).unwrap();
+        buf.freeze()
+    }
+
+    fn name(s: &str) -> TopicName {
+        TopicName(StrBytes::from_string(s.to_string()))
+    }
+
+    /// Requests with two topics of two partitions each, and every field a
+    /// version may carry set, in every implemented version, pass the bound
+    /// check and decode.
+    #[test]
+    fn every_implemented_version_of_a_full_request_decodes() {
+        for &(api, lo, hi) in &APIS {
+            for version in lo..=hi {
+                let bytes = match api {
+                    ApiKey::Produce => {
+                        let mut r = ProduceRequest::default();
+                        r.acks = -1;
+                        r.transactional_id = None;
+                        r.topic_data = ["a", "bb"]
+                            .iter()
+                            .map(|t| {
+                                let mut td = TopicProduceData::default();
+                                td.name = name(t);
+                                td.partition_data = (0..2)
+                                    .map(|i| {
+                                        let mut p = PartitionProduceData::default();
+                                        p.index = i;
+                                        p.records = Some(Bytes::from_static(b"0123456789"));
+                                        p
+                                    })
+                                    .collect();
+                                td
+                            })
+                            .collect();
+                        frame(api, version, &r)
+                    }
+                    ApiKey::Fetch => {
+                        let mut r = FetchRequest::default();
+                        r.topics = ["a", "bb"]
+                            .iter()
+                            .map(|t| {
+                                let mut ft = FetchTopic::default();
+                                ft.topic = name(t);
+                                ft.partitions = (0..2)
+                                    .map(|i| {
+                                        let mut p = FetchPartition::default();
+                                        p.partition = i;
+                                        p.fetch_offset = 3;
+                                        p
+                                    })
+                                    .collect();
+                                ft
+                            })
+                            .collect();
+                        if version >= 7 {
+                            let mut f = ForgottenTopic::default();
+                            f.topic = name("gone");
+                            f.partitions = vec![1, 2];
+                            r.forgotten_topics_data = vec![f];
+                        }
+                        if version >= 11 {
+                            r.rack_id = StrBytes::from_static_str("rack-1");
+                        }
+                        frame(api, version, &r)
+                    }
+                    ApiKey::ListOffsets => {
+                        let mut r = ListOffsetsRequest::default();
+                        r.topics = ["a", "bb"]
+                            .iter()
+                            .map(|t| {
+                                let mut lt = ListOffsetsTopic::default();
+                                lt.name = name(t);
+                                lt.partitions = (0..2)
+                                    .map(|i| {
+                                        let mut p = ListOffsetsPartition::default();
+                                        p.partition_index = i;
+                                        p.timestamp = -1;
+                                        p
+                                    })
+                                    .collect();
+                                lt
+                            })
+                            .collect();
+                        frame(api, version, &r)
+                    }
+                    ApiKey::Metadata => {
+                        let mut r = MetadataRequest::default();
+                        r.topics = Some(
+                            ["a", "bb"]
+                                .iter()
+                                .map(|t| {
+                                    let mut mt = MetadataRequestTopic::default();
+                                    mt.name = Some(name(t));
+                                    mt
+                                })
+                                .collect(),
+                        );
+                        frame(api, version, &r)
+                    }
+                    _ => unreachable!(),
+                };
+                let decoded = decode_request(bytes, &APIS);
+                assert!(decoded.is_ok(), "{api:?} v{version}: {decoded:?}");
+            }
+        }
+    }
+}
