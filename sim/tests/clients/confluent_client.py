@@ -1,0 +1,98 @@
+"""A confluent-kafka (librdkafka) client for broker-sim's wire tests.
+
+    confluent_client.py roundtrip BOOTSTRAP TOPIC COUNT
+        Produce COUNT records with acks=all, a few per millisecond, then
+        read every partition from the start. Prints one JSON line: how many
+        were acknowledged, how many of those were read back, the errors.
+    confluent_client.py timeout BOOTSTRAP TOPIC TIMEOUT_MS
+        Produce one record with acks=all, request.timeout.ms TIMEOUT_MS and
+        no retries, to a partition whose followers do not keep up. Prints
+        the error name and the seconds it took.
+
+Exits 0 when it ran; the caller judges the JSON.
+"""
+import json
+import sys
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+
+def roundtrip(bootstrap, topic, count):
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "linger.ms": 2,
+        "retry.backoff.ms": 50,
+        "message.timeout.ms": 30000,
+    })
+    acked, errors = [], []
+    start = time.time()
+
+    def done(err, msg):
+        if err is None:
+            acked.append(msg.value().decode())
+        else:
+            errors.append(err.name())
+
+    for i in range(count):
+        producer.produce(topic, value=f"record-{i}".encode(), callback=done)
+        producer.poll(0)
+        if i % 10 == 0:
+            time.sleep(0.005)
+    producer.flush(60)
+    produce_seconds = time.time() - start
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "wire-test-reader",
+        "enable.auto.commit": False,
+        "fetch.wait.max.ms": 200,
+    })
+    metadata = consumer.list_topics(topic, timeout=10)
+    consumer.assign([TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions])
+    read = set()
+    deadline = time.time() + 30
+    idle = 0
+    while time.time() < deadline and idle < 5:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            idle += 1 if read >= set(acked) else 0
+            continue
+        if msg.error():
+            continue
+        read.add(msg.value().decode())
+    consumer.close()
+    lost = sorted(set(acked) - read)
+    print(json.dumps({
+        "acked": len(acked),
+        "read_back": len(set(acked) & read),
+        "lost": lost[:10],
+        "errors": sorted(set(errors)),
+        "produce_seconds": produce_seconds,
+    }))
+
+
+def timeout(bootstrap, topic, timeout_ms):
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "request.timeout.ms": timeout_ms,
+        "message.timeout.ms": timeout_ms * 10,
+        "retries": 0,
+    })
+    result = {}
+    start = time.time()
+
+    def done(err, msg):
+        result["error"] = err.name() if err else None
+        result["seconds"] = time.time() - start
+
+    producer.produce(topic, value=b"slow", callback=done)
+    producer.flush(timeout_ms / 1000 * 20)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    mode, bootstrap, topic, number = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    {"roundtrip": roundtrip, "timeout": timeout}[mode](bootstrap, topic, number)
