@@ -72,7 +72,8 @@ struct Args {
     /// Brokers.
     #[arg(long)]
     brokers: Option<u32>,
-    /// Topic-partitions.
+    /// Topic-partitions (with --serve: the partitions of a topic created
+    /// on first use, 1 unless given).
     #[arg(long)]
     partitions: Option<u32>,
     /// Replicas per partition.

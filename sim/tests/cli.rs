@@ -31,6 +31,39 @@ fn bad_flags_and_impossible_clusters_exit_2_with_a_message() {
 }
 
 #[test]
+fn serve_refuses_what_it_cannot_run() {
+    for (args, needle) in [
+        (
+            vec!["--serve", "--clock", "sim"],
+            "--clock sim cannot be served",
+        ),
+        (vec!["--serve", "--topic", "orders"], "NAME:PARTITIONS"),
+        (vec!["--serve", "--topic", "orders:0"], "from 1 to 10000"),
+        (
+            vec!["--serve", "--topic", "bad/name:3"],
+            "not a valid topic name",
+        ),
+        (
+            vec!["--serve", "--max-request-bytes", "10"],
+            "max-request-bytes",
+        ),
+        (vec!["--listen", "127.0.0.1:0"], "--serve"),
+    ] {
+        let (code, _, err) = sim(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn serve_prints_its_ports_and_a_passing_report_at_the_end_of_its_duration() {
+    let (code, out, err) = sim(&["--serve", "--listen", "127.0.0.1:0", "--duration-s", "0.5"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.matches("listening on 127.0.0.1:").count(), 3, "{out}");
+    assert!(out.contains("PASS"), "{out}");
+}
+
+#[test]
 fn list_scenarios_names_every_scenario() {
     let (code, out, _) = sim(&["--list-scenarios"]);
     assert_eq!(code, 0);

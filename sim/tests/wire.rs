@@ -526,3 +526,53 @@ fn a_produce_times_out_at_its_timeout_never_earlier() {
     );
     passes(server);
 }
+
+#[test]
+fn ten_thousand_long_polls_over_a_thousand_connections_park_without_a_thread_each() {
+    const CONNECTIONS: usize = 1_000;
+    const EACH: usize = 10;
+    let server = server_with(
+        LiveConfig {
+            brokers: 1,
+            replication_factor: 1,
+            min_insync: 1,
+            ..LiveConfig::default()
+        },
+        &[("polled", 8)],
+        Limits::default(),
+    );
+    let addr = server.addrs()[0];
+    let cluster = server.cluster().clone();
+    let mut clients: Vec<Client> = (0..CONNECTIONS).map(|_| Client::connect(addr)).collect();
+    let mut sent = Vec::new();
+    for (i, c) in clients.iter_mut().enumerate() {
+        let ids: Vec<i32> = (0..EACH)
+            .map(|j| {
+                let partition = ((i * EACH + j) % 8) as i32;
+                c.send(&fetch("polled", &[(partition, 0)], 60_000, 1), FETCH_V)
+            })
+            .collect();
+        sent.push(ids);
+    }
+    let parked = CONNECTIONS * EACH;
+    assert!(
+        eventually(|| cluster.pending() == parked),
+        "{} of {parked} parked",
+        cluster.pending()
+    );
+    // One append per partition wakes them all.
+    let mut producer = Client::connect(addr);
+    let parts: Vec<(i32, Bytes)> = (0..8).map(|p| (p, batch(&[b"wake"]))).collect();
+    producer.call(&produce("polled", &parts, -1, 5000), PRODUCE_V);
+    for (c, ids) in clients.iter_mut().zip(&sent) {
+        for &id in ids {
+            let (got, r) = c.recv::<FetchRequest>(FETCH_V);
+            assert_eq!(got, id);
+            let (_, error, _, records) = &fetched(&r)[0];
+            assert_eq!(*error, 0);
+            assert_eq!(values(records), vec![(0, b"wake".to_vec())]);
+        }
+    }
+    assert_eq!((cluster.pending(), cluster.watched()), (0, 0));
+    passes(server);
+}
