@@ -3,13 +3,11 @@
 //! `acks=all` and a long-poll fetch wait for, byte-exact round trips,
 //! ordering, bad input, disconnects and the shutdown.
 
-mod client;
-
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
+use broker_sim::wire::client::{batch, values, Client};
 use broker_sim::wire::Limits;
 use bytes::Bytes;
-use client::{batch, values, Client};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};

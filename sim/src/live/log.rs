@@ -213,42 +213,7 @@ impl PartitionLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-
-    pub(crate) fn batch(values: &[&[u8]]) -> Bytes {
-        let records: Vec<Record> = values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| Record {
-                transactional: false,
-                control: false,
-                partition_leader_epoch: 0,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: -1,
-                timestamp: 0,
-                key: None,
-                value: Some(Bytes::copy_from_slice(v)),
-                headers: Default::default(),
-                delete_horizon: false,
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .unwrap();
-        buf.freeze()
-    }
+    use crate::wire::client::batch;
 
     #[test]
     fn appends_assign_offsets_and_reads_stop_at_the_high_watermark() {

@@ -100,13 +100,15 @@ pub struct LiveCluster {
     endpoints: RwLock<Vec<(String, i32)>>,
     stopping: AtomicBool,
     replication: parking_lot::Mutex<Option<JoinHandle<()>>>,
+    /// The follower thread, to wake it for a batch due before it would.
+    follower_thread: std::sync::OnceLock<std::thread::Thread>,
     started: Instant,
     /// Crashes not yet done: (when, broker).
     crashes: parking_lot::Mutex<Vec<(Duration, u32)>>,
 }
 
-/// How often the followers fetch and the ISR is checked.
-const TICK: Duration = Duration::from_millis(1);
+/// How often the ISR is checked; the follower thread sleeps at most this
+/// long, and otherwise until the next batch is due at a follower.
 const ISR_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 impl LiveCluster {
@@ -156,6 +158,7 @@ impl LiveCluster {
             endpoints: RwLock::new(Vec::new()),
             stopping: AtomicBool::new(false),
             replication: parking_lot::Mutex::new(None),
+            follower_thread: std::sync::OnceLock::new(),
             started: Instant::now(),
             crashes: parking_lot::Mutex::new(crashes),
         });
@@ -175,11 +178,20 @@ impl LiveCluster {
                         cluster.check_isr(now);
                         last_isr_check = now;
                     }
+                    let wake = cluster
+                        .brokers
+                        .iter()
+                        .filter_map(|b| b.followers.next_due())
+                        .chain([last_isr_check + ISR_CHECK_EVERY])
+                        .min()
+                        .expect("the ISR check is always there");
                     drop(cluster);
-                    std::thread::sleep(TICK);
+                    // An append due sooner unparks it (`replicate_later`).
+                    std::thread::park_timeout(wake.saturating_duration_since(Instant::now()));
                 }
             })
             .expect("spawn the follower thread");
+        let _ = cluster.follower_thread.set(thread.thread().clone());
         *cluster.replication.lock() = Some(thread);
         cluster
     }
@@ -266,6 +278,10 @@ impl LiveCluster {
             self.brokers[f as usize]
                 .followers
                 .push(now + latency, Arc::clone(p), end);
+        }
+        // The thread may be asleep until a later batch or the ISR check.
+        if let Some(t) = self.follower_thread.get() {
+            t.unpark();
         }
     }
 
@@ -390,6 +406,9 @@ impl LiveCluster {
     /// outcome, which the service turns into a Kafka error code).
     pub fn shutdown(&self) {
         self.stopping.store(true, Ordering::Release);
+        if let Some(t) = self.follower_thread.get() {
+            t.unpark();
+        }
         if let Some(t) = self.replication.lock().take() {
             let _ = t.join();
         }

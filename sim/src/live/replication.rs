@@ -34,6 +34,11 @@ impl FollowerQueue {
         out
     }
 
+    /// When the first batch on its way is due.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.pending.lock().front().map(|(due, _, _)| *due)
+    }
+
     pub fn clear(&self) {
         self.pending.lock().clear();
     }

@@ -5,6 +5,7 @@
 //! this module knows nothing of the simulated cluster behind it.
 
 mod bounds;
+pub mod client;
 mod frame;
 mod server;
 mod service;

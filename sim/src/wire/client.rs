@@ -1,7 +1,8 @@
-//! A blocking Kafka client for the tests, on the `kafka-protocol` crate's
-//! codecs: it sends requests and reads responses over one TCP connection,
-//! with as many requests in flight as the test wants.
-#![allow(dead_code)]
+//! A blocking Kafka client on the `kafka-protocol` crate's codecs, for
+//! tests and load generators: it sends requests and reads responses over
+//! one TCP connection, with as many requests in flight as the caller wants.
+//! It trusts the server (it panics on a response it cannot decode): it is
+//! a test tool, not a production client.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
@@ -13,12 +14,15 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+/// One connection.
 pub struct Client {
+    /// The socket.
     pub stream: TcpStream,
     next: i32,
 }
 
 impl Client {
+    /// Connects, with a 60 s read timeout.
     pub fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).expect("connect");
         stream
@@ -70,6 +74,7 @@ impl Client {
         (header.correlation_id, body)
     }
 
+    /// Sends `request` and reads its response.
     pub fn call<R: Request>(&mut self, request: &R, version: i16) -> R::Response {
         let id = self.send(request, version);
         let (got, response) = self.recv::<R>(version);
@@ -77,6 +82,7 @@ impl Client {
         response
     }
 
+    /// Writes `bytes` as they are.
     pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes)
     }
