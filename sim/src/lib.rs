@@ -37,6 +37,26 @@ pub struct RunResult {
     pub wall: Duration,
 }
 
+/// Validates `cfg` and runs it on real time until its duration passes or
+/// `stop` is set, whichever comes first; then drains what is in flight.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_until(
+    cfg: &config::Config,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Result<RunResult, String> {
+    let mut cfg = cfg.clone();
+    cfg.clock = config::ClockChoice::Real;
+    cfg.validate().map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let stats = engine::Engine::new(cfg)?.stop_on(stop).run(None);
+    Ok(RunResult {
+        stats,
+        wall: started.elapsed(),
+    })
+}
+
 /// Validates `cfg` and runs it.
 ///
 /// # Errors

@@ -9,6 +9,8 @@ use broker_sim::wire::Limits;
 use broker_sim::{report, run};
 use clap::{Parser, ValueEnum};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -55,6 +57,10 @@ struct Args {
     /// With --serve: a topic to create ahead, as NAME:PARTITIONS (repeatable).
     #[arg(long = "topic", value_name = "NAME:PARTITIONS", value_parser = parse_topic, requires = "serve")]
     topics: Vec<(String, u32)>,
+    /// With --serve: serve the real clients only, without the scenario's
+    /// simulated traffic beside them.
+    #[arg(long, requires = "serve")]
+    no_sim_traffic: bool,
     /// With --serve: do not create topics on first use.
     #[arg(long, requires = "serve")]
     no_auto_create: bool,
@@ -254,13 +260,47 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
             d.as_secs_f64()
         ))
     );
+    // The scenario's simulated clients, on their own cluster model and
+    // purgatories, beside the real ones, until the server stops.
+    let stop_sim = Arc::new(AtomicBool::new(false));
+    let simulated = (!args.no_sim_traffic).then(|| {
+        let mut sim_cfg = cfg.clone();
+        sim_cfg.duration = until.unwrap_or(Duration::from_secs(1_000_000));
+        let stop = Arc::clone(&stop_sim);
+        std::thread::spawn(move || (broker_sim::run_until(&sim_cfg, stop), sim_cfg))
+    });
     server.wait(until);
+    stop_sim.store(true, Ordering::Release);
     let report = server.stop();
+    let mut failed = !report.violations.is_empty();
+    if let Some(simulated) = simulated {
+        match simulated.join() {
+            Ok((Ok(result), sim_cfg)) => {
+                println!(
+                    "simulated traffic beside the real clients (its own topics and purgatories):"
+                );
+                print!(
+                    "{}",
+                    broker_sim::report::human(&sim_cfg, &result.stats, result.wall)
+                );
+                failed |= result.stats.violations > 0;
+            }
+            Ok((Err(e), _)) => {
+                eprintln!("broker-sim: the simulated traffic did not run: {e}");
+                failed = true;
+            }
+            Err(_) => {
+                eprintln!("broker-sim: the simulated traffic stopped on a panic");
+                failed = true;
+            }
+        }
+    }
+    println!("real clients over the wire:");
     print!("{}", report.human());
-    if report.violations.is_empty() {
-        ExitCode::SUCCESS
-    } else {
+    if failed {
         ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

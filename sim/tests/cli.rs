@@ -60,7 +60,19 @@ fn serve_prints_its_ports_and_a_passing_report_at_the_end_of_its_duration() {
     let (code, out, err) = sim(&["--serve", "--listen", "127.0.0.1:0", "--duration-s", "0.5"]);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(out.matches("listening on 127.0.0.1:").count(), 3, "{out}");
-    assert!(out.contains("PASS"), "{out}");
+    // The simulated traffic's report and the wire's, both passing.
+    assert!(out.contains("result: PASS"), "{out}");
+    assert!(out.contains("PASS: every parked request"), "{out}");
+    let (code, out, err) = sim(&[
+        "--serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--duration-s",
+        "0.5",
+        "--no-sim-traffic",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("result: PASS"), "{out}");
 }
 
 #[test]

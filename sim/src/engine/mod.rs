@@ -92,6 +92,9 @@ pub struct Engine {
     /// Client requests (produce and consumer fetch) not yet answered at the client.
     outstanding: u64,
     stopping: bool,
+    /// Set from outside to end arrivals early (a real-time run beside a
+    /// server that is stopping).
+    stop_early: Option<Arc<std::sync::atomic::AtomicBool>>,
     stats: Stats,
 }
 
@@ -198,8 +201,16 @@ impl Engine {
             outstanding: 0,
             stopping: false,
             stats: Stats::default(),
+            stop_early: None,
             cfg,
         })
+    }
+
+    /// Ends arrivals as soon as `flag` is set, as if the configured duration
+    /// had passed (real-time runs only); what is in flight still drains.
+    pub fn stop_on(mut self, flag: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.stop_early = Some(flag);
+        self
     }
 
     /// Runs to the end: arrivals for the configured duration, then every
@@ -279,6 +290,15 @@ impl Engine {
         let duration = self.cfg.duration;
         loop {
             self.now = micros(self.clock.now().saturating_duration_since(self.start));
+            let asked = self
+                .stop_early
+                .as_ref()
+                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire));
+            if asked && !self.stopping {
+                self.queue
+                    .retain(|s| !matches!(s.0.event, Event::EndOfArrivals | Event::Fault(_)));
+                self.end_of_arrivals();
+            }
             self.drain_replies();
             if let Some(event) = self.pop_due() {
                 self.handle(event);
