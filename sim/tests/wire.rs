@@ -345,7 +345,12 @@ fn api_versions_advertises_what_is_implemented_and_refuses_other_versions() {
     // librdkafka needs Produce v3+ and Fetch v4+ for record batches v2.
     assert!(max(0).unwrap().1 >= 3 && max(1).unwrap().1 >= 4);
     assert!(max(3).is_some() && max(2).is_some() && max(18).is_some());
-    assert_eq!(max(11), None, "no JoinGroup advertised");
+    // Groups, capped below the versions that batch several groups.
+    assert_eq!(max(11), Some((0, 7)), "JoinGroup");
+    assert_eq!(max(10), Some((0, 3)), "FindCoordinator");
+    assert_eq!(max(9), Some((1, 7)), "OffsetFetch");
+    // Transactions are not built.
+    assert_eq!(max(22), None, "InitProducerId");
     // An ApiVersions version from the future (v99, correlation id 42, no
     // client id): answered at v0 with the error and the versions there are.
     let mut raw = Vec::new();

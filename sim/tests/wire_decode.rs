@@ -6,11 +6,18 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use proptest::prelude::*;
 
-const APIS: [(ApiKey, i16, i16); 4] = [
+const APIS: [(ApiKey, i16, i16); 11] = [
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
     (ApiKey::Metadata, 0, 12),
+    (ApiKey::FindCoordinator, 0, 3),
+    (ApiKey::JoinGroup, 0, 7),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 4),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 7),
 ];
 
 proptest! {
@@ -25,11 +32,11 @@ proptest! {
     /// bytes: the body decoders are reached, not just the key check.
     #[test]
     fn random_bodies_after_a_valid_header_decode_or_are_refused(
-        api in 0usize..5,
+        api in 0usize..12,
         version in 0i16..13,
         body in proptest::collection::vec(any::<u8>(), 0..512),
     ) {
-        let key: i16 = [0, 1, 2, 3, 18][api];
+        let key: i16 = [0, 1, 2, 3, 18, 8, 9, 10, 11, 12, 13, 14][api];
         let mut frame = Vec::new();
         frame.extend_from_slice(&key.to_be_bytes());
         frame.extend_from_slice(&version.to_be_bytes());
@@ -48,12 +55,20 @@ mod well_formed {
     use broker_sim::wire::decode_request;
     use bytes::{Bytes, BytesMut};
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::leave_group_request::MemberIdentity;
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
     use kafka_protocol::messages::{
-        ApiKey, FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader,
-        TopicName,
+        ApiKey, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
+        LeaveGroupRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+        OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest, TopicName,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -69,6 +84,10 @@ mod well_formed {
             .unwrap();
         request.encode(&mut buf, version).unwrap();
         buf.freeze()
+    }
+
+    fn group() -> GroupId {
+        GroupId(StrBytes::from_static_str("readers"))
     }
 
     fn name(s: &str) -> TopicName {
@@ -163,6 +182,119 @@ mod well_formed {
                                     let mut mt = MetadataRequestTopic::default();
                                     mt.name = Some(name(t));
                                     mt
+                                })
+                                .collect(),
+                        );
+                        frame(api, version, &r)
+                    }
+                    ApiKey::FindCoordinator => {
+                        let mut r = FindCoordinatorRequest::default();
+                        r.key = StrBytes::from_static_str("readers");
+                        frame(api, version, &r)
+                    }
+                    ApiKey::JoinGroup => {
+                        let mut r = JoinGroupRequest::default();
+                        r.group_id = group();
+                        r.member_id = StrBytes::from_static_str("m-1");
+                        r.protocol_type = StrBytes::from_static_str("consumer");
+                        if version >= 5 {
+                            r.group_instance_id = Some(StrBytes::from_static_str("i-1"));
+                        }
+                        r.protocols = ["range", "roundrobin"]
+                            .iter()
+                            .map(|n| {
+                                let mut p = JoinGroupRequestProtocol::default();
+                                p.name = StrBytes::from_static_str(n);
+                                p.metadata = Bytes::from_static(b"meta");
+                                p
+                            })
+                            .collect();
+                        frame(api, version, &r)
+                    }
+                    ApiKey::SyncGroup => {
+                        let mut r = SyncGroupRequest::default();
+                        r.group_id = group();
+                        r.member_id = StrBytes::from_static_str("m-1");
+                        if version >= 3 {
+                            r.group_instance_id = Some(StrBytes::from_static_str("i-1"));
+                        }
+                        if version >= 5 {
+                            r.protocol_type = Some(StrBytes::from_static_str("consumer"));
+                            r.protocol_name = Some(StrBytes::from_static_str("range"));
+                        }
+                        r.assignments = ["m-1", "m-2"]
+                            .iter()
+                            .map(|m| {
+                                let mut a = SyncGroupRequestAssignment::default();
+                                a.member_id = StrBytes::from_static_str(m);
+                                a.assignment = Bytes::from_static(b"assigned");
+                                a
+                            })
+                            .collect();
+                        frame(api, version, &r)
+                    }
+                    ApiKey::Heartbeat => {
+                        let mut r = HeartbeatRequest::default();
+                        r.group_id = group();
+                        r.member_id = StrBytes::from_static_str("m-1");
+                        frame(api, version, &r)
+                    }
+                    ApiKey::LeaveGroup => {
+                        let mut r = LeaveGroupRequest::default();
+                        r.group_id = group();
+                        if version <= 2 {
+                            r.member_id = StrBytes::from_static_str("m-1");
+                        } else {
+                            r.members = ["m-1", "m-2"]
+                                .iter()
+                                .map(|m| {
+                                    let mut i = MemberIdentity::default();
+                                    i.member_id = StrBytes::from_static_str(m);
+                                    i.group_instance_id = Some(StrBytes::from_static_str("i"));
+                                    i
+                                })
+                                .collect();
+                        }
+                        frame(api, version, &r)
+                    }
+                    ApiKey::OffsetCommit => {
+                        let mut r = OffsetCommitRequest::default();
+                        r.group_id = group();
+                        r.member_id = StrBytes::from_static_str("m-1");
+                        if version >= 7 {
+                            r.group_instance_id = Some(StrBytes::from_static_str("i-1"));
+                        }
+                        r.topics = ["a", "bb"]
+                            .iter()
+                            .map(|t| {
+                                let mut ot = OffsetCommitRequestTopic::default();
+                                ot.name = name(t);
+                                ot.partitions = (0..2)
+                                    .map(|i| {
+                                        let mut p = OffsetCommitRequestPartition::default();
+                                        p.partition_index = i;
+                                        p.committed_offset = 42;
+                                        p.committed_metadata =
+                                            Some(StrBytes::from_static_str("md"));
+                                        p
+                                    })
+                                    .collect();
+                                ot
+                            })
+                            .collect();
+                        frame(api, version, &r)
+                    }
+                    ApiKey::OffsetFetch => {
+                        let mut r = OffsetFetchRequest::default();
+                        r.group_id = group();
+                        r.topics = Some(
+                            ["a", "bb"]
+                                .iter()
+                                .map(|t| {
+                                    let mut ot = OffsetFetchRequestTopic::default();
+                                    ot.name = name(t);
+                                    ot.partition_indexes = vec![0, 1, 2];
+                                    ot
                                 })
                                 .collect(),
                         );

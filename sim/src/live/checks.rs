@@ -16,6 +16,11 @@ pub struct Checks {
     pub metadata_requests: AtomicU64,
     /// ListOffsets requests received.
     pub list_offsets_requests: AtomicU64,
+    /// FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+    /// OffsetCommit and OffsetFetch requests received.
+    pub group_requests: AtomicU64,
+    /// Group members whose session expired.
+    pub sessions_expired: AtomicU64,
     /// Operations handed to a purgatory.
     pub parked: AtomicU64,
     /// `on_complete` calls, over all parked operations.
@@ -109,6 +114,8 @@ impl Checks {
             ("fetch requests", &self.fetch_requests),
             ("metadata requests", &self.metadata_requests),
             ("list-offsets requests", &self.list_offsets_requests),
+            ("consumer-group requests", &self.group_requests),
+            ("group sessions expired", &self.sessions_expired),
             ("parked in the purgatory", &self.parked),
             ("  completed by their condition", &self.completed),
             ("  expired", &self.expired),

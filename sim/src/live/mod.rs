@@ -6,6 +6,8 @@
 //! nothing of sockets.
 
 mod checks;
+mod group_service;
+mod groups;
 mod log;
 mod ops;
 mod replication;
@@ -13,6 +15,7 @@ mod service;
 mod topics;
 
 pub use checks::Checks;
+pub use groups::{GroupConfig, GroupState};
 pub use log::{AppendError, PartitionLog, StoredBatch};
 pub use service::BrokerService;
 pub use topics::{valid_topic_name, Partition, Topic};
@@ -53,6 +56,8 @@ pub struct LiveConfig {
     /// Slow followers and crashes, timed from the start (other faults are
     /// the simulated traffic's and are ignored here).
     pub faults: Vec<Fault>,
+    /// The group coordinator's settings.
+    pub groups: groups::GroupConfig,
 }
 
 impl Default for LiveConfig {
@@ -68,6 +73,7 @@ impl Default for LiveConfig {
             message_max_bytes: 1024 * 1024 + 12,
             timer: TimerChoice::Wheel,
             faults: Vec::new(),
+            groups: groups::GroupConfig::default(),
         }
     }
 }
@@ -96,6 +102,9 @@ pub struct LiveCluster {
     next_key: AtomicU32,
     /// What the checks counted.
     pub checks: Arc<Checks>,
+    /// Consumer groups, served by the leader of each group's offsets
+    /// partition.
+    pub(crate) groups: Arc<groups::GroupCoordinator>,
     /// Host and port each broker is reached at (set once bound).
     endpoints: RwLock<Vec<(String, i32)>>,
     stopping: AtomicBool,
@@ -141,6 +150,8 @@ impl LiveCluster {
                 followers: FollowerQueue::default(),
             })
             .collect();
+        let checks = Arc::new(Checks::default());
+        let groups = groups::GroupCoordinator::new(cfg.groups.clone(), kind, Arc::clone(&checks));
         let crashes = cfg
             .faults
             .iter()
@@ -154,7 +165,8 @@ impl LiveCluster {
             brokers,
             topics: RwLock::new(HashMap::new()),
             next_key: AtomicU32::new(0),
-            checks: Arc::new(Checks::default()),
+            checks,
+            groups,
             endpoints: RwLock::new(Vec::new()),
             stopping: AtomicBool::new(false),
             replication: parking_lot::Mutex::new(None),
@@ -328,8 +340,18 @@ impl LiveCluster {
         let Some(broker) = self.brokers.get(dead as usize) else {
             return;
         };
+        // Groups it coordinated move to the next live replica of their
+        // offsets partition; their members rejoin there.
+        let alive_before = |b: u32| self.brokers[b as usize].alive.load(Ordering::Acquire);
+        let coordinated: std::collections::HashSet<Arc<str>> = self
+            .groups
+            .group_ids()
+            .into_iter()
+            .filter(|g| self.coordinator_among(g, alive_before) == Some(dead))
+            .collect();
         broker.alive.store(false, Ordering::Release);
         broker.followers.clear();
+        self.groups.move_groups(|g| coordinated.contains(g));
         let alive = |b: u32| self.brokers[b as usize].alive.load(Ordering::Acquire);
         let mut moved = Vec::new();
         let mut lost_leader = Vec::new();
@@ -375,6 +397,32 @@ impl LiveCluster {
         self.check_moved(moved);
     }
 
+    /// A group's state, generation and member ids, if the group exists
+    /// (for reports and tests).
+    pub fn group_view(&self, group: &str) -> Option<(GroupState, i32, Vec<String>)> {
+        if !self.groups.group_ids().iter().any(|g| &**g == group) {
+            return None;
+        }
+        let g = self.groups.group(group);
+        let g = g.lock();
+        Some((g.state, g.generation, g.members.keys().cloned().collect()))
+    }
+
+    /// The broker coordinating `group`: the first live replica of its
+    /// offsets partition, whose replicas are placed as a topic's are.
+    pub fn group_coordinator(&self, group: &str) -> Option<u32> {
+        self.coordinator_among(group, |b| {
+            self.brokers[b as usize].alive.load(Ordering::Acquire)
+        })
+    }
+
+    fn coordinator_among(&self, group: &str, alive: impl Fn(u32) -> bool) -> Option<u32> {
+        let n = self.cfg.brokers;
+        let p = self.groups.offsets_partition(group);
+        let rf = self.cfg.replication_factor.clamp(1, n);
+        (0..rf).map(|r| (p + r) % n).find(|&b| alive(b))
+    }
+
     /// Checks the leader's produce and fetch purgatories for each partition.
     pub(crate) fn check_moved(&self, partitions: Vec<Arc<Partition>>) {
         for p in partitions {
@@ -391,7 +439,8 @@ impl LiveCluster {
         self.brokers
             .iter()
             .map(|b| b.produce.delayed() + b.fetch.delayed())
-            .sum()
+            .sum::<usize>()
+            + self.groups.pending()
     }
 
     /// Watch entries the purgatories still hold.
@@ -399,7 +448,8 @@ impl LiveCluster {
         self.brokers
             .iter()
             .map(|b| b.produce.watched() + b.fetch.watched())
-            .sum()
+            .sum::<usize>()
+            + self.groups.watched()
     }
 
     /// Stops replication and answers every parked request (the shutdown
@@ -417,5 +467,6 @@ impl LiveCluster {
             b.produce.shutdown();
             b.fetch.shutdown();
         }
+        self.groups.shutdown();
     }
 }

@@ -208,7 +208,94 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.tags()
             })?;
         }
-        // ApiVersions has no arrays; others are refused before decoding.
+        ApiKey::JoinGroup => {
+            w.string()?; // group_id
+            w.skip(4)?; // session_timeout_ms
+            if version >= 1 {
+                w.skip(4)?; // rebalance_timeout_ms
+            }
+            w.string()?; // member_id
+            if version >= 5 {
+                w.string()?; // group_instance_id
+            }
+            w.string()?; // protocol_type
+            let min = w.min_len(2) + w.min_len(4) + w.min_tags();
+            w.array(min, |w| {
+                w.string()?;
+                w.bytes()?;
+                w.tags()
+            })?;
+        }
+        ApiKey::SyncGroup => {
+            w.string()?; // group_id
+            w.skip(4)?; // generation_id
+            w.string()?; // member_id
+            if version >= 3 {
+                w.string()?; // group_instance_id
+            }
+            if version >= 5 {
+                w.string()?; // protocol_type
+                w.string()?; // protocol_name
+            }
+            let min = w.min_len(2) + w.min_len(4) + w.min_tags();
+            w.array(min, |w| {
+                w.string()?;
+                w.bytes()?;
+                w.tags()
+            })?;
+        }
+        ApiKey::LeaveGroup => {
+            w.string()?; // group_id
+            if version <= 2 {
+                w.string()?; // member_id
+            } else {
+                let min = 2 * w.min_len(2) + w.min_tags();
+                w.array(min, |w| {
+                    w.string()?; // member_id
+                    w.string()?; // group_instance_id
+                    if version >= 5 {
+                        w.string()?; // reason
+                    }
+                    w.tags()
+                })?;
+            }
+        }
+        ApiKey::OffsetCommit => {
+            w.string()?; // group_id
+            if version >= 1 {
+                w.skip(4)?; // generation_id
+                w.string()?; // member_id
+            }
+            if version >= 7 {
+                w.string()?; // group_instance_id
+            }
+            if (2..=4).contains(&version) {
+                w.skip(8)?; // retention_time_ms
+            }
+            let fixed = 4 + 8 + if version >= 6 { 4 } else { 0 };
+            let min_partition = fixed + w.min_len(2) + w.min_tags();
+            let min_topic = w.min_len(2) + w.min_len(4) + w.min_tags();
+            w.array(min_topic, |w| {
+                w.string()?;
+                w.array(min_partition, |w| {
+                    w.skip(fixed)?;
+                    w.string()?; // committed_metadata
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+        }
+        ApiKey::OffsetFetch => {
+            w.string()?; // group_id
+            let min_topic = w.min_len(2) + w.min_len(4) + w.min_tags();
+            w.array(min_topic, |w| {
+                w.string()?;
+                w.array(4, |w| w.skip(4))?;
+                w.tags()
+            })?;
+        }
+        // ApiVersions, FindCoordinator (up to v3) and Heartbeat have no
+        // arrays; other APIs are refused before decoding.
         _ => return Ok(()),
     }
     // The rest (trailing fields, tagged fields) holds no array the

@@ -1,0 +1,536 @@
+//! The broker side of the consumer-group APIs: FindCoordinator, JoinGroup,
+//! SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and OffsetFetch, on the
+//! cluster's [`GroupCoordinator`](super::groups::GroupCoordinator). A group
+//! is served by one broker, the leader of its offsets partition; the others
+//! answer NOT_COORDINATOR.
+
+use super::checks::Checks;
+use super::groups::{Action, DelayedSync, GroupState, JoinResult, Member};
+use super::service::BrokerService;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    SyncGroupRequest, SyncGroupResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn code(e: ResponseError) -> i16 {
+    e.code()
+}
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+fn millis(ms: i32) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+impl BrokerService {
+    /// NOT_COORDINATOR unless this broker coordinates `group` (or
+    /// COORDINATOR_NOT_AVAILABLE while no broker can).
+    fn coordinates(&self, group: &str) -> Result<(), i16> {
+        Checks::bump(&self.cluster.checks.group_requests);
+        match self.cluster.group_coordinator(group) {
+            Some(b) if b == self.id => Ok(()),
+            Some(_) => Err(code(ResponseError::NotCoordinator)),
+            None => Err(code(ResponseError::CoordinatorNotAvailable)),
+        }
+    }
+
+    pub(crate) fn find_coordinator(&self, r: FindCoordinatorRequest) -> FindCoordinatorResponse {
+        Checks::bump(&self.cluster.checks.group_requests);
+        let mut response = FindCoordinatorResponse::default();
+        response.node_id = BrokerId(-1);
+        response.port = -1;
+        // Only groups (key type 0) are coordinated here, not transactions.
+        let found = (r.key_type == 0)
+            .then(|| self.cluster.group_coordinator(&r.key))
+            .flatten()
+            .and_then(|b| {
+                self.cluster
+                    .endpoints()
+                    .get(b as usize)
+                    .cloned()
+                    .map(|e| (b, e))
+            });
+        match found {
+            Some((b, (host, port))) => {
+                response.node_id = BrokerId(b as i32);
+                response.host = text(&host);
+                response.port = port;
+            }
+            None => response.error_code = code(ResponseError::CoordinatorNotAvailable),
+        }
+        response
+    }
+
+    pub(crate) async fn join_group(
+        &self,
+        r: JoinGroupRequest,
+        version: i16,
+        client_id: &str,
+    ) -> JoinGroupResponse {
+        let mut response = JoinGroupResponse::default();
+        if version >= 7 {
+            response.protocol_type = Some(r.protocol_type.clone());
+        }
+        let id: Arc<str> = Arc::from(r.group_id.0.as_str());
+        let fail = |mut response: JoinGroupResponse, error: i16, member: &str| {
+            response.error_code = error;
+            response.member_id = text(member);
+            response.protocol_name = if version >= 7 {
+                None
+            } else {
+                Some(StrBytes::default())
+            };
+            response
+        };
+        if let Err(e) = self.coordinates(&id) {
+            return fail(response, e, &r.member_id);
+        }
+        let groups = &self.cluster.groups;
+        let session = millis(r.session_timeout_ms);
+        if session < groups.cfg.min_session_timeout || session > groups.cfg.max_session_timeout {
+            return fail(
+                response,
+                code(ResponseError::InvalidSessionTimeout),
+                &r.member_id,
+            );
+        }
+        // Before v1 the rebalance timeout is the session timeout.
+        let rebalance = if version >= 1 {
+            millis(r.rebalance_timeout_ms)
+        } else {
+            session
+        };
+        let group = groups.group(&id);
+        let (rx, actions, member_id) = {
+            let mut g = group.lock();
+            let mut actions = Vec::new();
+            if r.protocols.is_empty()
+                || g.protocol_type
+                    .as_ref()
+                    .is_some_and(|t| *t != r.protocol_type.as_str())
+            {
+                return fail(
+                    response,
+                    code(ResponseError::InconsistentGroupProtocol),
+                    &r.member_id,
+                );
+            }
+            let mut member_id = r.member_id.to_string();
+            if member_id.is_empty() {
+                member_id = groups.new_member_id(client_id);
+                if version >= 4 {
+                    // The client rejoins with its id (Kafka's two-step join).
+                    g.pending_ids.insert(member_id.clone());
+                    return fail(response, code(ResponseError::MemberIdRequired), &member_id);
+                }
+            } else if !g.members.contains_key(&member_id) && !g.pending_ids.remove(&member_id) {
+                return fail(response, code(ResponseError::UnknownMemberId), &member_id);
+            }
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let protocols = r
+                .protocols
+                .iter()
+                .map(|p| (p.name.to_string(), p.metadata.clone()))
+                .collect();
+            let new = !g.members.contains_key(&member_id);
+            if new {
+                actions.push(Action::StartSession {
+                    member: member_id.clone(),
+                    timeout: session,
+                });
+            }
+            let m = g
+                .members
+                .entry(member_id.clone())
+                .or_insert_with(|| Member {
+                    session_timeout: session,
+                    rebalance_timeout: rebalance,
+                    protocols: Vec::new(),
+                    joined: false,
+                    join_waiter: None,
+                    assignment: bytes::Bytes::new(),
+                    session: None,
+                    last_beat: Instant::now(),
+                });
+            m.protocols = protocols;
+            m.session_timeout = session;
+            m.rebalance_timeout = rebalance;
+            m.last_beat = Instant::now();
+            if let Some(s) = &m.session {
+                actions.push(Action::Beat(s.clone(), session));
+            }
+            if let Some(old) = m.join_waiter.replace(tx) {
+                // A second join while the first waits: the first is told.
+                let _ = old.send(JoinResult {
+                    error: code(ResponseError::RebalanceInProgress),
+                    member_id: member_id.clone(),
+                    ..JoinResult::default()
+                });
+            }
+            g.protocol_type = Some(r.protocol_type.to_string());
+            match g.state {
+                GroupState::Empty => {
+                    g.state = GroupState::PreparingRebalance;
+                    g.join_in_purgatory = true;
+                    let delay = groups.cfg.initial_rebalance_delay.min(rebalance);
+                    actions.push(Action::SubmitJoin {
+                        timeout: delay,
+                        initial: !delay.is_zero(),
+                    });
+                }
+                GroupState::PreparingRebalance => actions.push(Action::CheckJoins),
+                GroupState::CompletingRebalance | GroupState::Stable => {
+                    g.prepare_rebalance(&mut actions);
+                }
+            }
+            if let Some(m) = g.members.get_mut(&member_id) {
+                m.joined = true;
+            }
+            actions.push(Action::CheckJoins);
+            (rx, actions, member_id)
+        };
+        groups.run(&id, actions);
+        let result = rx.await.unwrap_or_else(|_| JoinResult {
+            error: code(ResponseError::CoordinatorNotAvailable),
+            member_id: member_id.clone(),
+            ..JoinResult::default()
+        });
+        response.error_code = result.error;
+        response.generation_id = if result.error == 0 {
+            result.generation
+        } else {
+            -1
+        };
+        response.protocol_name = match (result.protocol, version >= 7) {
+            (Some(p), _) => Some(text(&p)),
+            (None, true) => None,
+            (None, false) => Some(StrBytes::default()),
+        };
+        if version >= 7 {
+            response.protocol_type = result.protocol_type.as_deref().map(text);
+        }
+        response.leader = text(&result.leader);
+        response.member_id = text(&result.member_id);
+        response.members = result
+            .members
+            .into_iter()
+            .map(|(id, metadata)| {
+                let mut m = JoinGroupResponseMember::default();
+                m.member_id = text(&id);
+                m.metadata = metadata;
+                m
+            })
+            .collect();
+        response
+    }
+
+    pub(crate) async fn sync_group(&self, r: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+        let mut response = SyncGroupResponse::default();
+        let id: Arc<str> = Arc::from(r.group_id.0.as_str());
+        if let Err(e) = self.coordinates(&id) {
+            response.error_code = e;
+            return response;
+        }
+        let groups = &self.cluster.groups;
+        let group = groups.group(&id);
+        let member = r.member_id.to_string();
+        let mut actions = Vec::new();
+        let wait = {
+            let mut g = group.lock();
+            let (protocol_type, protocol) = (g.protocol_type.clone(), g.protocol.clone());
+            if version >= 5 {
+                response.protocol_type = protocol_type.as_deref().map(text);
+                response.protocol_name = protocol.as_deref().map(text);
+            }
+            let generation = g.generation;
+            let leader = g.leader.clone();
+            let state = g.state;
+            let Some(m) = g.members.get_mut(&member) else {
+                response.error_code = code(ResponseError::UnknownMemberId);
+                return response;
+            };
+            if r.generation_id != generation {
+                response.error_code = code(ResponseError::IllegalGeneration);
+                return response;
+            }
+            m.last_beat = Instant::now();
+            if let Some(s) = &m.session {
+                actions.push(Action::Beat(s.clone(), m.session_timeout));
+            }
+            let rebalance_timeout = m.rebalance_timeout;
+            match state {
+                GroupState::Empty | GroupState::PreparingRebalance => {
+                    response.error_code = code(ResponseError::RebalanceInProgress);
+                    None
+                }
+                GroupState::Stable => {
+                    response.assignment = m.assignment.clone();
+                    None
+                }
+                GroupState::CompletingRebalance if leader.as_deref() == Some(member.as_str()) => {
+                    // The leader's assignment: every member gets its part
+                    // (those it leaves out, an empty one).
+                    for m in g.members.values_mut() {
+                        m.assignment = bytes::Bytes::new();
+                    }
+                    for a in &r.assignments {
+                        if let Some(m) = g.members.get_mut(a.member_id.as_str()) {
+                            m.assignment = a.assignment.clone();
+                        }
+                    }
+                    g.state = GroupState::Stable;
+                    response.assignment = g.members[&member].assignment.clone();
+                    actions.push(Action::CheckSyncs);
+                    None
+                }
+                GroupState::CompletingRebalance => Some(DelayedSync {
+                    coordinator: Arc::downgrade(groups),
+                    group: Arc::clone(&id),
+                    member: member.clone(),
+                    generation,
+                    timeout: rebalance_timeout,
+                    checks: Arc::clone(&self.cluster.checks),
+                    result: None,
+                }),
+            }
+        };
+        groups.run(&id, actions);
+        if let Some(op) = wait {
+            match groups.syncs.try_complete_else_watch(op, &[Arc::clone(&id)]) {
+                Ok(handle) => {
+                    Checks::bump(&self.cluster.checks.parked);
+                    let done = handle.await;
+                    let (error, assignment) = done.operation.result.unwrap_or_default();
+                    response.error_code = error;
+                    response.assignment = assignment;
+                }
+                Err(_) => response.error_code = code(ResponseError::CoordinatorNotAvailable),
+            }
+        }
+        response
+    }
+
+    pub(crate) fn heartbeat(&self, r: HeartbeatRequest) -> HeartbeatResponse {
+        let mut response = HeartbeatResponse::default();
+        let id: Arc<str> = Arc::from(r.group_id.0.as_str());
+        if let Err(e) = self.coordinates(&id) {
+            response.error_code = e;
+            return response;
+        }
+        let group = self.cluster.groups.group(&id);
+        let session = {
+            let mut g = group.lock();
+            let (generation, state) = (g.generation, g.state);
+            let Some(m) = g.members.get_mut(r.member_id.as_str()) else {
+                response.error_code = code(ResponseError::UnknownMemberId);
+                return response;
+            };
+            if r.generation_id != generation {
+                response.error_code = code(ResponseError::IllegalGeneration);
+                return response;
+            }
+            if state == GroupState::PreparingRebalance {
+                response.error_code = code(ResponseError::RebalanceInProgress);
+            }
+            m.last_beat = Instant::now();
+            m.session.clone().map(|s| (s, m.session_timeout))
+        };
+        // Pushed back in O(1); too late if its expiry is already under way.
+        if let Some((s, timeout)) = session {
+            if !s.reset_timeout(timeout) {
+                response.error_code = code(ResponseError::UnknownMemberId);
+            }
+        }
+        response
+    }
+
+    pub(crate) fn leave_group(&self, r: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+        let mut response = LeaveGroupResponse::default();
+        let id: Arc<str> = Arc::from(r.group_id.0.as_str());
+        if let Err(e) = self.coordinates(&id) {
+            response.error_code = e;
+            return response;
+        }
+        let leaving: Vec<String> = if version >= 3 {
+            r.members.iter().map(|m| m.member_id.to_string()).collect()
+        } else {
+            vec![r.member_id.to_string()]
+        };
+        let group = self.cluster.groups.group(&id);
+        let mut results = Vec::new();
+        for member in leaving {
+            let session = group.lock().members.get(&member).map(|m| m.session.clone());
+            let error = match session {
+                None => code(ResponseError::UnknownMemberId),
+                // Its session ends now: that removes it and rebalances.
+                Some(Some(s)) => {
+                    s.force_complete();
+                    0
+                }
+                // Its session is still being set up: leave by hand.
+                Some(None) => {
+                    let mut actions = Vec::new();
+                    group.lock().remove(&member, &mut actions);
+                    self.cluster.groups.run(&id, actions);
+                    0
+                }
+            };
+            results.push((member, error));
+        }
+        if version >= 3 {
+            response.members = results
+                .into_iter()
+                .map(|(member, error)| {
+                    let mut m = MemberResponse::default();
+                    m.member_id = text(&member);
+                    m.error_code = error;
+                    m
+                })
+                .collect();
+        } else {
+            response.error_code = results.first().map_or(0, |r| r.1);
+        }
+        response
+    }
+
+    pub(crate) fn offset_commit(&self, r: OffsetCommitRequest) -> OffsetCommitResponse {
+        let id: Arc<str> = Arc::from(r.group_id.0.as_str());
+        let error = match self.coordinates(&id) {
+            Err(e) => e,
+            Ok(()) => {
+                let group = self.cluster.groups.group(&id);
+                let mut g = group.lock();
+                let generation = r.generation_id_or_member_epoch;
+                // A consumer with assigned partitions commits outside any
+                // generation (-1), while the group has no members.
+                let error = if generation < 0 && r.member_id.is_empty() {
+                    if g.members.is_empty() {
+                        0
+                    } else {
+                        code(ResponseError::UnknownMemberId)
+                    }
+                } else if !g.members.contains_key(r.member_id.as_str()) {
+                    code(ResponseError::UnknownMemberId)
+                } else if generation != g.generation {
+                    code(ResponseError::IllegalGeneration)
+                } else if g.state != GroupState::Stable {
+                    code(ResponseError::RebalanceInProgress)
+                } else {
+                    0
+                };
+                if error == 0 {
+                    for t in &r.topics {
+                        for p in &t.partitions {
+                            g.offsets.insert(
+                                (t.name.0.to_string(), p.partition_index),
+                                (
+                                    p.committed_offset,
+                                    p.committed_metadata.as_deref().map(str::to_string),
+                                ),
+                            );
+                        }
+                    }
+                }
+                error
+            }
+        };
+        let mut response = OffsetCommitResponse::default();
+        response.topics = r
+            .topics
+            .iter()
+            .map(|t| {
+                let mut out = OffsetCommitResponseTopic::default();
+                out.name = t.name.clone();
+                out.partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let mut a = OffsetCommitResponsePartition::default();
+                        a.partition_index = p.partition_index;
+                        a.error_code = error;
+                        a
+                    })
+                    .collect();
+                out
+            })
+            .collect();
+        response
+    }
+
+    pub(crate) fn offset_fetch(&self, r: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+        let mut response = OffsetFetchResponse::default();
+        let id: Arc<str> = Arc::from(r.group_id.0.as_str());
+        if let Err(e) = self.coordinates(&id) {
+            if version >= 2 {
+                response.error_code = e;
+            }
+            return response;
+        }
+        let group = self.cluster.groups.group(&id);
+        let g = group.lock();
+        let entry = |topic: &str, p: i32| {
+            let mut out = OffsetFetchResponsePartition::default();
+            out.partition_index = p;
+            match g.offsets.get(&(topic.to_string(), p)) {
+                Some((offset, metadata)) => {
+                    out.committed_offset = *offset;
+                    out.metadata = Some(text(metadata.as_deref().unwrap_or("")));
+                }
+                None => {
+                    out.committed_offset = -1;
+                    out.metadata = Some(StrBytes::default());
+                }
+            }
+            out
+        };
+        response.topics = match &r.topics {
+            Some(topics) => topics
+                .iter()
+                .map(|t| {
+                    let mut out = OffsetFetchResponseTopic::default();
+                    out.name = t.name.clone();
+                    out.partitions = t
+                        .partition_indexes
+                        .iter()
+                        .map(|&p| entry(&t.name.0, p))
+                        .collect();
+                    out
+                })
+                .collect(),
+            // Every committed partition.
+            None => {
+                let mut by_topic: std::collections::BTreeMap<&str, Vec<i32>> = Default::default();
+                for (topic, p) in g.offsets.keys() {
+                    by_topic.entry(topic).or_default().push(*p);
+                }
+                by_topic
+                    .into_iter()
+                    .map(|(topic, mut parts)| {
+                        parts.sort_unstable();
+                        let mut out = OffsetFetchResponseTopic::default();
+                        out.name = TopicName(text(topic));
+                        out.partitions = parts.into_iter().map(|p| entry(topic, p)).collect();
+                        out
+                    })
+                    .collect()
+            }
+        };
+        response
+    }
+}

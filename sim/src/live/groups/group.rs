@@ -1,0 +1,173 @@
+//! One consumer group's state, as Kafka's group coordinator keeps it. The
+//! state changes here are plain data; what they set in motion in the
+//! purgatories is returned as [`Action`]s for the caller to run once the
+//! group's lock is released (the purgatories' callbacks take that lock).
+
+use super::ops::{JoinResult, SessionCompleter};
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// Kafka's group states (Dead is a group that has no members and no
+/// offsets: such a group is simply not kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    /// No members.
+    Empty,
+    /// Waiting for the known members to rejoin.
+    PreparingRebalance,
+    /// Joined; waiting for the leader's assignment.
+    CompletingRebalance,
+    /// Every member has its assignment.
+    Stable,
+}
+
+/// A member of a group.
+pub struct Member {
+    pub session_timeout: Duration,
+    pub rebalance_timeout: Duration,
+    /// (protocol name, metadata), in the member's order of preference.
+    pub protocols: Vec<(String, Bytes)>,
+    /// Rejoined in the current rebalance.
+    pub joined: bool,
+    /// Its JoinGroup request, waiting for the round to end.
+    pub join_waiter: Option<oneshot::Sender<JoinResult>>,
+    pub assignment: Bytes,
+    /// Pushes its session back, or ends it.
+    pub session: Option<SessionCompleter>,
+    /// When its session was last pushed back: an expiry before
+    /// `last_beat + session_timeout` is a violation.
+    pub last_beat: Instant,
+}
+
+/// One group.
+pub struct Group {
+    pub state: GroupState,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    /// By member id, in join order of their ids (ids are made increasing).
+    pub members: BTreeMap<String, Member>,
+    /// Ids handed out with MEMBER_ID_REQUIRED, not joined yet.
+    pub pending_ids: HashSet<String>,
+    /// Committed offsets: (topic, partition) -> (offset, metadata).
+    pub offsets: HashMap<(String, i32), (i64, Option<String>)>,
+    /// A DelayedJoin is in the purgatory for this group.
+    pub join_in_purgatory: bool,
+}
+
+/// What the caller runs after releasing the group's lock.
+pub enum Action {
+    /// Put a DelayedJoin for the group in the joins purgatory.
+    SubmitJoin { timeout: Duration, initial: bool },
+    /// Check the group's key in the joins purgatory.
+    CheckJoins,
+    /// Check the group's key in the syncs purgatory (a waiting SyncGroup
+    /// may now be answered).
+    CheckSyncs,
+    /// Start a member's session.
+    StartSession { member: String, timeout: Duration },
+    /// Push a member's session back.
+    Beat(SessionCompleter, Duration),
+    /// End a member's session (it left, or was dropped from a round).
+    EndSession(SessionCompleter),
+}
+
+impl Group {
+    pub fn new() -> Group {
+        Group {
+            state: GroupState::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            pending_ids: HashSet::new(),
+            offsets: HashMap::new(),
+            join_in_purgatory: false,
+        }
+    }
+
+    /// Whether every member has rejoined (Kafka's `hasAllMembersJoined`).
+    pub fn all_joined(&self) -> bool {
+        self.members.values().all(|m| m.joined)
+    }
+
+    /// Starts a rebalance unless one is under way: every member must
+    /// rejoin within the longest rebalance timeout.
+    pub fn prepare_rebalance(&mut self, actions: &mut Vec<Action>) {
+        if self.state == GroupState::PreparingRebalance {
+            return;
+        }
+        self.state = GroupState::PreparingRebalance;
+        for m in self.members.values_mut() {
+            m.joined = false;
+        }
+        actions.push(Action::CheckSyncs);
+        if !self.join_in_purgatory {
+            self.join_in_purgatory = true;
+            let timeout = self
+                .members
+                .values()
+                .map(|m| m.rebalance_timeout)
+                .max()
+                .unwrap_or(Duration::ZERO);
+            actions.push(Action::SubmitJoin {
+                timeout,
+                initial: false,
+            });
+        }
+    }
+
+    /// The protocol every member supports that they rank highest in sum
+    /// (Kafka's vote), if any.
+    pub fn select_protocol(&self) -> Option<String> {
+        let first = self.members.values().next()?;
+        first
+            .protocols
+            .iter()
+            .map(|(name, _)| name)
+            .filter(|name| {
+                self.members
+                    .values()
+                    .all(|m| m.protocols.iter().any(|(n, _)| n == *name))
+            })
+            .min_by_key(|name| {
+                self.members
+                    .values()
+                    .map(|m| {
+                        m.protocols
+                            .iter()
+                            .position(|(n, _)| n == *name)
+                            .unwrap_or(usize::MAX)
+                    })
+                    .sum::<usize>()
+            })
+            .cloned()
+    }
+
+    /// Removes a member; starts a rebalance if others remain, or leaves the
+    /// group empty. Returns the member.
+    pub fn remove(&mut self, id: &str, actions: &mut Vec<Action>) -> Option<Member> {
+        let member = self.members.remove(id)?;
+        if self.leader.as_deref() == Some(id) {
+            self.leader = None;
+        }
+        if self.members.is_empty() {
+            self.state = GroupState::Empty;
+            self.protocol = None;
+            self.protocol_type = None;
+            // A round under way ends with nobody in it.
+            actions.push(Action::CheckJoins);
+            actions.push(Action::CheckSyncs);
+        } else if self.state == GroupState::PreparingRebalance {
+            // One fewer to wait for.
+            actions.push(Action::CheckJoins);
+        } else {
+            self.prepare_rebalance(actions);
+        }
+        Some(member)
+    }
+}

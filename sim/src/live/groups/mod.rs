@@ -1,0 +1,409 @@
+//! The group coordinator: consumer groups whose every wait is a delayed
+//! operation in a purgatory of its own kind, as in Kafka. A group's
+//! rebalance round is a DelayedJoin watched under the group, a follower's
+//! SyncGroup waits for the leader's assignment as a DelayedSync, and each
+//! member's session is a DelayedHeartbeat that every heartbeat pushes back.
+//!
+//! Lock order: a group's lock is taken by the operations' callbacks, so
+//! the coordinator never calls into a purgatory while it holds one; state
+//! changes return [`Action`]s that run after the lock is released.
+
+mod group;
+mod ops;
+
+pub use group::{Action, Group, GroupState, Member};
+pub use ops::{DelayedHeartbeat, DelayedJoin, DelayedSync, JoinResult};
+
+use super::checks::Checks;
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use parking_lot::Mutex;
+use purgatory::{Driver, Outcome, Purgatory, TimerKind};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// The coordinator's settings, Kafka's names.
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// `group.initial.rebalance.delay.ms`.
+    pub initial_rebalance_delay: Duration,
+    /// `group.min.session.timeout.ms`.
+    pub min_session_timeout: Duration,
+    /// `group.max.session.timeout.ms`.
+    pub max_session_timeout: Duration,
+    /// `offsets.topic.num.partitions`: groups hash over these to find
+    /// their coordinator.
+    pub offsets_partitions: u32,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            initial_rebalance_delay: Duration::from_secs(3),
+            min_session_timeout: Duration::from_secs(6),
+            max_session_timeout: Duration::from_secs(1800),
+            offsets_partitions: 50,
+        }
+    }
+}
+
+/// Every group of the cluster and the purgatories their waits park in.
+pub struct GroupCoordinator {
+    pub cfg: GroupConfig,
+    groups: Mutex<HashMap<Arc<str>, Arc<Mutex<Group>>>>,
+    pub joins: Purgatory<Arc<str>, DelayedJoin>,
+    pub syncs: Purgatory<Arc<str>, DelayedSync>,
+    pub sessions: Purgatory<Arc<str>, DelayedHeartbeat>,
+    next_member: AtomicU64,
+    checks: Arc<Checks>,
+    me: Weak<GroupCoordinator>,
+}
+
+/// A member's key in the sessions purgatory.
+fn session_key(group: &str, member: &str) -> Arc<str> {
+    Arc::from(format!("{group}\u{0}{member}"))
+}
+
+/// One of the coordinator's purgatories, with a timer thread.
+fn purgatory<O: purgatory::DelayedOperation>(
+    name: &str,
+    kind: TimerKind,
+) -> Purgatory<Arc<str>, O> {
+    Purgatory::builder(name)
+        .timer(kind)
+        .driver(Driver::Thread {
+            expiration_threads: 1,
+        })
+        .build()
+        .expect("a valid purgatory configuration")
+}
+
+/// Java's `String.hashCode`, which Kafka hashes group ids with.
+fn java_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+impl GroupCoordinator {
+    /// A coordinator with its three purgatories on `kind`.
+    pub fn new(cfg: GroupConfig, kind: TimerKind, checks: Arc<Checks>) -> Arc<GroupCoordinator> {
+        Arc::new_cyclic(|me| GroupCoordinator {
+            cfg,
+            groups: Mutex::new(HashMap::new()),
+            joins: purgatory("Rebalance", kind),
+            syncs: purgatory("Sync", kind),
+            sessions: purgatory("Heartbeat", kind),
+            next_member: AtomicU64::new(1),
+            checks,
+            me: me.clone(),
+        })
+    }
+
+    /// The partition of the offsets topic that `group` maps to, as Kafka's
+    /// `abs(groupId.hashCode) % offsets.topic.num.partitions`.
+    pub fn offsets_partition(&self, group: &str) -> u32 {
+        // Kafka's `Utils.abs` masks the sign bit (it is not `Math.abs`).
+        (java_hash(group) & 0x7fff_ffff) as u32 % self.cfg.offsets_partitions.max(1)
+    }
+
+    /// The group, made empty if it is new.
+    pub fn group(&self, id: &str) -> Arc<Mutex<Group>> {
+        let mut groups = self.groups.lock();
+        if let Some(g) = groups.get(id) {
+            return Arc::clone(g);
+        }
+        let g = Arc::new(Mutex::new(Group::new()));
+        groups.insert(Arc::from(id), Arc::clone(&g));
+        g
+    }
+
+    /// Every group id.
+    pub fn group_ids(&self) -> Vec<Arc<str>> {
+        self.groups.lock().keys().cloned().collect()
+    }
+
+    /// A new member id: the client id and a number, as Kafka's are unique.
+    pub fn new_member_id(&self, client_id: &str) -> String {
+        let n = self.next_member.fetch_add(1, Ordering::Relaxed);
+        format!("{client_id}-{n:012}")
+    }
+
+    /// Runs what a state change set in motion, with no group lock held.
+    pub fn run(&self, group: &Arc<str>, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::SubmitJoin { timeout, initial } => {
+                    let op = DelayedJoin {
+                        coordinator: self.me.clone(),
+                        group: Arc::clone(group),
+                        initial,
+                        timeout,
+                        checks: Arc::clone(&self.checks),
+                        answered: false,
+                    };
+                    match self
+                        .joins
+                        .try_complete_else_watch(op, std::slice::from_ref(group))
+                    {
+                        Ok(_) => Checks::bump(&self.checks.parked),
+                        Err(refused) => {
+                            // Shutting down: end the round by hand.
+                            drop(refused);
+                            self.complete_join(group, Outcome::Shutdown);
+                        }
+                    }
+                }
+                Action::CheckJoins => {
+                    self.joins.check_and_complete(group);
+                }
+                Action::CheckSyncs => {
+                    self.syncs.check_and_complete(group);
+                }
+                Action::StartSession { member, timeout } => {
+                    self.start_session(group, &member, timeout)
+                }
+                Action::Beat(session, timeout) => {
+                    session.reset_timeout(timeout);
+                }
+                Action::EndSession(session) => {
+                    session.force_complete();
+                }
+            }
+        }
+    }
+
+    fn start_session(&self, group: &Arc<str>, member: &str, timeout: Duration) {
+        let op = DelayedHeartbeat {
+            coordinator: self.me.clone(),
+            group: Arc::clone(group),
+            member: member.to_string(),
+            timeout,
+            checks: Arc::clone(&self.checks),
+            answered: false,
+        };
+        let key = session_key(group, member);
+        // Refused only while shutting down: the member then has no session.
+        if let Ok(handle) = self.sessions.try_complete_else_watch(op, &[key]) {
+            Checks::bump(&self.checks.parked);
+            let completer = handle.completer();
+            let g = self.group(group);
+            let mut g = g.lock();
+            match g.members.get_mut(member) {
+                Some(m) => m.session = Some(completer),
+                // Gone while its session was being set up.
+                None => {
+                    drop(g);
+                    completer.force_complete();
+                }
+            }
+        }
+    }
+
+    /// Ends a rebalance round: drops the members that did not rejoin, moves
+    /// to the next generation and answers every waiting JoinGroup.
+    pub(crate) fn complete_join(&self, id: &Arc<str>, outcome: Outcome) {
+        let group = self.group(id);
+        let mut actions = Vec::new();
+        let mut answers: Vec<(tokio::sync::oneshot::Sender<JoinResult>, JoinResult)> = Vec::new();
+        {
+            let mut g = group.lock();
+            g.join_in_purgatory = false;
+            if matches!(outcome, Outcome::Shutdown | Outcome::Cancelled) {
+                let error = if outcome == Outcome::Shutdown {
+                    ResponseError::CoordinatorNotAvailable
+                } else {
+                    ResponseError::NotCoordinator
+                };
+                for (member_id, m) in g.members.iter_mut() {
+                    if let Some(tx) = m.join_waiter.take() {
+                        let r = JoinResult {
+                            error: error.code(),
+                            member_id: member_id.clone(),
+                            ..JoinResult::default()
+                        };
+                        answers.push((tx, r));
+                    }
+                }
+            } else {
+                let stragglers: Vec<String> = g
+                    .members
+                    .iter()
+                    .filter(|(_, m)| !m.joined)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for s in stragglers {
+                    if let Some(m) = g.members.remove(&s) {
+                        if let Some(session) = m.session {
+                            actions.push(Action::EndSession(session));
+                        }
+                    }
+                }
+                g.generation += 1;
+                if g.members.is_empty() {
+                    g.state = GroupState::Empty;
+                    g.leader = None;
+                    g.protocol = None;
+                    g.protocol_type = None;
+                } else {
+                    g.protocol = g.select_protocol();
+                    if g.leader.as_ref().is_none_or(|l| !g.members.contains_key(l)) {
+                        g.leader = g.members.keys().next().cloned();
+                    }
+                    g.state = GroupState::CompletingRebalance;
+                    let leader = g.leader.clone().unwrap_or_default();
+                    let protocol = g.protocol.clone();
+                    let all: Vec<(String, Bytes)> = g
+                        .members
+                        .iter()
+                        .map(|(id, m)| {
+                            let metadata = m
+                                .protocols
+                                .iter()
+                                .find(|(n, _)| Some(n) == protocol.as_ref())
+                                .map(|(_, md)| md.clone())
+                                .unwrap_or_default();
+                            (id.clone(), metadata)
+                        })
+                        .collect();
+                    let (generation, protocol_type) = (g.generation, g.protocol_type.clone());
+                    let error = if protocol.is_none() {
+                        ResponseError::InconsistentGroupProtocol.code()
+                    } else {
+                        0
+                    };
+                    for (member_id, m) in g.members.iter_mut() {
+                        m.last_beat = Instant::now();
+                        if let Some(s) = &m.session {
+                            actions.push(Action::Beat(s.clone(), m.session_timeout));
+                        }
+                        if let Some(tx) = m.join_waiter.take() {
+                            let r = JoinResult {
+                                error,
+                                generation,
+                                protocol_type: protocol_type.clone(),
+                                protocol: protocol.clone(),
+                                leader: leader.clone(),
+                                member_id: member_id.clone(),
+                                members: if *member_id == leader {
+                                    all.clone()
+                                } else {
+                                    Vec::new()
+                                },
+                            };
+                            answers.push((tx, r));
+                        }
+                    }
+                }
+            }
+        }
+        for (tx, r) in answers {
+            let _ = tx.send(r);
+        }
+        self.run(id, actions);
+    }
+
+    /// A member's session ended: it expired, or the member left (its
+    /// session was ended by hand). Removes the member if it is still there.
+    pub(crate) fn member_gone(&self, id: &Arc<str>, member: &str, expired: bool) {
+        let group = self.group(id);
+        let mut actions = Vec::new();
+        let waiter = {
+            let mut g = group.lock();
+            let Some(m) = g.members.get(member) else {
+                return;
+            };
+            if expired && m.last_beat.elapsed() < m.session_timeout {
+                Checks::bump(&self.checks.expired_early);
+            }
+            if expired {
+                Checks::bump(&self.checks.sessions_expired);
+            }
+            g.remove(member, &mut actions)
+                .and_then(|mut m| m.join_waiter.take())
+        };
+        if let Some(tx) = waiter {
+            let _ = tx.send(JoinResult {
+                error: ResponseError::UnknownMemberId.code(),
+                member_id: member.to_string(),
+                ..JoinResult::default()
+            });
+        }
+        self.run(id, actions);
+    }
+
+    /// The coordinator's broker died: its groups lose their members (their
+    /// waits are answered with NOT_COORDINATOR and they rejoin at the new
+    /// coordinator) and keep their committed offsets.
+    pub fn move_groups(&self, moved: impl Fn(&str) -> bool) {
+        for id in self.group_ids() {
+            if !moved(&id) {
+                continue;
+            }
+            let group = self.group(&id);
+            let (sessions, waiters) = {
+                let mut g = group.lock();
+                g.state = GroupState::Empty;
+                g.leader = None;
+                g.protocol = None;
+                g.protocol_type = None;
+                g.pending_ids.clear();
+                let members = std::mem::take(&mut g.members);
+                let mut sessions = Vec::new();
+                let mut waiters = Vec::new();
+                for (member_id, m) in members {
+                    sessions.extend(m.session);
+                    if let Some(tx) = m.join_waiter {
+                        waiters.push((tx, member_id));
+                    }
+                }
+                (sessions, waiters)
+            };
+            for (tx, member_id) in waiters {
+                let _ = tx.send(JoinResult {
+                    error: ResponseError::NotCoordinator.code(),
+                    member_id,
+                    ..JoinResult::default()
+                });
+            }
+            self.joins.cancel_for_key(&id);
+            self.syncs.cancel_for_key(&id);
+            for s in sessions {
+                s.force_complete();
+            }
+        }
+    }
+
+    /// Operations the coordinator's purgatories hold.
+    pub fn pending(&self) -> usize {
+        self.joins.delayed() + self.syncs.delayed() + self.sessions.delayed()
+    }
+
+    /// Watch entries they hold.
+    pub fn watched(&self) -> usize {
+        self.joins.watched() + self.syncs.watched() + self.sessions.watched()
+    }
+
+    /// Answers every parked join, sync and session.
+    pub fn shutdown(&self) {
+        self.joins.shutdown();
+        self.syncs.shutdown();
+        self.sessions.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::java_hash;
+
+    #[test]
+    fn group_ids_hash_as_in_java() {
+        // Values of "...".hashCode() in Java.
+        assert_eq!(java_hash(""), 0);
+        assert_eq!(java_hash("a"), 97);
+        assert_eq!(java_hash("readers"), 1_080_410_128);
+        assert_eq!(java_hash("console-consumer-12345"), 158_455_506);
+        assert_eq!(java_hash("polygenelubricants"), i32::MIN);
+    }
+}

@@ -1,0 +1,344 @@
+//! Consumer groups over the wire, with the test client: joins, the
+//! leader's assignment, leaves, session expiry, heartbeats, commits and a
+//! coordinator crash. The coordinator is configured with short timeouts so
+//! that the real clock can be used.
+
+use broker_sim::live::{GroupConfig, GroupState, LiveConfig};
+use broker_sim::serve::{ServeOptions, Server};
+use broker_sim::wire::client::Client;
+use broker_sim::wire::Limits;
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+const SESSION: Duration = Duration::from_millis(600);
+const JOIN_V: i16 = 5;
+
+fn server(initial_delay: Duration) -> Server {
+    Server::start(ServeOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        live: LiveConfig {
+            groups: GroupConfig {
+                initial_rebalance_delay: initial_delay,
+                min_session_timeout: Duration::from_millis(100),
+                ..GroupConfig::default()
+            },
+            ..LiveConfig::default()
+        },
+        topics: vec![("orders".into(), 4)],
+        limits: Limits::default(),
+    })
+    .expect("the server starts")
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// The coordinator of `group`, by FindCoordinator on broker 0.
+fn coordinator(server: &Server, group: &str) -> SocketAddr {
+    let mut c = Client::connect(server.addrs()[0]);
+    let mut r = FindCoordinatorRequest::default();
+    r.key = s(group);
+    let found = c.call(&r, 2);
+    assert_eq!(found.error_code, 0);
+    format!("{}:{}", found.host.as_str(), found.port)
+        .parse()
+        .unwrap()
+}
+
+fn join_request(group: &str, member: &str) -> JoinGroupRequest {
+    let mut p = JoinGroupRequestProtocol::default();
+    p.name = s("range");
+    p.metadata = Bytes::from_static(b"subscription");
+    let mut r = JoinGroupRequest::default();
+    r.group_id = GroupId(s(group));
+    r.session_timeout_ms = SESSION.as_millis() as i32;
+    r.rebalance_timeout_ms = 5_000;
+    r.member_id = s(member);
+    r.protocol_type = s("consumer");
+    r.protocols = vec![p];
+    r
+}
+
+/// Joins with Kafka's two steps (MEMBER_ID_REQUIRED, then the id).
+fn join(addr: SocketAddr, group: &str, member: &str) -> JoinGroupResponse {
+    let mut c = Client::connect(addr);
+    let first = c.call(&join_request(group, member), JOIN_V);
+    if first.error_code != ResponseError::MemberIdRequired.code() {
+        return first;
+    }
+    c.call(&join_request(group, first.member_id.as_str()), JOIN_V)
+}
+
+fn sync(
+    addr: SocketAddr,
+    group: &str,
+    member: &str,
+    generation: i32,
+    assignments: &[(&str, &[u8])],
+) -> (i16, Bytes) {
+    let mut r = SyncGroupRequest::default();
+    r.group_id = GroupId(s(group));
+    r.generation_id = generation;
+    r.member_id = s(member);
+    r.assignments = assignments
+        .iter()
+        .map(|(m, a)| {
+            let mut x = SyncGroupRequestAssignment::default();
+            x.member_id = s(m);
+            x.assignment = Bytes::copy_from_slice(a);
+            x
+        })
+        .collect();
+    let got = Client::connect(addr).call(&r, 3);
+    (got.error_code, got.assignment)
+}
+
+fn heartbeat(addr: SocketAddr, group: &str, member: &str, generation: i32) -> i16 {
+    let mut r = HeartbeatRequest::default();
+    r.group_id = GroupId(s(group));
+    r.generation_id = generation;
+    r.member_id = s(member);
+    Client::connect(addr).call(&r, 3).error_code
+}
+
+fn leave(addr: SocketAddr, group: &str, member: &str) -> i16 {
+    let mut r = LeaveGroupRequest::default();
+    r.group_id = GroupId(s(group));
+    r.member_id = s(member);
+    Client::connect(addr).call(&r, 2).error_code
+}
+
+fn passes(server: Server) {
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
+
+/// Two members join within the initial delay and split the partitions by
+/// the leader's assignment; returns (addr, [(member, generation)]; leader
+/// first).
+fn two_members(server: &Server, group: &str) -> (SocketAddr, Vec<(String, i32)>) {
+    let addr = coordinator(server, group);
+    let g = group.to_string();
+    let other = std::thread::spawn(move || join(addr, &g, ""));
+    let mine = join(addr, group, "");
+    let other = other.join().unwrap();
+    for r in [&mine, &other] {
+        assert_eq!(r.error_code, 0);
+        assert_eq!(r.generation_id, 1, "one round for both");
+        assert_eq!(r.protocol_name.as_deref(), Some("range"));
+    }
+    let (leader, follower) = if mine.leader == mine.member_id {
+        (mine, other)
+    } else {
+        (other, mine)
+    };
+    assert_eq!(leader.members.len(), 2, "the leader sees every member");
+    assert!(follower.members.is_empty());
+    let (l, f) = (leader.member_id.to_string(), follower.member_id.to_string());
+    // The follower's SyncGroup waits in the purgatory for the leader's.
+    let (g, fm) = (group.to_string(), f.clone());
+    let waiting = std::thread::spawn(move || sync(addr, &g, &fm, 1, &[]));
+    std::thread::sleep(Duration::from_millis(100));
+    let (error, mine) = sync(addr, group, &l, 1, &[(&l, b"p0,p1"), (&f, b"p2,p3")]);
+    assert_eq!((error, &mine[..]), (0, &b"p0,p1"[..]));
+    let (error, theirs) = waiting.join().unwrap();
+    assert_eq!((error, &theirs[..]), (0, &b"p2,p3"[..]));
+    (addr, vec![(l, 1), (f, 1)])
+}
+
+#[test]
+fn two_members_join_one_round_and_split_the_partitions() {
+    let server = server(Duration::from_millis(300));
+    let (_, members) = two_members(&server, "readers");
+    let (state, generation, ids) = server.cluster().group_view("readers").unwrap();
+    assert_eq!((state, generation, ids.len()), (GroupState::Stable, 1, 2));
+    assert!(members.iter().all(|(m, _)| ids.contains(m)));
+    passes(server);
+}
+
+#[test]
+fn a_leave_rebalances_at_once() {
+    let server = server(Duration::from_millis(300));
+    let (addr, members) = two_members(&server, "leavers");
+    let (stay, gone) = (&members[0].0, &members[1].0);
+    assert_eq!(leave(addr, "leavers", gone), 0);
+    // The one that stays is told at its next heartbeat, not after a timeout.
+    assert_eq!(
+        heartbeat(addr, "leavers", stay, 1),
+        ResponseError::RebalanceInProgress.code()
+    );
+    let start = Instant::now();
+    let rejoined = join(addr, "leavers", stay);
+    // Every known member is back: the round ends at once.
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!((rejoined.error_code, rejoined.generation_id), (0, 2));
+    assert_eq!(rejoined.members.len(), 1);
+    passes(server);
+}
+
+#[test]
+fn a_member_that_stops_heartbeating_is_removed_at_its_session_timeout() {
+    let server = server(Duration::ZERO);
+    let addr = coordinator(&server, "quiet");
+    let joined = join(addr, "quiet", "");
+    assert_eq!(joined.error_code, 0);
+    let member = joined.member_id.to_string();
+    let (error, _) = sync(
+        addr,
+        "quiet",
+        &member,
+        joined.generation_id,
+        &[(&member, b"all")],
+    );
+    assert_eq!(error, 0);
+    // Heartbeats keep it far past its session timeout.
+    let start = Instant::now();
+    while start.elapsed() < SESSION * 4 {
+        assert_eq!(heartbeat(addr, "quiet", &member, joined.generation_id), 0);
+        std::thread::sleep(SESSION / 4);
+    }
+    let last = Instant::now();
+    assert_eq!(heartbeat(addr, "quiet", &member, joined.generation_id), 0);
+    // Then silence: removed once the session runs out, not before.
+    let gone = loop {
+        let (_, _, ids) = server.cluster().group_view("quiet").unwrap();
+        if ids.is_empty() {
+            break last.elapsed();
+        }
+        assert!(last.elapsed() < SESSION * 10, "never removed");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    assert!(
+        gone >= SESSION,
+        "removed after {gone:?}, before its {SESSION:?} session"
+    );
+    assert!(
+        gone < SESSION + Duration::from_millis(500),
+        "removed only after {gone:?}"
+    );
+    assert_eq!(
+        heartbeat(addr, "quiet", &member, joined.generation_id),
+        ResponseError::UnknownMemberId.code()
+    );
+    passes(server);
+}
+
+fn commit(addr: SocketAddr, group: &str, member: &str, generation: i32, offset: i64) -> i16 {
+    let mut p = OffsetCommitRequestPartition::default();
+    p.partition_index = 2;
+    p.committed_offset = offset;
+    let mut t = OffsetCommitRequestTopic::default();
+    t.name = TopicName(s("orders"));
+    t.partitions = vec![p];
+    let mut r = OffsetCommitRequest::default();
+    r.group_id = GroupId(s(group));
+    r.generation_id_or_member_epoch = generation;
+    r.member_id = s(member);
+    r.topics = vec![t];
+    Client::connect(addr).call(&r, 5).topics[0].partitions[0].error_code
+}
+
+fn committed(addr: SocketAddr, group: &str) -> i64 {
+    let mut t = OffsetFetchRequestTopic::default();
+    t.name = TopicName(s("orders"));
+    t.partition_indexes = vec![2];
+    let mut r = OffsetFetchRequest::default();
+    r.group_id = GroupId(s(group));
+    r.topics = Some(vec![t]);
+    Client::connect(addr).call(&r, 5).topics[0].partitions[0].committed_offset
+}
+
+#[test]
+fn commits_survive_a_members_restart_and_need_the_current_generation() {
+    let server = server(Duration::ZERO);
+    let addr = coordinator(&server, "committers");
+    let joined = join(addr, "committers", "");
+    let member = joined.member_id.to_string();
+    sync(addr, "committers", &member, 1, &[(&member, b"all")]);
+    assert_eq!(committed(addr, "committers"), -1, "nothing committed yet");
+    assert_eq!(
+        commit(addr, "committers", &member, 7, 10),
+        ResponseError::IllegalGeneration.code()
+    );
+    assert_eq!(commit(addr, "committers", &member, 1, 42), 0);
+    assert_eq!(leave(addr, "committers", &member), 0);
+    // A new incarnation resumes after the last commit.
+    let again = join(addr, "committers", "");
+    assert_eq!(again.error_code, 0);
+    assert_eq!(committed(addr, "committers"), 42);
+    passes(server);
+}
+
+#[test]
+fn after_the_coordinators_broker_crashes_members_find_the_new_one() {
+    let server = server(Duration::ZERO);
+    let old = coordinator(&server, "movers");
+    let joined = join(old, "movers", "");
+    let member = joined.member_id.to_string();
+    sync(old, "movers", &member, 1, &[(&member, b"all")]);
+    assert_eq!(commit(old, "movers", &member, 1, 5), 0);
+    let dead = server.addrs().iter().position(|a| *a == old).unwrap() as u32;
+    server.cluster().crash(dead);
+    assert_eq!(
+        heartbeat(old, "movers", &member, 1),
+        ResponseError::NotCoordinator.code()
+    );
+    let new = coordinator(&server, "movers");
+    assert_ne!(new, old);
+    // Its membership did not move; its commits did.
+    assert_eq!(
+        heartbeat(new, "movers", &member, 1),
+        ResponseError::UnknownMemberId.code()
+    );
+    let rejoined = join(new, "movers", "");
+    assert_eq!(rejoined.error_code, 0);
+    assert_eq!(committed(new, "movers"), 5);
+    passes(server);
+}
+
+#[test]
+fn bad_session_timeouts_and_unknown_members_are_refused() {
+    let server = server(Duration::ZERO);
+    let addr = coordinator(&server, "strict");
+    let mut c = Client::connect(addr);
+    let mut r = join_request("strict", "");
+    r.session_timeout_ms = 10;
+    assert_eq!(
+        c.call(&r, JOIN_V).error_code,
+        ResponseError::InvalidSessionTimeout.code()
+    );
+    let r = join_request("strict", "nobody");
+    assert_eq!(
+        c.call(&r, JOIN_V).error_code,
+        ResponseError::UnknownMemberId.code()
+    );
+    assert_eq!(
+        heartbeat(addr, "strict", "nobody", 0),
+        ResponseError::UnknownMemberId.code()
+    );
+    // A broker that does not coordinate the group says so.
+    let other = *server.addrs().iter().find(|a| **a != addr).unwrap();
+    assert_eq!(
+        heartbeat(other, "strict", "nobody", 0),
+        ResponseError::NotCoordinator.code()
+    );
+    passes(server);
+}
