@@ -209,3 +209,177 @@ fn acks_all_to_a_lagging_follower_times_out_at_the_request_timeout() {
     assert!(checks.expired.load(std::sync::atomic::Ordering::Relaxed) >= 1);
     passes(server);
 }
+
+fn client_script() -> &'static str {
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/confluent_client.py"
+    )
+}
+
+#[test]
+fn two_confluent_consumers_in_a_group_process_every_record_once_across_a_rebalance() {
+    if !confluent() {
+        return;
+    }
+    let server = start(
+        LiveConfig {
+            groups: broker_sim::live::GroupConfig {
+                initial_rebalance_delay: Duration::from_millis(300),
+                ..Default::default()
+            },
+            ..LiveConfig::default()
+        },
+        &[("grouped", 4)],
+    );
+    let bootstrap = bootstrap(&server);
+    let first = confluent_client(&["produce", &bootstrap, "grouped", "200", "a"]);
+    assert_eq!(first["acked"], 200, "{first}");
+    let consumer = |seconds: &str| {
+        Command::new("python3")
+            .args([
+                client_script(),
+                "group",
+                &bootstrap,
+                "grouped",
+                seconds,
+                "pair",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("python3 runs")
+    };
+    let a = consumer("14");
+    std::thread::sleep(Duration::from_secs(4));
+    // The second member joins: the partitions are split between them.
+    let b = consumer("9");
+    std::thread::sleep(Duration::from_secs(4));
+    let second = confluent_client(&["produce", &bootstrap, "grouped", "200", "b"]);
+    assert_eq!(second["acked"], 200, "{second}");
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let lines = |o: &std::process::Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let (from_a, from_b) = (lines(&a), lines(&b));
+    assert!(
+        !from_b.is_empty(),
+        "the second member got partitions: {}",
+        String::from_utf8_lossy(&b.stderr)
+    );
+    let mut all: Vec<String> = from_a.iter().chain(&from_b).cloned().collect();
+    all.sort();
+    let mut want: Vec<String> = (0..200)
+        .flat_map(|i| [format!("a-{i}"), format!("b-{i}")])
+        .collect();
+    want.sort();
+    assert_eq!(
+        all, want,
+        "each record processed exactly once between the two"
+    );
+    let (state, generation, _) = server.cluster().group_view("pair").unwrap();
+    assert!(
+        generation >= 2,
+        "a rebalance happened ({state:?}, generation {generation})"
+    );
+    passes(server);
+}
+
+#[test]
+fn two_kcat_consumers_split_a_group_and_one_leaving_hands_over_its_partitions() {
+    let Some(kcat) = kcat() else { return };
+    let server = start(
+        LiveConfig {
+            groups: broker_sim::live::GroupConfig {
+                initial_rebalance_delay: Duration::from_millis(300),
+                ..Default::default()
+            },
+            ..LiveConfig::default()
+        },
+        &[("split", 4)],
+    );
+    let bootstrap = bootstrap(&server);
+    let consumer = |name: &str| {
+        Command::new(kcat)
+            .args(["-b", &bootstrap, "-G", "kcats", "split", "-u", "-q"])
+            .args([
+                "-X",
+                "auto.offset.reset=earliest",
+                "-f",
+                &format!("{name} %p %s\\n"),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = consumer("A");
+    let mut b = consumer("B");
+    // Both in one round: two members, each with its share.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while server
+        .cluster()
+        .group_view("kcats")
+        .map(|(s, _, m)| (s, m.len()))
+        != Some((broker_sim::live::GroupState::Stable, 2))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never stable with two members"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // B stops (SIGTERM: kcat closes and leaves the group).
+    terminate(&b);
+    let _ = b.wait();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while server
+        .cluster()
+        .group_view("kcats")
+        .map(|(s, _, m)| (s, m.len()))
+        != Some((broker_sim::live::GroupState::Stable, 1))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "B's partitions never handed over"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A now has every partition: records to any of them reach it.
+    let mut p = Command::new(kcat)
+        .args([
+            "-b", &bootstrap, "-P", "-t", "split", "-X", "acks=all", "-K", ":",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let records: String = (0..40).map(|i| format!("k{i}:v{i}\n")).collect();
+    p.stdin
+        .take()
+        .unwrap()
+        .write_all(records.as_bytes())
+        .unwrap();
+    assert!(p.wait().unwrap().success());
+    std::thread::sleep(Duration::from_secs(3));
+    terminate(&a);
+    let out = a.wait_with_output().unwrap();
+    let got = String::from_utf8_lossy(&out.stdout);
+    let partitions: std::collections::BTreeSet<&str> =
+        got.lines().filter_map(|l| l.split(' ').nth(1)).collect();
+    assert_eq!(got.lines().count(), 40, "{got}");
+    assert!(
+        partitions.len() > 1,
+        "records from several partitions reached A: {partitions:?}"
+    );
+    passes(server);
+}
+
+/// Asks a child to stop as Ctrl-C would (kcat then leaves its group).
+fn terminate(child: &std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+}

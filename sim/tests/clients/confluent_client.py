@@ -9,7 +9,14 @@
         no retries, to a partition whose followers do not keep up. Prints
         the error name and the seconds it took.
 
-Exits 0 when it ran; the caller judges the JSON.
+    confluent_client.py produce BOOTSTRAP TOPIC COUNT PREFIX
+        Produce COUNT records PREFIX-0.. with acks=all; prints how many
+        were acknowledged.
+    confluent_client.py group BOOTSTRAP TOPIC SECONDS GROUP
+        Consume TOPIC in consumer group GROUP for SECONDS, committing each
+        record synchronously after printing it (one line each), then leave.
+
+Exits 0 when it ran; the caller judges the output.
 """
 import json
 import sys
@@ -93,6 +100,42 @@ def timeout(bootstrap, topic, timeout_ms):
     print(json.dumps(result))
 
 
+def produce(bootstrap, topic, count, prefix):
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2})
+    acked = []
+    for i in range(count):
+        producer.produce(topic, value=f"{prefix}-{i}".encode(),
+                         callback=lambda err, msg: err is None and acked.append(1))
+        producer.poll(0)
+    producer.flush(60)
+    print(json.dumps({"acked": len(acked)}))
+
+
+def group(bootstrap, topic, seconds, group_id):
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 100,
+    })
+    consumer.subscribe([topic])
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is None or msg.error():
+            continue
+        print(msg.value().decode(), flush=True)
+        # Commit after processing: a record is processed once in the group.
+        consumer.commit(message=msg, asynchronous=False)
+    consumer.close()
+
+
 if __name__ == "__main__":
-    mode, bootstrap, topic, number = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    {"roundtrip": roundtrip, "timeout": timeout}[mode](bootstrap, topic, number)
+    mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
+    if mode == "produce":
+        produce(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
+    elif mode == "group":
+        group(bootstrap, topic, float(sys.argv[4]), sys.argv[5])
+    else:
+        {"roundtrip": roundtrip, "timeout": timeout}[mode](bootstrap, topic, int(sys.argv[4]))
