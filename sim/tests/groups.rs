@@ -342,3 +342,41 @@ fn bad_session_timeouts_and_unknown_members_are_refused() {
     );
     passes(server);
 }
+
+/// A consumer-protocol assignment (version 0) of `partitions` of "orders".
+fn assignment(partitions: &[i32]) -> Vec<u8> {
+    use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
+    use kafka_protocol::messages::ConsumerProtocolAssignment;
+    use kafka_protocol::protocol::Encodable;
+    let mut tp = TopicPartition::default();
+    tp.topic = TopicName(s("orders"));
+    tp.partitions = partitions.to_vec();
+    let mut a = ConsumerProtocolAssignment::default();
+    a.assigned_partitions = vec![tp];
+    let mut buf = bytes::BytesMut::new();
+    buf.extend_from_slice(&0i16.to_be_bytes());
+    a.encode(&mut buf, 0).unwrap();
+    buf.to_vec()
+}
+
+#[test]
+fn a_partition_assigned_to_two_members_fails_the_run() {
+    for (second, broken) in [(vec![2, 3], false), (vec![1, 2], true)] {
+        let server = server(Duration::from_millis(300));
+        let addr = coordinator(&server, "assigned");
+        let other = std::thread::spawn(move || join(addr, "assigned", ""));
+        let mine = join(addr, "assigned", "");
+        let other = other.join().unwrap();
+        let (leader, follower) = if mine.leader == mine.member_id {
+            (mine, other)
+        } else {
+            (other, mine)
+        };
+        let (l, f) = (leader.member_id.to_string(), follower.member_id.to_string());
+        let (a, b) = (assignment(&[0, 1]), assignment(&second));
+        let (error, _) = sync(addr, "assigned", &l, 1, &[(&l, &a), (&f, &b)]);
+        assert_eq!(error, 0);
+        let report = server.stop();
+        assert_eq!(!report.violations.is_empty(), broken, "{}", report.human());
+    }
+}

@@ -45,6 +45,8 @@ pub struct Checks {
     pub fetch_early: AtomicU64,
     /// Violation: an operation expired before its timeout.
     pub expired_early: AtomicU64,
+    /// Violation: a partition assigned to two members of a group at once.
+    pub assigned_twice: AtomicU64,
 }
 
 /// One counter to read.
@@ -97,7 +99,11 @@ impl Checks {
             ),
             (
                 &self.expired_early,
-                "operations expired before their timeout",
+                "operations or sessions expired before their timeout",
+            ),
+            (
+                &self.assigned_twice,
+                "partitions assigned to two members of a group at once",
             ),
         ] {
             if get(count) > 0 {

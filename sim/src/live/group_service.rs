@@ -295,6 +295,12 @@ impl BrokerService {
                         }
                     }
                     g.state = GroupState::Stable;
+                    if g.protocol_type.as_deref() == Some("consumer") {
+                        check_assignments(
+                            &self.cluster.checks,
+                            g.members.values().map(|m| &m.assignment),
+                        );
+                    }
                     response.assignment = g.members[&member].assignment.clone();
                     actions.push(Action::CheckSyncs);
                     None
@@ -532,5 +538,21 @@ impl BrokerService {
             }
         };
         response
+    }
+}
+
+/// After a rebalance, no partition may be assigned to two live members
+/// (the leader's assignment, as the consumer protocol encodes it).
+fn check_assignments<'a>(checks: &Checks, assignments: impl Iterator<Item = &'a bytes::Bytes>) {
+    let mut seen = std::collections::HashSet::new();
+    for a in assignments {
+        let Some(partitions) = crate::wire::decode_assignment(a) else {
+            continue;
+        };
+        for tp in partitions {
+            if !seen.insert(tp) {
+                Checks::bump(&checks.assigned_twice);
+            }
+        }
     }
 }

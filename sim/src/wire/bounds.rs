@@ -303,6 +303,23 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
     Ok(())
 }
 
+/// Checks a consumer-protocol assignment (what a group leader hands each
+/// member: a version, then topics with their partitions, then user data),
+/// as [`check`] does a request.
+pub(crate) fn consumer_assignment(bytes: &[u8]) -> Result<(), Refused> {
+    let mut w = Walk {
+        rest: bytes,
+        flexible: false,
+    };
+    let w = &mut w;
+    w.skip(2)?; // version
+    w.array(2 + 4, |w| {
+        w.string()?;
+        w.array(4, |w| w.skip(4))
+    })?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,10 +6,12 @@
 
 mod bounds;
 pub mod client;
+mod consumer;
 mod frame;
 mod server;
 mod service;
 
+pub use consumer::decode_assignment;
 pub use frame::{FrameError, DEFAULT_MAX_REQUEST_BYTES};
 pub use server::{serve, Limits, Listener, Stop, WireStats};
 pub use service::{decode_request, encode_response, BadRequest, Service};
