@@ -47,6 +47,9 @@ pub struct Checks {
     pub expired_early: AtomicU64,
     /// Violation: a partition assigned to two members of a group at once.
     pub assigned_twice: AtomicU64,
+    /// How late each expired session was, in microseconds past its
+    /// deadline (the last heartbeat plus the session timeout).
+    pub session_lateness_us: parking_lot::Mutex<Vec<u64>>,
 }
 
 /// One counter to read.

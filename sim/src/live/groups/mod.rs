@@ -314,8 +314,15 @@ impl GroupCoordinator {
             let Some(m) = g.members.get(member) else {
                 return;
             };
-            if expired && m.last_beat.elapsed() < m.session_timeout {
-                Checks::bump(&self.checks.expired_early);
+            if expired {
+                match m.last_beat.elapsed().checked_sub(m.session_timeout) {
+                    Some(late) => self
+                        .checks
+                        .session_lateness_us
+                        .lock()
+                        .push(late.as_micros() as u64),
+                    None => Checks::bump(&self.checks.expired_early),
+                }
             }
             if expired {
                 Checks::bump(&self.checks.sessions_expired);

@@ -1,0 +1,269 @@
+//! Consumer groups at scale over the wire front, for each timer in one
+//! run: 10,000 members in 1,000 groups join, sync and heartbeat every 3 s
+//! (the heartbeat purgatory holds 10,000 sessions, each pushed back by
+//! every heartbeat); then 100 whole groups fall silent and their sessions
+//! expire, for the lateness of the expiries.
+//!
+//! ```sh
+//! cargo bench --bench groups
+//! cargo bench --bench groups -- --help
+//! ```
+//!
+//! One connection per group, its members' requests pipelined on it; the
+//! clients run in the same process, so the CPU figure is the whole
+//! process's per heartbeat. Memory per member is the resident memory the
+//! joined groups added (connections included), divided by the members.
+
+use broker_sim::config::TimerChoice;
+use broker_sim::live::{GroupConfig, LiveConfig};
+use broker_sim::serve::{ServeOptions, Server};
+use broker_sim::wire::client::Client;
+use broker_sim::wire::Limits;
+use bytes::Bytes;
+use clap::Parser;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{GroupId, HeartbeatRequest, JoinGroupRequest, SyncGroupRequest};
+use kafka_protocol::protocol::StrBytes;
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(about = "Consumer groups at scale: joins, heartbeats and session expiries")]
+struct Args {
+    /// Groups.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=5000))]
+    groups: u32,
+    /// Members per group.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=50))]
+    members: u32,
+    /// Heartbeat interval, ms.
+    #[arg(long, default_value_t = 3000)]
+    heartbeat_ms: u64,
+    /// Session timeout, ms.
+    #[arg(long, default_value_t = 10_000)]
+    session_ms: u64,
+    /// Heartbeat rounds before some groups fall silent.
+    #[arg(long, default_value_t = 3)]
+    rounds: u32,
+    /// Only this timer (wheel or delayqueue); both by default.
+    #[arg(long)]
+    timer: Option<String>,
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(usage.ru_utime) + t(usage.ru_stime)
+}
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 4096
+}
+
+struct Group {
+    client: Client,
+    id: String,
+    members: Vec<String>,
+    generation: i32,
+}
+
+fn join_all(server: &Server, args: &Args) -> Vec<Group> {
+    let addr = server.addrs()[0];
+    let mut groups: Vec<Group> = (0..args.groups)
+        .map(|g| Group {
+            client: Client::connect(addr),
+            id: format!("group-{g}"),
+            members: Vec::new(),
+            generation: 0,
+        })
+        .collect();
+    for g in &mut groups {
+        for _ in 0..args.members {
+            let mut p = JoinGroupRequestProtocol::default();
+            p.name = s("range");
+            p.metadata = Bytes::from_static(b"\0\0\0\0\0\x01\0\x06orders\xff\xff\xff\xff");
+            let mut r = JoinGroupRequest::default();
+            r.group_id = GroupId(s(&g.id));
+            r.session_timeout_ms = args.session_ms as i32;
+            r.rebalance_timeout_ms = 30_000;
+            r.protocol_type = s("consumer");
+            r.protocols = vec![p];
+            // v3: the member id is assigned on this first join.
+            g.client.send(&r, 3);
+        }
+    }
+    for g in &mut groups {
+        let mut leader = String::new();
+        for _ in 0..args.members {
+            let (_, r) = g.client.recv::<JoinGroupRequest>(3);
+            assert_eq!(r.error_code, 0, "join");
+            g.members.push(r.member_id.to_string());
+            g.generation = r.generation_id;
+            leader = r.leader.to_string();
+        }
+        for m in &g.members {
+            let mut r = SyncGroupRequest::default();
+            r.group_id = GroupId(s(&g.id));
+            r.generation_id = g.generation;
+            r.member_id = s(m);
+            if *m == leader {
+                r.assignments = g
+                    .members
+                    .iter()
+                    .map(|x| {
+                        let mut a = SyncGroupRequestAssignment::default();
+                        a.member_id = s(x);
+                        a
+                    })
+                    .collect();
+            }
+            g.client.send(&r, 3);
+        }
+        for _ in 0..args.members {
+            let (_, r) = g.client.recv::<SyncGroupRequest>(3);
+            assert_eq!(r.error_code, 0, "sync");
+        }
+    }
+    groups
+}
+
+/// One heartbeat from every member of `groups`, spread over `interval`.
+fn heartbeat_round(groups: &mut [Group], interval: Duration) -> u64 {
+    let start = Instant::now();
+    let n = groups.len().max(1);
+    let mut sent = 0;
+    for (i, g) in groups.iter_mut().enumerate() {
+        let due = start + interval.mul_f64(i as f64 / n as f64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        for m in &g.members {
+            let mut r = HeartbeatRequest::default();
+            r.group_id = GroupId(s(&g.id));
+            r.generation_id = g.generation;
+            r.member_id = s(m);
+            g.client.send(&r, 3);
+        }
+        for _ in 0..g.members.len() {
+            let (_, r) = g.client.recv::<HeartbeatRequest>(3);
+            assert_eq!(r.error_code, 0, "heartbeat");
+            sent += 1;
+        }
+    }
+    if let Some(rest) = (start + interval).checked_duration_since(Instant::now()) {
+        std::thread::sleep(rest);
+    }
+    sent
+}
+
+fn quantile(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize] as f64 / 1000.0
+}
+
+fn main() {
+    let args = Args::parse();
+    let timers: Vec<TimerChoice> = match args.timer.as_deref() {
+        None => vec![TimerChoice::Wheel, TimerChoice::DelayQueue],
+        Some("wheel") => vec![TimerChoice::Wheel],
+        Some("delayqueue") => vec![TimerChoice::DelayQueue],
+        Some(other) => {
+            eprintln!("groups: --timer must be wheel or delayqueue, not '{other}'");
+            std::process::exit(2);
+        }
+    };
+    let interval = Duration::from_millis(args.heartbeat_ms);
+    println!(
+        "{} groups x {} members, heartbeat every {} ms, session {} ms; {} rounds, then {} groups fall silent",
+        args.groups, args.members, args.heartbeat_ms, args.session_ms, args.rounds, args.groups / 10
+    );
+    println!(
+        "{:<11} {:>12} {:>10} {:>10} {:>12} {:>12} {:>12} {:>9}",
+        "timer",
+        "heartbeats/s",
+        "cpu us/hb",
+        "B/member",
+        "late p50 ms",
+        "late p99 ms",
+        "late max ms",
+        "expired"
+    );
+    for timer in timers {
+        let server = Server::start(ServeOptions {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            live: LiveConfig {
+                brokers: 1,
+                replication_factor: 1,
+                min_insync: 1,
+                timer,
+                groups: GroupConfig {
+                    initial_rebalance_delay: Duration::from_secs(1),
+                    min_session_timeout: Duration::from_millis(100),
+                    ..GroupConfig::default()
+                },
+                ..LiveConfig::default()
+            },
+            topics: vec![("orders".into(), 8)],
+            limits: Limits::default(),
+        })
+        .expect("the server starts");
+        let before = rss_bytes();
+        let mut groups = join_all(&server, &args);
+        let members = (args.groups * args.members) as f64;
+        let per_member = rss_bytes().saturating_sub(before) as f64 / members;
+        let (cpu0, t0) = (cpu_seconds(), Instant::now());
+        let mut beats = 0;
+        for _ in 0..args.rounds {
+            beats += heartbeat_round(&mut groups, interval);
+        }
+        let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+        // A tenth of the groups fall silent; the rest go on heartbeating
+        // until every silent session has expired.
+        let silent = groups.len() / 10;
+        let expected = silent * args.members as usize;
+        let checks = server.cluster().checks.clone();
+        let deadline = Instant::now() + Duration::from_millis(args.session_ms) * 3;
+        while checks.session_lateness_us.lock().len() < expected && Instant::now() < deadline {
+            heartbeat_round(
+                &mut groups[silent..],
+                interval.min(Duration::from_millis(args.session_ms / 3)),
+            );
+        }
+        let mut late = checks.session_lateness_us.lock().clone();
+        late.sort_unstable();
+        println!(
+            "{:<11} {:>12.0} {:>10.1} {:>10.0} {:>12.2} {:>12.2} {:>12.2} {:>9}",
+            timer.name(),
+            beats as f64 / wall,
+            cpu / beats.max(1) as f64 * 1e6,
+            per_member,
+            quantile(&late, 0.5),
+            quantile(&late, 0.99),
+            quantile(&late, 1.0),
+            late.len(),
+        );
+        drop(groups);
+        let report = server.stop();
+        if !report.violations.is_empty() {
+            eprintln!("{}", report.human());
+            std::process::exit(1);
+        }
+    }
+    println!("lateness: how long after its deadline (last heartbeat + session timeout) each silent session expired");
+}
