@@ -579,3 +579,57 @@ fn ten_thousand_long_polls_over_a_thousand_connections_park_without_a_thread_eac
     assert_eq!((cluster.pending(), cluster.watched()), (0, 0));
     passes(server);
 }
+
+#[test]
+fn acks_all_below_min_insync_is_refused_and_a_shrink_answers_parked_produces() {
+    use broker_sim::config::Fault;
+    // Both followers lag from the start; after 300 ms without catching up
+    // they leave the ISR (checked every 100 ms), leaving the leader alone,
+    // below min.insync.replicas = 2.
+    let slow = |broker| Fault::SlowFollower {
+        broker,
+        from: Duration::ZERO,
+        until: Duration::from_secs(3600),
+        delay: Duration::from_secs(60),
+    };
+    let server = server_with(
+        LiveConfig {
+            replica_lag: Duration::from_millis(300),
+            faults: vec![slow(0), slow(1), slow(2)],
+            ..LiveConfig::default()
+        },
+        &[("thin", 1)],
+        Limits::default(),
+    );
+    let mut c = leader(&server, "thin", 0);
+    // Parked: the followers do not have it; then the ISR shrinks.
+    let start = Instant::now();
+    let r = c.call(
+        &produce("thin", &[(0, batch(&[b"x"]))], -1, 30_000),
+        PRODUCE_V,
+    );
+    assert_eq!(
+        partition_errors(&r)[0].1,
+        ResponseError::NotEnoughReplicasAfterAppend.code()
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "answered by the shrink, not the timeout"
+    );
+    // Now refused before the append.
+    let r = c.call(
+        &produce("thin", &[(0, batch(&[b"y"]))], -1, 30_000),
+        PRODUCE_V,
+    );
+    assert_eq!(
+        partition_errors(&r)[0].1,
+        ResponseError::NotEnoughReplicas.code()
+    );
+    // acks=1 does not need the ISR.
+    let r = c.call(
+        &produce("thin", &[(0, batch(&[b"z"]))], 1, 30_000),
+        PRODUCE_V,
+    );
+    assert_eq!(partition_errors(&r)[0].1, 0);
+    passes(server);
+}

@@ -44,9 +44,15 @@ impl DelayedOperation for WireProduce {
             if log.leader != Some(self.broker) {
                 part.error = Some(ResponseError::NotLeaderOrFollower.code());
             } else if log.hw >= part.required {
-                part.error = Some(0);
-            } else if log.isr.len() < self.min_insync {
-                part.error = Some(ResponseError::NotEnoughReplicasAfterAppend.code());
+                // As Kafka's checkEnoughReplicasReachOffset: the high
+                // watermark passed it, but if the ISR has shrunk below
+                // min.insync.replicas meanwhile, fewer replicas than asked
+                // for have it.
+                part.error = Some(if log.isr.len() >= self.min_insync {
+                    0
+                } else {
+                    ResponseError::NotEnoughReplicasAfterAppend.code()
+                });
             }
         }
         self.parts.iter().all(|p| p.error.is_some())
