@@ -82,7 +82,7 @@ where
     /// Tries to complete `op`; if its condition does not hold yet, watches
     /// it under every key in `keys`, schedules its timeout, and tries once
     /// more (the condition may have come true meanwhile). Kafka's
-    /// `tryCompleteElseWatch`.
+    /// `tryCompleteElseWatch`. A key given more than once is watched once.
     ///
     /// The handle tells whether the operation [completed at
     /// once](Delayed::completed_at_once) and lets the caller wait for it.
@@ -98,6 +98,14 @@ where
         if keys.is_empty() {
             return Err(SubmitError::NoKeys(op));
         }
+        // One watch per distinct key: a key given twice is watched once.
+        let distinct;
+        let keys = if has_duplicates(keys) {
+            distinct = dedup(keys);
+            &distinct[..]
+        } else {
+            keys
+        };
         if self.shared.shutting_down.load(Ordering::SeqCst) {
             return Err(SubmitError::ShutDown(op));
         }
@@ -320,6 +328,26 @@ where
         self.shared.spare.release();
         tracing::debug!(purgatory = %self.shared.name, "shut down");
     }
+}
+
+/// Whether `keys` names a key twice. Submissions name a handful of keys,
+/// so comparing pairs costs less than hashing them; long lists are hashed.
+fn has_duplicates<K: Hash + Eq>(keys: &[K]) -> bool {
+    const PAIRWISE: usize = 16;
+    if keys.len() <= PAIRWISE {
+        keys.iter()
+            .enumerate()
+            .any(|(i, k)| keys[i + 1..].contains(k))
+    } else {
+        let mut seen = std::collections::HashSet::with_capacity(keys.len());
+        !keys.iter().all(|k| seen.insert(k))
+    }
+}
+
+/// `keys` without repeats, in the order they first appear.
+fn dedup<K: Hash + Eq + Clone>(keys: &[K]) -> Vec<K> {
+    let mut seen = std::collections::HashSet::with_capacity(keys.len());
+    keys.iter().filter(|k| seen.insert(*k)).cloned().collect()
 }
 
 impl<K, O> Drop for Purgatory<K, O>

@@ -1008,3 +1008,34 @@ fn force_complete_says_whether_completed_is_the_outcome_it_gets() {
         }
     }
 }
+
+#[test]
+fn a_key_given_twice_is_watched_once() {
+    for kind in KINDS {
+        let (p, clock, journal) = setup(kind);
+        let ready = flag(false);
+        let h = p
+            .try_complete_else_watch(Probe::new(1, &ready, SEC, &journal), &["a", "a", "a"])
+            .unwrap();
+        assert_eq!((p.watched(), p.delayed(), p.watched_keys()), (1, 1, 1));
+        // Many keys, some repeated: hashed rather than compared pairwise.
+        let keys: Vec<&'static str> = ["b", "c", "d", "e", "f", "g", "h", "i", "j"]
+            .iter()
+            .cycle()
+            .take(27)
+            .copied()
+            .collect();
+        let h2 = p
+            .try_complete_else_watch(Probe::new(2, &ready, SEC, &journal), &keys)
+            .unwrap();
+        assert_eq!((p.watched(), p.watched_keys()), (10, 10));
+        ready.store(true, Ordering::SeqCst);
+        assert_eq!(p.check_and_complete(&"a"), 1);
+        assert_eq!(p.check_and_complete(&"e"), 1);
+        assert_eq!(h.wait().outcome, Outcome::Completed);
+        assert_eq!(h2.wait().outcome, Outcome::Completed);
+        clock.advance(SEC);
+        p.advance_clock();
+        assert_empty(&p);
+    }
+}
