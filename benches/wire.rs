@@ -9,9 +9,10 @@
 //! ```
 //!
 //! Everything runs in one process (the server on its runtime's two
-//! threads, the clients on threads of their own), so the CPU figure is the
-//! whole process's, load generator included, divided by the requests
-//! answered. Latencies are measured by the clients: a produce from its send
+//! threads, the clients as tasks on one thread of their own), so the CPU
+//! figure is the whole process's, load generator included, divided by the
+//! requests answered. An ApiVersions ping every millisecond measures the
+//! loopback round trip under the same load. Latencies are measured by the clients: a produce from its send
 //! to its acknowledgement (the followers' replication included), a fetch's
 //! wake-up from the send of the produce whose records it returns to the
 //! fetch's response.
@@ -19,19 +20,21 @@
 use broker_sim::config::TimerChoice;
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::client::{batch, Client};
+use broker_sim::wire::client::{batch, AsyncClient, Client};
 use broker_sim::wire::Limits;
 use bytes::Bytes;
 use clap::Parser;
 use hdrhistogram::Histogram;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, BrokerId, FetchRequest, ProduceRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
@@ -66,31 +69,35 @@ struct Args {
 const PARTITIONS: i32 = 8;
 const TOPIC: &str = "load";
 
-fn name() -> TopicName {
-    TopicName(StrBytes::from_static_str(TOPIC))
+fn produce_request(partition: i32, records: Bytes) -> ProduceRequest {
+    produce_on(TOPIC, partition, records, -1)
 }
 
-fn produce_request(partition: i32, records: Bytes) -> ProduceRequest {
+fn produce_on(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
     let mut p = PartitionProduceData::default();
     p.index = partition;
     p.records = Some(records);
     let mut t = TopicProduceData::default();
-    t.name = name();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
     t.partition_data = vec![p];
     let mut r = ProduceRequest::default();
-    r.acks = -1;
+    r.acks = acks;
     r.timeout_ms = 30_000;
     r.topic_data = vec![t];
     r
 }
 
 fn fetch_request(partition: i32, offset: i64, max_wait_ms: i32) -> FetchRequest {
+    fetch_on(TOPIC, partition, offset, max_wait_ms)
+}
+
+fn fetch_on(topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> FetchRequest {
     let mut p = FetchPartition::default();
     p.partition = partition;
     p.fetch_offset = offset;
     p.partition_max_bytes = 1 << 20;
     let mut t = FetchTopic::default();
-    t.topic = name();
+    t.topic = TopicName(StrBytes::from_string(topic.to_string()));
     t.partitions = vec![p];
     let mut r = FetchRequest::default();
     r.replica_id = BrokerId(-1);
@@ -130,7 +137,10 @@ fn server(timer: TimerChoice, replication_factor: u32) -> Server {
             timer,
             ..LiveConfig::default()
         },
-        topics: vec![(TOPIC.to_string(), PARTITIONS as u32)],
+        topics: vec![
+            (TOPIC.to_string(), PARTITIONS as u32),
+            (PROBE.to_string(), 1),
+        ],
         limits: Limits::default(),
     })
     .expect("the server starts")
@@ -140,89 +150,174 @@ fn micros(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1000.0
 }
 
-/// The load phase: producers and consumers for `seconds`.
-fn load(
-    leaders: &[SocketAddr],
-    args: &Args,
-    epoch: Instant,
-) -> (u64, Histogram<u64>, Histogram<u64>) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let requests = Arc::new(AtomicU64::new(0));
-    let produce = Arc::new(Mutex::new(Histogram::<u64>::new(3).unwrap()));
-    let wake = Arc::new(Mutex::new(Histogram::<u64>::new(3).unwrap()));
-    let mut threads = Vec::new();
-    for c in 0..args.consumers {
-        let (stop, requests, wake) = (stop.clone(), requests.clone(), wake.clone());
-        let partition = c as i32 % PARTITIONS;
-        let addr = leaders[partition as usize];
-        threads.push(std::thread::spawn(move || {
-            let mut client = Client::connect(addr);
-            let mut offset = 0;
-            let mut local = Histogram::<u64>::new(3).unwrap();
-            while !stop.load(Ordering::Relaxed) {
-                let r = client.call(&fetch_request(partition, offset, 500), 11);
-                let now = epoch.elapsed().as_nanos() as u64;
-                requests.fetch_add(1, Ordering::Relaxed);
-                let Some(records) = r
-                    .responses
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .and_then(|p| p.records.clone())
-                else {
-                    continue;
-                };
-                let mut buf = records;
-                for set in RecordBatchDecoder::decode_all(&mut buf).unwrap_or_default() {
-                    for rec in set.records {
-                        offset = offset.max(rec.offset + 1);
-                        // The producer's send time, in the record.
-                        if let Some(v) = rec.value.filter(|v| v.len() >= 8) {
-                            let sent = u64::from_be_bytes(v[..8].try_into().unwrap());
-                            let _ = local.record(now.saturating_sub(sent));
+/// What the load phase measured (latencies in ns).
+struct Load {
+    requests: u64,
+    produce: Histogram<u64>,
+    wake: Histogram<u64>,
+    round_trip: Histogram<u64>,
+    /// A parked fetch's wake-up: from the send of the produce that
+    /// satisfies it to the fetch's response.
+    parked_wake: Histogram<u64>,
+}
+
+/// The probe topic: one partition that only the probe uses.
+const PROBE: &str = "probe";
+
+/// The load phase: producers and consumers for `seconds`, as tasks on one
+/// client thread of their own (a current-thread runtime), beside a pinger
+/// whose ApiVersions round trips measure the loopback under the same load.
+fn load(leaders: &[SocketAddr], probe_leader: SocketAddr, args: &Args, epoch: Instant) -> Load {
+    let leaders = leaders.to_vec();
+    let (producers, consumers, seconds) = (args.producers, args.consumers, args.seconds);
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let stop = Arc::new(AtomicBool::new(false));
+            let requests = Arc::new(AtomicU64::new(0));
+            let mut tasks = Vec::new();
+            let mut produce_tasks = Vec::new();
+            for c in 0..consumers {
+                let (stop, requests) = (stop.clone(), requests.clone());
+                let partition = c as i32 % PARTITIONS;
+                let addr = leaders[partition as usize];
+                tasks.push(tokio::spawn(async move {
+                    let mut client = AsyncClient::connect(addr).await;
+                    let mut offset = 0;
+                    let mut wake = Histogram::<u64>::new(3).unwrap();
+                    while !stop.load(Ordering::Relaxed) {
+                        let r = client
+                            .call(&fetch_request(partition, offset, 500), 11)
+                            .await;
+                        let now = epoch.elapsed().as_nanos() as u64;
+                        requests.fetch_add(1, Ordering::Relaxed);
+                        let Some(records) = r
+                            .responses
+                            .first()
+                            .and_then(|t| t.partitions.first())
+                            .and_then(|p| p.records.clone())
+                        else {
+                            continue;
+                        };
+                        let mut buf = records;
+                        for set in RecordBatchDecoder::decode_all(&mut buf).unwrap_or_default() {
+                            for rec in set.records {
+                                offset = offset.max(rec.offset + 1);
+                                // The producer's send time, in the record.
+                                if let Some(v) = rec.value.filter(|v| v.len() >= 8) {
+                                    let sent = u64::from_be_bytes(v[..8].try_into().unwrap());
+                                    let _ = wake.record(now.saturating_sub(sent));
+                                }
+                            }
                         }
                     }
-                }
+                    wake
+                }));
             }
-            wake.lock().unwrap().add(&local).unwrap();
-        }));
-    }
-    for p in 0..args.producers {
-        let (stop, requests, produce) = (stop.clone(), requests.clone(), produce.clone());
-        let leaders = leaders.to_vec();
-        threads.push(std::thread::spawn(move || {
-            // A connection to each broker, as a client has.
-            let mut clients: Vec<Client> = leaders.iter().map(|&a| Client::connect(a)).collect();
-            let mut local = Histogram::<u64>::new(3).unwrap();
-            let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let partition = (p as i32 + i) % PARTITIONS;
-                let client = &mut clients[partition as usize];
-                i += 1;
-                let sent = epoch.elapsed().as_nanos() as u64;
-                let mut value = sent.to_be_bytes().to_vec();
-                value.extend_from_slice(&[0u8; 92]);
-                let start = Instant::now();
-                let r = client.call(&produce_request(partition, batch(&[&value])), 8);
-                let _ = local.record(start.elapsed().as_nanos() as u64);
-                requests.fetch_add(1, Ordering::Relaxed);
-                assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+            for p in 0..producers {
+                let (stop, requests) = (stop.clone(), requests.clone());
+                let leaders = leaders.clone();
+                produce_tasks.push(tokio::spawn(async move {
+                    // A connection to each broker, as a client has.
+                    let mut clients = Vec::new();
+                    for &a in &leaders {
+                        clients.push(AsyncClient::connect(a).await);
+                    }
+                    let mut latency = Histogram::<u64>::new(3).unwrap();
+                    let mut i = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let partition = (p as i32 + i) % PARTITIONS;
+                        i += 1;
+                        let sent = epoch.elapsed().as_nanos() as u64;
+                        let mut value = sent.to_be_bytes().to_vec();
+                        value.extend_from_slice(&[0u8; 92]);
+                        let start = Instant::now();
+                        let r = clients[partition as usize]
+                            .call(&produce_request(partition, batch(&[&value])), 8)
+                            .await;
+                        let _ = latency.record(start.elapsed().as_nanos() as u64);
+                        requests.fetch_add(1, Ordering::Relaxed);
+                        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+                    }
+                    latency
+                }));
             }
-            produce.lock().unwrap().add(&local).unwrap();
-        }));
-    }
-    std::thread::sleep(Duration::from_secs_f64(args.seconds));
-    stop.store(true, Ordering::Relaxed);
-    // Wake the consumers still parked: one last record per partition.
-    for partition in 0..PARTITIONS {
-        let mut client = Client::connect(leaders[partition as usize]);
-        client.call(&produce_request(partition, batch(&[b"end"])), 8);
-    }
-    for t in threads {
-        t.join().unwrap();
-    }
-    let produce = Arc::try_unwrap(produce).unwrap().into_inner().unwrap();
-    let wake = Arc::try_unwrap(wake).unwrap().into_inner().unwrap();
-    (requests.load(Ordering::Relaxed), produce, wake)
+            let probe = {
+                let stop = stop.clone();
+                let addr = probe_leader;
+                tokio::spawn(async move {
+                    let mut producer = AsyncClient::connect(addr).await;
+                    let mut offset = 0;
+                    let mut wake = Histogram::<u64>::new(3).unwrap();
+                    while !stop.load(Ordering::Relaxed) {
+                        let mut consumer = AsyncClient::connect(addr).await;
+                        let fetch = fetch_on(PROBE, 0, offset, 5_000);
+                        let parked = tokio::spawn(async move { consumer.call(&fetch, 11).await });
+                        // Long enough for the fetch to be parked.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        let sent = Instant::now();
+                        let r = producer
+                            .call(&produce_on(PROBE, 0, batch(&[b"probe"]), 1), 8)
+                            .await;
+                        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+                        let r = parked.await.unwrap();
+                        let _ = wake.record(sent.elapsed().as_nanos() as u64);
+                        let got = r.responses[0].partitions[0]
+                            .records
+                            .clone()
+                            .unwrap_or_default();
+                        assert!(!got.is_empty(), "woken with the record");
+                        offset += 1;
+                    }
+                    wake
+                })
+            };
+            let pinger = {
+                let stop = stop.clone();
+                let addr = leaders[0];
+                tokio::spawn(async move {
+                    let mut client = AsyncClient::connect(addr).await;
+                    let mut rtt = Histogram::<u64>::new(3).unwrap();
+                    while !stop.load(Ordering::Relaxed) {
+                        let start = Instant::now();
+                        client.call(&ApiVersionsRequest::default(), 3).await;
+                        let _ = rtt.record(start.elapsed().as_nanos() as u64);
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    rtt
+                })
+            };
+            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+            stop.store(true, Ordering::Relaxed);
+            let mut produce = Histogram::<u64>::new(3).unwrap();
+            for t in produce_tasks {
+                produce.add(t.await.unwrap()).unwrap();
+            }
+            // Wake the consumers still parked: one last record per partition.
+            for (partition, &addr) in leaders.iter().enumerate() {
+                let mut client = AsyncClient::connect(addr).await;
+                client
+                    .call(&produce_request(partition as i32, batch(&[b"end"])), 8)
+                    .await;
+            }
+            let mut wake = Histogram::<u64>::new(3).unwrap();
+            for t in tasks {
+                wake.add(t.await.unwrap()).unwrap();
+            }
+            Load {
+                requests: requests.load(Ordering::Relaxed),
+                produce,
+                wake,
+                round_trip: pinger.await.unwrap(),
+                parked_wake: probe.await.unwrap(),
+            }
+        })
+    })
+    .join()
+    .unwrap()
 }
 
 /// Parks `n` fetches over n/10 connections; the resident memory they add.
@@ -269,7 +364,7 @@ fn main() {
         args.producers, args.consumers, PARTITIONS, args.replication_factor, args.seconds, args.parked
     );
     println!(
-        "{:<11} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
+        "{:<11} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8} {:>9}",
         "timer",
         "req/s",
         "cpu us",
@@ -279,6 +374,10 @@ fn main() {
         "wake p50",
         "p99",
         "p99.9",
+        "rtt p50",
+        "p99",
+        "parked p50",
+        "p99",
         "B/parked"
     );
     for timer in timers {
@@ -289,14 +388,23 @@ fn main() {
             .iter()
             .map(|p| server.addrs()[p.log.lock().leader.expect("a leader") as usize])
             .collect();
+        let probe = server.cluster().topic(PROBE).expect("created ahead");
+        let probe_leader =
+            server.addrs()[probe.partitions[0].log.lock().leader.expect("a leader") as usize];
         let epoch = Instant::now();
         let (cpu0, t0) = (cpu_seconds(), Instant::now());
-        let (requests, produce, wake) = load(&leaders, &args, epoch);
+        let Load {
+            requests,
+            produce,
+            wake,
+            round_trip,
+            parked_wake,
+        } = load(&leaders, probe_leader, &args, epoch);
         let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
         let per_parked = parked_memory(&leaders, &server, args.parked);
         let report = server.stop();
         println!(
-            "{:<11} {:>9.0} {:>8.1} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>9.0}",
+            "{:<11} {:>9.0} {:>8.1} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>10.0} {:>8.0} {:>9.0}",
             timer.name(),
             requests as f64 / wall,
             cpu / requests.max(1) as f64 * 1e6,
@@ -306,6 +414,10 @@ fn main() {
             micros(&wake, 0.5),
             micros(&wake, 0.99),
             micros(&wake, 0.999),
+            micros(&round_trip, 0.5),
+            micros(&round_trip, 0.99),
+            micros(&parked_wake, 0.5),
+            micros(&parked_wake, 0.99),
             per_parked,
         );
         if !report.violations.is_empty() {

@@ -36,21 +36,9 @@ impl Client {
     pub fn send<R: Request>(&mut self, request: &R, version: i16) -> i32 {
         let id = self.next;
         self.next += 1;
-        let api = ApiKey::try_from(R::KEY).unwrap();
-        let mut header = RequestHeader::default();
-        header.request_api_key = R::KEY;
-        header.request_api_version = version;
-        header.correlation_id = id;
-        header.client_id = Some(StrBytes::from_static_str("wire-test"));
-        let mut buf = BytesMut::new();
-        buf.extend_from_slice(&[0; 4]);
-        header
-            .encode(&mut buf, api.request_header_version(version))
+        self.stream
+            .write_all(&encode_request(request, version, id))
             .unwrap();
-        request.encode(&mut buf, version).unwrap();
-        let size = (buf.len() - 4) as i32;
-        buf[..4].copy_from_slice(&size.to_be_bytes());
-        self.stream.write_all(&buf).unwrap();
         id
     }
 
@@ -66,12 +54,7 @@ impl Client {
     /// Reads the next response, as `R`'s response at `version`, with its
     /// correlation id.
     pub fn recv<R: Request>(&mut self, version: i16) -> (i32, R::Response) {
-        let mut frame = self.read_frame().expect("a response");
-        let api = ApiKey::try_from(R::KEY).unwrap();
-        let header =
-            ResponseHeader::decode(&mut frame, api.response_header_version(version)).unwrap();
-        let body = R::Response::decode(&mut frame, version).unwrap();
-        (header.correlation_id, body)
+        decode_response::<R>(self.read_frame().expect("a response"), version)
     }
 
     /// Sends `request` and reads its response.
@@ -101,6 +84,67 @@ impl Client {
                 Err(_) => return false,
             }
         }
+    }
+}
+
+/// A request frame: size, header (client id "wire-test"), body.
+pub fn encode_request<R: Request>(request: &R, version: i16, correlation_id: i32) -> BytesMut {
+    let api = ApiKey::try_from(R::KEY).unwrap();
+    let mut header = RequestHeader::default();
+    header.request_api_key = R::KEY;
+    header.request_api_version = version;
+    header.correlation_id = correlation_id;
+    header.client_id = Some(StrBytes::from_static_str("wire-test"));
+    let mut buf = BytesMut::new();
+    buf.extend_from_slice(&[0; 4]);
+    header
+        .encode(&mut buf, api.request_header_version(version))
+        .unwrap();
+    request.encode(&mut buf, version).unwrap();
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    buf
+}
+
+/// A response frame's correlation id and body, as `R`'s response.
+pub fn decode_response<R: Request>(mut frame: Bytes, version: i16) -> (i32, R::Response) {
+    let api = ApiKey::try_from(R::KEY).unwrap();
+    let header = ResponseHeader::decode(&mut frame, api.response_header_version(version)).unwrap();
+    let body = R::Response::decode(&mut frame, version).unwrap();
+    (header.correlation_id, body)
+}
+
+/// The same client on tokio, for load generators that run many
+/// connections on few threads.
+pub struct AsyncClient {
+    stream: tokio::net::TcpStream,
+    next: i32,
+}
+
+impl AsyncClient {
+    /// Connects.
+    pub async fn connect(addr: SocketAddr) -> AsyncClient {
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).unwrap();
+        AsyncClient { stream, next: 1 }
+    }
+
+    /// Sends `request` and reads its response.
+    pub async fn call<R: Request>(&mut self, request: &R, version: i16) -> R::Response {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let id = self.next;
+        self.next += 1;
+        self.stream
+            .write_all(&encode_request(request, version, id))
+            .await
+            .unwrap();
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).await.unwrap();
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut body).await.unwrap();
+        let (got, response) = decode_response::<R>(Bytes::from(body), version);
+        assert_eq!(got, id, "responses in request order");
+        response
     }
 }
 
