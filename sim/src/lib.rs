@@ -12,6 +12,16 @@
 //! in-sync replica has the data; after every append and every follower fetch
 //! that moves the HW, `check_and_complete` on the partition. Offsets count
 //! bytes, so "bytes readable below the HW" is `HW - offset`.
+//!
+//! With `--serve` ([`serve`]) the harness also answers real Kafka clients:
+//! [`wire`] is the protocol front (listeners, framing, the `kafka-protocol`
+//! crate's codecs, responses in request order, a guard against array counts
+//! a frame cannot hold) over a [`wire::Service`], and [`live`] is the served
+//! cluster behind it (topics whose batches are stored byte-exact, simulated
+//! followers, produce and fetch purgatories per broker, and a group
+//! coordinator whose joins, syncs and sessions wait in purgatories of their
+//! own). The front knows nothing of the simulation, and the cluster nothing
+//! of sockets.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
