@@ -92,6 +92,7 @@ fn config() -> impl Strategy<Value = Config> {
 
 /// A pending operation, as the model sees it.
 struct Pending {
+    /// Its distinct keys: a key given twice is watched once.
     keys: Vec<usize>,
     deadline: u64,
     ready: bool,
@@ -173,7 +174,12 @@ fn run(config: Config, steps: &[Step]) -> Result<(), TestCaseError> {
                     model.pending.insert(
                         id,
                         Pending {
-                            keys: keys.clone(),
+                            keys: {
+                                let mut distinct = keys.clone();
+                                distinct.sort_unstable();
+                                distinct.dedup();
+                                distinct
+                            },
                             deadline: model.now + timeout_ms,
                             ready: false,
                         },
