@@ -20,11 +20,15 @@ use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::Client;
 use broker_sim::wire::Limits;
 use bytes::Bytes;
+#[path = "common/process.rs"]
+mod process;
+
 use clap::Parser;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{GroupId, HeartbeatRequest, JoinGroupRequest, SyncGroupRequest};
 use kafka_protocol::protocol::StrBytes;
+use process::{cpu_seconds, rss_bytes};
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
@@ -54,24 +58,6 @@ struct Args {
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
-}
-
-fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(usage.ru_utime) + t(usage.ru_stime)
-}
-
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 4096
 }
 
 struct Group {

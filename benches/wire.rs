@@ -23,6 +23,9 @@ use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::{batch, AsyncClient, Client};
 use broker_sim::wire::Limits;
 use bytes::Bytes;
+#[path = "common/process.rs"]
+mod process;
+
 use clap::Parser;
 use hdrhistogram::Histogram;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -32,6 +35,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
+use process::{cpu_seconds, rss_bytes};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -106,24 +110,6 @@ fn fetch_on(topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> Fetch
     r.max_bytes = 1 << 20;
     r.topics = vec![t];
     r
-}
-
-fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(usage.ru_utime) + t(usage.ru_stime)
-}
-
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
 }
 
 fn server(timer: TimerChoice, replication_factor: u32) -> Server {

@@ -380,3 +380,39 @@ fn a_partition_assigned_to_two_members_fails_the_run() {
         assert_eq!(!report.violations.is_empty(), broken, "{}", report.human());
     }
 }
+
+#[test]
+fn a_member_waiting_in_a_join_round_longer_than_its_session_is_not_expired() {
+    // The first round waits 1 s for others; the session is 300 ms.
+    let server = Server::start(ServeOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        live: LiveConfig {
+            groups: GroupConfig {
+                initial_rebalance_delay: Duration::from_secs(1),
+                min_session_timeout: Duration::from_millis(100),
+                ..GroupConfig::default()
+            },
+            ..LiveConfig::default()
+        },
+        topics: vec![],
+        limits: Limits::default(),
+    })
+    .unwrap();
+    let addr = coordinator(&server, "patient");
+    let mut c = Client::connect(addr);
+    let mut r = join_request("patient", "");
+    r.session_timeout_ms = 300;
+    let first = c.call(&r, JOIN_V);
+    r.member_id = first.member_id.clone();
+    let joined = c.call(&r, JOIN_V);
+    assert_eq!(
+        (joined.error_code, joined.generation_id),
+        (0, 1),
+        "still a member"
+    );
+    let member = joined.member_id.to_string();
+    // And it is the same while it waits for its assignment: a leader that
+    // is slow to sync does not cost the members their sessions.
+    assert_eq!(heartbeat(addr, "patient", &member, 1), 0);
+    passes(server);
+}

@@ -319,35 +319,12 @@ fn two_kcat_consumers_split_a_group_and_one_leaving_hands_over_its_partitions() 
     let a = consumer("A");
     let mut b = consumer("B");
     // Both in one round: two members, each with its share.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while server
-        .cluster()
-        .group_view("kcats")
-        .map(|(s, _, m)| (s, m.len()))
-        != Some((broker_sim::live::GroupState::Stable, 2))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never stable with two members"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    stable_with(&server, "kcats", 2);
     // B stops (SIGTERM: kcat closes and leaves the group).
     terminate(&b);
     let _ = b.wait();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while server
-        .cluster()
-        .group_view("kcats")
-        .map(|(s, _, m)| (s, m.len()))
-        != Some((broker_sim::live::GroupState::Stable, 1))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "B's partitions never handed over"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // B's partitions handed over: one member left, stable again.
+    stable_with(&server, "kcats", 1);
     // A now has every partition: records to any of them reach it.
     let mut p = Command::new(kcat)
         .args([
@@ -375,6 +352,24 @@ fn two_kcat_consumers_split_a_group_and_one_leaving_hands_over_its_partitions() 
         "records from several partitions reached A: {partitions:?}"
     );
     passes(server);
+}
+
+/// Waits (20 s at most) until `group` is stable with `members` members.
+fn stable_with(server: &Server, group: &str, members: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let want = Some((broker_sim::live::GroupState::Stable, members));
+    while server
+        .cluster()
+        .group_view(group)
+        .map(|(s, _, m)| (s, m.len()))
+        != want
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{group} never stable with {members} members"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Asks a child to stop as Ctrl-C would (kcat then leaves its group).

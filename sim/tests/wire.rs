@@ -45,6 +45,16 @@ fn server_with(live: LiveConfig, topics: &[(&str, u32)], limits: Limits) -> Serv
     .expect("the server starts")
 }
 
+/// A cluster of one broker, which leads every partition.
+fn one_broker() -> LiveConfig {
+    LiveConfig {
+        brokers: 1,
+        replication_factor: 1,
+        min_insync: 1,
+        ..LiveConfig::default()
+    }
+}
+
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
@@ -249,16 +259,7 @@ fn a_fetch_with_too_little_data_returns_at_max_wait_never_earlier() {
 #[test]
 fn several_partitions_in_one_request() {
     // With one broker every partition has the same leader.
-    let server = server_with(
-        LiveConfig {
-            brokers: 1,
-            replication_factor: 1,
-            min_insync: 1,
-            ..LiveConfig::default()
-        },
-        &[("multi", 4)],
-        Limits::default(),
-    );
+    let server = server_with(one_broker(), &[("multi", 4)], Limits::default());
     let mut c = Client::connect(server.addrs()[0]);
     let parts: Vec<(i32, Bytes)> = (0..4)
         .map(|i| (i, batch(&[format!("p{i}").as_bytes()])))
@@ -534,16 +535,7 @@ fn a_produce_times_out_at_its_timeout_never_earlier() {
 fn ten_thousand_long_polls_over_a_thousand_connections_park_without_a_thread_each() {
     const CONNECTIONS: usize = 1_000;
     const EACH: usize = 10;
-    let server = server_with(
-        LiveConfig {
-            brokers: 1,
-            replication_factor: 1,
-            min_insync: 1,
-            ..LiveConfig::default()
-        },
-        &[("polled", 8)],
-        Limits::default(),
-    );
+    let server = server_with(one_broker(), &[("polled", 8)], Limits::default());
     let addr = server.addrs()[0];
     let cluster = server.cluster().clone();
     let mut clients: Vec<Client> = (0..CONNECTIONS).map(|_| Client::connect(addr)).collect();

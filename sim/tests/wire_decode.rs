@@ -1,24 +1,10 @@
 //! Random bytes fed to the request decoding path: it answers with a
 //! request or a typed refusal, never a panic, whatever the frame holds.
 
+use broker_sim::live::APIS;
 use broker_sim::wire::{decode_request, BadRequest};
 use bytes::Bytes;
-use kafka_protocol::messages::ApiKey;
 use proptest::prelude::*;
-
-const APIS: [(ApiKey, i16, i16); 11] = [
-    (ApiKey::Produce, 3, 12),
-    (ApiKey::Fetch, 4, 12),
-    (ApiKey::ListOffsets, 1, 7),
-    (ApiKey::Metadata, 0, 12),
-    (ApiKey::FindCoordinator, 0, 3),
-    (ApiKey::JoinGroup, 0, 7),
-    (ApiKey::SyncGroup, 0, 5),
-    (ApiKey::Heartbeat, 0, 4),
-    (ApiKey::LeaveGroup, 0, 4),
-    (ApiKey::OffsetCommit, 2, 8),
-    (ApiKey::OffsetFetch, 1, 7),
-];
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(20_000))]
@@ -51,7 +37,7 @@ proptest! {
 }
 
 mod well_formed {
-    use super::APIS;
+    use broker_sim::live::APIS;
     use broker_sim::wire::decode_request;
     use bytes::{Bytes, BytesMut};
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};

@@ -164,6 +164,7 @@ impl BrokerService {
                     protocols: Vec::new(),
                     joined: false,
                     join_waiter: None,
+                    awaiting_sync: false,
                     assignment: bytes::Bytes::new(),
                     session: None,
                     last_beat: Instant::now(),
@@ -318,15 +319,26 @@ impl BrokerService {
         };
         groups.run(&id, actions);
         if let Some(op) = wait {
-            match groups.syncs.try_complete_else_watch(op, &[Arc::clone(&id)]) {
+            let awaiting = |on: bool| {
+                if let Some(m) = group.lock().members.get_mut(&member) {
+                    m.awaiting_sync = on;
+                }
+            };
+            awaiting(true);
+            let parked = groups.syncs.try_complete_else_watch(op, &[Arc::clone(&id)]);
+            match parked {
                 Ok(handle) => {
                     Checks::bump(&self.cluster.checks.parked);
                     let done = handle.await;
+                    awaiting(false);
                     let (error, assignment) = done.operation.result.unwrap_or_default();
                     response.error_code = error;
                     response.assignment = assignment;
                 }
-                Err(_) => response.error_code = code(ResponseError::CoordinatorNotAvailable),
+                Err(_) => {
+                    awaiting(false);
+                    response.error_code = code(ResponseError::CoordinatorNotAvailable);
+                }
             }
         }
         response
@@ -357,11 +369,11 @@ impl BrokerService {
             m.last_beat = Instant::now();
             m.session.clone().map(|s| (s, m.session_timeout))
         };
-        // Pushed back in O(1); too late if its expiry is already under way.
+        // Pushed back in O(1). If its expiry is already under way, the
+        // expiry sees this heartbeat (`last_beat`) and starts the session
+        // again rather than removing the member.
         if let Some((s, timeout)) = session {
-            if !s.reset_timeout(timeout) {
-                response.error_code = code(ResponseError::UnknownMemberId);
-            }
+            s.reset_timeout(timeout);
         }
         response
     }

@@ -17,7 +17,7 @@ mod topics;
 pub use checks::Checks;
 pub use groups::{GroupConfig, GroupState};
 pub use log::{AppendError, PartitionLog, StoredBatch};
-pub use service::BrokerService;
+pub use service::{BrokerService, APIS};
 pub use topics::{valid_topic_name, Partition, Topic};
 
 use crate::config::{Fault, TimerChoice};

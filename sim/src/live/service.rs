@@ -39,12 +39,13 @@ pub struct BrokerService {
     pub id: u32,
 }
 
-/// The versions implemented. Later Produce and Fetch versions name topics
+/// The APIs and versions the served brokers implement (ApiVersions, the
+/// front's own, aside). Later Produce and Fetch versions name topics
 /// by id only, which this broker does not assign; clients negotiate down.
 /// FindCoordinator v4 and OffsetFetch v8 ask about several groups at once,
 /// which is not built; OffsetCommit v9 and JoinGroup v8 belong to the newer
 /// consumer protocol's era and are left out too.
-const APIS: [(ApiKey, i16, i16); 11] = [
+pub const APIS: [(ApiKey, i16, i16); 11] = [
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),

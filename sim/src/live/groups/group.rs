@@ -33,6 +33,8 @@ pub struct Member {
     pub joined: bool,
     /// Its JoinGroup request, waiting for the round to end.
     pub join_waiter: Option<oneshot::Sender<JoinResult>>,
+    /// Its SyncGroup request is waiting for the leader's assignment.
+    pub awaiting_sync: bool,
     pub assignment: Bytes,
     /// Pushes its session back, or ends it.
     pub session: Option<SessionCompleter>,

@@ -311,20 +311,37 @@ impl GroupCoordinator {
         let mut actions = Vec::new();
         let waiter = {
             let mut g = group.lock();
-            let Some(m) = g.members.get(member) else {
+            let Some(m) = g.members.get_mut(member) else {
                 return;
             };
-            if expired {
-                match m.last_beat.elapsed().checked_sub(m.session_timeout) {
-                    Some(late) => self
-                        .checks
-                        .session_lateness_us
-                        .lock()
-                        .push(late.as_micros() as u64),
-                    None => Checks::bump(&self.checks.expired_early),
+            // Alive after all, as Kafka's DelayedHeartbeat sees it: waiting
+            // in a join round or for its assignment, or heard from within its
+            // session timeout (a heartbeat or a round's end that came while
+            // this expiry was under way, too late to push it back). Its
+            // session starts again; so no member is ever removed before its
+            // session timeout has passed since it was last heard from.
+            let waiting = m.join_waiter.is_some() || m.awaiting_sync;
+            let since = m.last_beat.elapsed();
+            if expired && (waiting || since < m.session_timeout) {
+                if waiting {
+                    m.last_beat = Instant::now();
                 }
+                m.session = None;
+                let timeout = m.session_timeout.saturating_sub(m.last_beat.elapsed());
+                drop(g);
+                self.run(
+                    id,
+                    vec![Action::StartSession {
+                        member: member.to_string(),
+                        timeout,
+                    }],
+                );
+                return;
             }
             if expired {
+                let late = since.saturating_sub(m.session_timeout);
+                let late = late.as_micros() as u64;
+                self.checks.session_lateness_us.lock().push(late);
                 Checks::bump(&self.checks.sessions_expired);
             }
             g.remove(member, &mut actions)
