@@ -1,6 +1,5 @@
 //! What a burst leaves allocated once it is over, with and without one
-//! long-lived entry surviving it (see "a burst's memory given back" in
-//! docs/benchmark-sessions.md).
+//! long-lived entry surviving it (figures in `BENCHMARKS.md`).
 //!
 //! `cargo run --release --example burst_memory [-- N]` (N defaults to 1e6)
 //!

@@ -8,7 +8,7 @@
 //! allocating thread's own mallocs on one arena lock. In Kafka's benchmark
 //! workload (`purgatory_perf`) a profile put more than a quarter of all CPU
 //! time there, most of it in futex waits and wake-ups between the two
-//! threads (figures in `docs/benchmark-sessions.md`).
+//! threads (figures in `docs/performance.md`).
 //!
 //! So when the last reference to an answered operation's cell goes (its
 //! handle is dropped, or the purgatory lets go of a cell whose handle went
@@ -25,8 +25,7 @@
 //! moved the head, which happens when the queue is full or nearly so while
 //! the submitting thread takes cells out. In Kafka's benchmark workload at
 //! 2M requests/s (high-timeout case: one thread submitting, two answering)
-//! that loop took 12% of all CPU time (`docs/benchmark-sessions.md`, tenth
-//! session). A stack also hands out the cell given back last, the one most
+//! that loop took 12% of all CPU time (`docs/performance.md`). A stack also hands out the cell given back last, the one most
 //! likely still in a cache.
 
 use crate::cell::Cell;

@@ -10,8 +10,7 @@
 //! the entry memory for the same population (39.6 instead of 47.6 bytes per
 //! pending `u64` timer at 1e6, counting buckets and spare capacity), and
 //! made a step of `compare`'s `insert_cancel` about 2% cheaper at 1e3 and
-//! 1e6 pending in alternating runs (figures in `docs/benchmark-sessions.md`,
-//! ninth session).
+//! 1e6 pending in alternating runs of `compare --workload insert_cancel`.
 //!
 //! Soundness rests on one invariant, kept by this module alone whatever
 //! its callers do: **`value` is initialised exactly when `bucket` is not

@@ -1,8 +1,7 @@
 //! Every `unsafe` block of the crate, and nothing else. The crate root
 //! denies `unsafe_code` everywhere but here, so the compiler keeps it so.
 //!
-//! Each piece buys a measured speed-up (figures in `BENCHMARKS.md` and
-//! `docs/benchmark-sessions.md`) and offers a safe interface whose
+//! Each piece buys a measured speed-up (figures in `docs/performance.md`) and offers a safe interface whose
 //! soundness does not depend on how the rest of the crate calls it:
 //!
 //! - [`state`]: an operation's completion state machine. The operation sits
