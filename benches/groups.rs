@@ -14,7 +14,6 @@
 //! process's per heartbeat. Memory per member is the resident memory the
 //! joined groups added (connections included), divided by the members.
 
-use broker_sim::config::TimerChoice;
 use broker_sim::live::{GroupConfig, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::Client;
@@ -22,6 +21,8 @@ use broker_sim::wire::Limits;
 use bytes::Bytes;
 #[path = "common/process.rs"]
 mod process;
+#[path = "common/timers.rs"]
+mod timer_arg;
 
 use clap::Parser;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -30,6 +31,7 @@ use kafka_protocol::messages::{GroupId, HeartbeatRequest, JoinGroupRequest, Sync
 use kafka_protocol::protocol::StrBytes;
 use process::{cpu_seconds, rss_bytes};
 use std::time::{Duration, Instant};
+use timer_arg::{timers, TimerArg};
 
 #[derive(Parser)]
 #[command(about = "Consumer groups at scale: joins, heartbeats and session expiries")]
@@ -50,8 +52,8 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     rounds: u32,
     /// Only this timer (wheel or delayqueue); both by default.
-    #[arg(long)]
-    timer: Option<String>,
+    #[arg(long, value_enum)]
+    timer: Option<TimerArg>,
     #[arg(long, hide = true)]
     bench: bool,
 }
@@ -165,15 +167,7 @@ fn quantile(sorted: &[u64], q: f64) -> f64 {
 
 fn main() {
     let args = Args::parse();
-    let timers: Vec<TimerChoice> = match args.timer.as_deref() {
-        None => vec![TimerChoice::Wheel, TimerChoice::DelayQueue],
-        Some("wheel") => vec![TimerChoice::Wheel],
-        Some("delayqueue") => vec![TimerChoice::DelayQueue],
-        Some(other) => {
-            eprintln!("groups: --timer must be wheel or delayqueue, not '{other}'");
-            std::process::exit(2);
-        }
-    };
+    let timers = timers(args.timer);
     let interval = Duration::from_millis(args.heartbeat_ms);
     println!(
         "{} groups x {} members, heartbeat every {} ms, session {} ms; {} rounds, then {} groups fall silent",

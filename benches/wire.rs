@@ -25,6 +25,8 @@ use broker_sim::wire::Limits;
 use bytes::Bytes;
 #[path = "common/process.rs"]
 mod process;
+#[path = "common/timers.rs"]
+mod timer_arg;
 
 use clap::Parser;
 use hdrhistogram::Histogram;
@@ -40,6 +42,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use timer_arg::{timers, TimerArg};
 
 #[derive(Parser)]
 #[command(about = "The wire front under acks=all produces and long-poll fetches")]
@@ -63,8 +66,8 @@ struct Args {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=3))]
     replication_factor: u32,
     /// Only this timer (wheel or delayqueue); both by default.
-    #[arg(long)]
-    timer: Option<String>,
+    #[arg(long, value_enum)]
+    timer: Option<TimerArg>,
     // Accepted for `cargo bench`'s own flag.
     #[arg(long, hide = true)]
     bench: bool,
@@ -336,15 +339,7 @@ fn parked_memory(leaders: &[SocketAddr], server: &Server, n: u32) -> f64 {
 
 fn main() {
     let args = Args::parse();
-    let timers: Vec<TimerChoice> = match args.timer.as_deref() {
-        None => vec![TimerChoice::Wheel, TimerChoice::DelayQueue],
-        Some("wheel") => vec![TimerChoice::Wheel],
-        Some("delayqueue") => vec![TimerChoice::DelayQueue],
-        Some(other) => {
-            eprintln!("wire: --timer must be wheel or delayqueue, not '{other}'");
-            std::process::exit(2);
-        }
-    };
+    let timers = timers(args.timer);
     println!(
         "{} producers (acks=all), {} long-polling consumers, {} partitions, replication factor {}, {:.0} s per timer; {} parked fetches for memory",
         args.producers, args.consumers, PARTITIONS, args.replication_factor, args.seconds, args.parked

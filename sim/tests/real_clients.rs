@@ -30,6 +30,18 @@ fn passes(server: Server) {
     assert!(report.violations.is_empty(), "{}", report.human());
 }
 
+/// A cluster whose new groups wait 300 ms, not Kafka's 3 s, for their
+/// members to arrive.
+fn quick_groups() -> LiveConfig {
+    LiveConfig {
+        groups: broker_sim::live::GroupConfig {
+            initial_rebalance_delay: Duration::from_millis(300),
+            ..Default::default()
+        },
+        ..LiveConfig::default()
+    }
+}
+
 /// kcat, if installed.
 fn kcat() -> Option<&'static str> {
     let found = Command::new("kcat")
@@ -222,16 +234,7 @@ fn two_confluent_consumers_in_a_group_process_every_record_once_across_a_rebalan
     if !confluent() {
         return;
     }
-    let server = start(
-        LiveConfig {
-            groups: broker_sim::live::GroupConfig {
-                initial_rebalance_delay: Duration::from_millis(300),
-                ..Default::default()
-            },
-            ..LiveConfig::default()
-        },
-        &[("grouped", 4)],
-    );
+    let server = start(quick_groups(), &[("grouped", 4)]);
     let bootstrap = bootstrap(&server);
     let first = confluent_client(&["produce", &bootstrap, "grouped", "200", "a"]);
     assert_eq!(first["acked"], 200, "{first}");
@@ -291,16 +294,7 @@ fn two_confluent_consumers_in_a_group_process_every_record_once_across_a_rebalan
 #[test]
 fn two_kcat_consumers_split_a_group_and_one_leaving_hands_over_its_partitions() {
     let Some(kcat) = kcat() else { return };
-    let server = start(
-        LiveConfig {
-            groups: broker_sim::live::GroupConfig {
-                initial_rebalance_delay: Duration::from_millis(300),
-                ..Default::default()
-            },
-            ..LiveConfig::default()
-        },
-        &[("split", 4)],
-    );
+    let server = start(quick_groups(), &[("split", 4)]);
     let bootstrap = bootstrap(&server);
     let consumer = |name: &str| {
         Command::new(kcat)

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use purgatory::{DelayedOperation, Outcome};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One partition of a produce with `acks=all`.
 pub struct ProducePart {
@@ -28,7 +28,6 @@ pub struct WireProduce {
     pub parts: Vec<ProducePart>,
     pub min_insync: usize,
     pub timeout: Duration,
-    pub parked_at: Instant,
     pub outcome: Option<Outcome>,
     pub checks: Arc<Checks>,
 }
@@ -95,7 +94,6 @@ pub struct WireFetch {
     pub min_bytes: u64,
     pub max_bytes: usize,
     pub max_wait: Duration,
-    pub parked_at: Instant,
     pub outcome: Option<Outcome>,
     pub checks: Arc<Checks>,
 }

@@ -316,7 +316,6 @@ impl BrokerService {
                 parts: parked,
                 min_insync: self.cluster.cfg.min_insync as usize,
                 timeout,
-                parked_at,
                 outcome: None,
                 checks: Arc::clone(&checks),
             };
@@ -485,7 +484,6 @@ impl BrokerService {
             min_bytes: if at_once { 0 } else { min_bytes },
             max_bytes,
             max_wait,
-            parked_at,
             outcome: None,
             checks: Arc::clone(&checks),
         };

@@ -8,8 +8,7 @@
 //! requests the front implements, field by field as Kafka's schemas lay
 //! them out, and refuses a count that the rest of the frame cannot hold at
 //! the element's smallest encoded size. It builds nothing; the decoding
-//! stays the crate's. A request that passes is no larger in memory than a
-//! small multiple of its frame.
+//! stays the crate's.
 
 use kafka_protocol::messages::ApiKey;
 
@@ -93,6 +92,17 @@ impl<'a> Walk<'a> {
             element(self)?;
         }
         Ok(())
+    }
+
+    /// An array of (string, bytes) elements with tagged fields: JoinGroup's
+    /// protocols, SyncGroup's assignments.
+    fn named_bytes_array(&mut self) -> Result<(), Refused> {
+        let min = self.min_len(2) + self.min_len(4) + self.min_tags();
+        self.array(min, |w| {
+            w.string()?;
+            w.bytes()?;
+            w.tags()
+        })
     }
 
     /// Tagged fields, in flexible versions.
@@ -219,12 +229,7 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.string()?; // group_instance_id
             }
             w.string()?; // protocol_type
-            let min = w.min_len(2) + w.min_len(4) + w.min_tags();
-            w.array(min, |w| {
-                w.string()?;
-                w.bytes()?;
-                w.tags()
-            })?;
+            w.named_bytes_array()?;
         }
         ApiKey::SyncGroup => {
             w.string()?; // group_id
@@ -237,12 +242,7 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.string()?; // protocol_type
                 w.string()?; // protocol_name
             }
-            let min = w.min_len(2) + w.min_len(4) + w.min_tags();
-            w.array(min, |w| {
-                w.string()?;
-                w.bytes()?;
-                w.tags()
-            })?;
+            w.named_bytes_array()?;
         }
         ApiKey::LeaveGroup => {
             w.string()?; // group_id
