@@ -270,7 +270,7 @@ fn two_confluent_consumers_in_a_group_process_every_record_once_across_a_rebalan
     let (from_a, from_b) = (lines(&a), lines(&b));
     assert!(
         !from_b.is_empty(),
-        "the second member got partitions: {}",
+        "the second member processed records; its stderr: {}",
         String::from_utf8_lossy(&b.stderr)
     );
     let mut all: Vec<String> = from_a.iter().chain(&from_b).cloned().collect();

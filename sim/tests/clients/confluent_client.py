@@ -10,8 +10,9 @@
         the error name and the seconds it took.
 
     confluent_client.py produce BOOTSTRAP TOPIC COUNT PREFIX
-        Produce COUNT records PREFIX-0.. with acks=all; prints how many
-        were acknowledged.
+        Produce COUNT records PREFIX-0.. with acks=all, round-robin over the
+        partitions (librdkafka's sticky partitioner could put them all in
+        one); prints how many were acknowledged.
     confluent_client.py group BOOTSTRAP TOPIC SECONDS GROUP
         Consume TOPIC in consumer group GROUP for SECONDS, committing each
         record synchronously after printing it (one line each), then leave.
@@ -102,9 +103,10 @@ def timeout(bootstrap, topic, timeout_ms):
 
 def produce(bootstrap, topic, count, prefix):
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2})
+    partitions = len(producer.list_topics(topic, timeout=10).topics[topic].partitions)
     acked = []
     for i in range(count):
-        producer.produce(topic, value=f"{prefix}-{i}".encode(),
+        producer.produce(topic, value=f"{prefix}-{i}".encode(), partition=i % partitions,
                          callback=lambda err, msg: err is None and acked.append(1))
         producer.poll(0)
     producer.flush(60)
@@ -119,7 +121,11 @@ def group(bootstrap, topic, seconds, group_id):
         "auto.offset.reset": "earliest",
         "fetch.wait.max.ms": 100,
     })
-    consumer.subscribe([topic])
+    # Assignments go to stderr, so a caller's failure message shows them.
+    def assigned(_, partitions):
+        print("assigned", [p.partition for p in partitions], file=sys.stderr, flush=True)
+
+    consumer.subscribe([topic], on_assign=assigned)
     deadline = time.time() + seconds
     while time.time() < deadline:
         msg = consumer.poll(0.2)
