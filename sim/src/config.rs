@@ -120,7 +120,9 @@ pub struct Config {
     /// Client back-off before retrying after an error.
     pub retry_backoff: Duration,
 
-    /// Consumers, each owning a share of the partitions.
+    /// Consumers, each owning a share of the partitions; with more consumers
+    /// than partitions, each reads one partition (several read each, as
+    /// independent consumer groups do).
     pub consumers: u32,
     /// Consumer `fetch.min.bytes`.
     pub fetch_min_bytes: u64,
@@ -202,55 +204,88 @@ impl Config {
     /// # Errors
     /// A message naming the offending parameter.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.brokers == 0 || self.partitions == 0 {
-            return fail("--brokers and --partitions must be at least 1".into());
+        use crate::limits as l;
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        for (range, value) in [
+            (l::DURATION_S, self.duration.as_secs_f64()),
+            (l::BROKERS, f64::from(self.brokers)),
+            (l::PARTITIONS, f64::from(self.partitions)),
+            (l::REPLICATION_FACTOR, f64::from(self.replication_factor)),
+            (l::MIN_INSYNC, f64::from(self.min_insync)),
+            (l::PRODUCE_RATE, self.produce_rate),
+            (l::ACKS_ALL_FRACTION, self.acks_all_fraction),
+            (
+                l::PARTITIONS_PER_PRODUCE,
+                f64::from(self.partitions_per_produce),
+            ),
+            (l::BATCH_BYTES, self.batch_bytes_p50),
+            (l::PRODUCE_TIMEOUT_MS, ms(self.produce_timeout)),
+            (l::CONSUMERS, f64::from(self.consumers)),
+            (l::FETCH_MIN_BYTES, self.fetch_min_bytes as f64),
+            (l::FETCH_MAX_WAIT_MS, ms(self.fetch_max_wait)),
+            (l::REPLICA_LAG_MAX_MS, ms(self.replica_lag_max)),
+            (l::MEMBERS, f64::from(self.members)),
+            (l::SESSION_TIMEOUT_MS, ms(self.session_timeout)),
+            (l::HEARTBEAT_INTERVAL_MS, ms(self.heartbeat_interval)),
+            (l::LATENCY_US, self.latency.as_secs_f64() * 1e6),
+            (l::BANDWIDTH_MB, self.bandwidth / 1e6),
+        ] {
+            range.check_named(value).map_err(ConfigError)?;
         }
-        if self.replication_factor == 0 || self.replication_factor > self.brokers {
+        if self.replication_factor > self.brokers {
             return fail(format!(
                 "--replication-factor must be between 1 and the broker count ({}), got {}",
                 self.brokers, self.replication_factor
             ));
         }
-        if self.min_insync == 0 || self.min_insync > self.replication_factor {
+        if self.min_insync > self.replication_factor {
             return fail(format!(
                 "--min-insync must be between 1 and the replication factor ({}), got {}",
                 self.replication_factor, self.min_insync
             ));
         }
-        for (name, value) in [
-            ("--produce-rate", self.produce_rate),
-            ("--bandwidth-mb", self.bandwidth),
-            ("--batch-bytes", self.batch_bytes_p50),
-        ] {
-            if !value.is_finite() || value < 0.0 {
-                return fail(format!("{name} must be a non-negative number, got {value}"));
-            }
-        }
-        if self.bandwidth <= 0.0 || self.batch_bytes_p50 < 1.0 {
-            return fail("--bandwidth-mb and --batch-bytes must be positive".into());
-        }
-        if self.batch_bytes_p75.is_nan() || self.batch_bytes_p75 < self.batch_bytes_p50 {
-            return fail("the batch size's 75th percentile must not be below its median".into());
-        }
-        if !(0.0..=1.0).contains(&self.acks_all_fraction) {
+        if self.batch_bytes_p75.is_nan()
+            || self.batch_bytes_p75 < self.batch_bytes_p50
+            || self.batch_bytes_p75 > crate::limits::MAX_BATCH_BYTES as f64
+        {
             return fail(format!(
-                "--acks-all-fraction must be between 0 and 1, got {}",
-                self.acks_all_fraction
+                "the batch size's 75th percentile must be between its median and {} bytes",
+                crate::limits::MAX_BATCH_BYTES
             ));
         }
-        if self.partitions_per_produce == 0 {
-            return fail("--partitions-per-produce must be at least 1".into());
+        if self.members > 0 && self.heartbeat_interval >= self.session_timeout {
+            return fail(format!(
+                "--heartbeat-interval-ms ({}) must be below --session-timeout-ms ({}), as Kafka's clients require",
+                self.heartbeat_interval.as_millis(),
+                self.session_timeout.as_millis()
+            ));
         }
-        if self.duration.is_zero() {
-            return fail("--duration-s must be positive".into());
+        for (what, d) in [
+            ("the retry back-off", self.retry_backoff),
+            ("replica.fetch.wait.max.ms", self.replica_fetch_wait),
+        ] {
+            if d > Duration::from_secs(3600) {
+                return fail(format!("{what} must be at most an hour"));
+            }
         }
-        if self.heartbeat_interval.is_zero() && self.members > 0 {
-            return fail("--heartbeat-interval-ms must be positive".into());
+        if self.fetch_max_bytes == 0 || self.fetch_max_bytes > 1 << 30 {
+            return fail("the fetch size limit must be from 1 byte to 1 GiB".into());
         }
-        if self.fetch_max_bytes == 0 {
-            return fail("the fetch size limit must be positive".into());
-        }
+        let day = Duration::from_secs(86_400);
         for fault in &self.faults {
+            let (times, delay) = match fault {
+                Fault::SlowFollower {
+                    from, until, delay, ..
+                } => (vec![*from, *until], *delay),
+                Fault::Crash { at, .. } | Fault::StopHeartbeats { at, .. } => {
+                    (vec![*at], Duration::ZERO)
+                }
+            };
+            if times.iter().any(|t| *t > day) || delay > Duration::from_secs(3600) {
+                return fail(
+                    "a fault's times must be within a day and its delay within an hour".into(),
+                );
+            }
             match fault {
                 Fault::SlowFollower {
                     broker,

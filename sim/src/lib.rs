@@ -28,6 +28,7 @@
 pub mod cluster;
 pub mod config;
 pub mod engine;
+pub mod limits;
 pub mod live;
 pub mod ops;
 pub mod report;

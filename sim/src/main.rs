@@ -2,6 +2,7 @@
 //! violated invariant (1) or an impossible configuration (2).
 
 use broker_sim::config::{ClockChoice, Config, TimerChoice};
+use broker_sim::limits as l;
 use broker_sim::live::LiveConfig;
 use broker_sim::scenario::{scenario, SCENARIOS};
 use broker_sim::serve::{ServeOptions, Server};
@@ -28,7 +29,11 @@ enum ClockArg {
 /// Simulates a Kafka-like cluster on the request purgatory and checks that
 /// every request is answered exactly once and correctly.
 #[derive(Parser)]
-#[command(version, about)]
+///
+/// Exit status: 0 when every check passed, 1 when a check failed, 2 for a
+/// configuration that cannot run, 3 when the run hit one of its own limits
+/// (too many requests in flight, or a drain past every timeout).
+#[command(version, about, allow_negative_numbers = true)]
 struct Args {
     /// Scenario to run (see --list-scenarios).
     #[arg(long, default_value = "default")]
@@ -66,69 +71,71 @@ struct Args {
     no_auto_create: bool,
     /// With --serve: the largest request frame accepted, in bytes (Kafka's
     /// socket.request.max.bytes) [1024..=1073741824].
-    #[arg(long, default_value_t = 104_857_600, value_parser = clap::value_parser!(u64).range(1024..=1_073_741_824), requires = "serve")]
+    #[arg(long, default_value_t = 104_857_600, value_parser = |s: &str| l::MAX_REQUEST_BYTES.parse_u64(s), requires = "serve")]
     max_request_bytes: u64,
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     json: bool,
 
-    /// Seconds of arrivals (in-flight requests are drained after).
-    #[arg(long)]
+    /// Seconds of arrivals; what is in flight is drained after
+    /// [0.001..=86400].
+    #[arg(long, value_parser = |s: &str| l::DURATION_S.parse_f64(s))]
     duration_s: Option<f64>,
-    /// Brokers.
-    #[arg(long)]
+    /// Brokers [1..=100].
+    #[arg(long, value_parser = |s: &str| l::BROKERS.parse_u32(s))]
     brokers: Option<u32>,
     /// Topic-partitions (with --serve: the partitions of a topic created
-    /// on first use, 1 unless given).
-    #[arg(long)]
+    /// on first use, 1 unless given) [1..=100000].
+    #[arg(long, value_parser = |s: &str| l::PARTITIONS.parse_u32(s))]
     partitions: Option<u32>,
-    /// Replicas per partition.
-    #[arg(long)]
+    /// Replicas per partition, at most the broker count [1..=100].
+    #[arg(long, value_parser = |s: &str| l::REPLICATION_FACTOR.parse_u32(s))]
     replication_factor: Option<u32>,
-    /// min.insync.replicas.
-    #[arg(long)]
+    /// min.insync.replicas, at most the replication factor [1..=100].
+    #[arg(long, value_parser = |s: &str| l::MIN_INSYNC.parse_u32(s))]
     min_insync: Option<u32>,
-    /// Produce requests per second.
-    #[arg(long)]
+    /// Produce requests per second [0..=1000000].
+    #[arg(long, value_parser = |s: &str| l::PRODUCE_RATE.parse_f64(s))]
     produce_rate: Option<f64>,
-    /// Share of produces with acks=all (0..1).
-    #[arg(long)]
+    /// Share of produces with acks=all [0..=1].
+    #[arg(long, value_parser = |s: &str| l::ACKS_ALL_FRACTION.parse_f64(s))]
     acks_all_fraction: Option<f64>,
-    /// Partitions per produce request, at most.
-    #[arg(long)]
+    /// Partitions per produce request, at most [1..=1000].
+    #[arg(long, value_parser = |s: &str| l::PARTITIONS_PER_PRODUCE.parse_u32(s))]
     partitions_per_produce: Option<u32>,
-    /// Median batch size in bytes (the 75th percentile is three times it).
-    #[arg(long)]
+    /// Median batch size in bytes; the 75th percentile is three times it
+    /// [1..=1048576].
+    #[arg(long, value_parser = |s: &str| l::BATCH_BYTES.parse_f64(s))]
     batch_bytes: Option<f64>,
-    /// Produce timeout.ms.
-    #[arg(long)]
+    /// Produce timeout.ms [1..=3600000].
+    #[arg(long, value_parser = |s: &str| l::PRODUCE_TIMEOUT_MS.parse_u64(s))]
     produce_timeout_ms: Option<u64>,
-    /// Consumers.
-    #[arg(long)]
+    /// Consumers [0..=10000].
+    #[arg(long, value_parser = |s: &str| l::CONSUMERS.parse_u32(s))]
     consumers: Option<u32>,
-    /// Consumer fetch.min.bytes.
-    #[arg(long)]
+    /// Consumer fetch.min.bytes [0..=104857600].
+    #[arg(long, value_parser = |s: &str| l::FETCH_MIN_BYTES.parse_u64(s))]
     fetch_min_bytes: Option<u64>,
-    /// Consumer fetch.max.wait.ms.
-    #[arg(long)]
+    /// Consumer fetch.max.wait.ms [0..=3600000].
+    #[arg(long, value_parser = |s: &str| l::FETCH_MAX_WAIT_MS.parse_u64(s))]
     fetch_max_wait_ms: Option<u64>,
-    /// replica.lag.time.max.ms.
-    #[arg(long)]
+    /// replica.lag.time.max.ms [1..=3600000].
+    #[arg(long, value_parser = |s: &str| l::REPLICA_LAG_MAX_MS.parse_u64(s))]
     replica_lag_max_ms: Option<u64>,
-    /// Group members.
-    #[arg(long)]
+    /// Group members [0..=1000000].
+    #[arg(long, value_parser = |s: &str| l::MEMBERS.parse_u32(s))]
     members: Option<u32>,
-    /// session.timeout.ms.
-    #[arg(long)]
+    /// session.timeout.ms [1..=3600000].
+    #[arg(long, value_parser = |s: &str| l::SESSION_TIMEOUT_MS.parse_u64(s))]
     session_timeout_ms: Option<u64>,
-    /// heartbeat.interval.ms.
-    #[arg(long)]
+    /// heartbeat.interval.ms, below the session timeout [1..=3600000].
+    #[arg(long, value_parser = |s: &str| l::HEARTBEAT_INTERVAL_MS.parse_u64(s))]
     heartbeat_interval_ms: Option<u64>,
-    /// One-way network latency in microseconds.
-    #[arg(long)]
+    /// One-way network latency in microseconds [0..=10000000].
+    #[arg(long, value_parser = |s: &str| l::LATENCY_US.parse_u64(s))]
     latency_us: Option<u64>,
-    /// Each broker's outbound bandwidth in MB/s.
-    #[arg(long)]
+    /// Each broker's outbound bandwidth in MB/s [0.001..=1000000].
+    #[arg(long, value_parser = |s: &str| l::BANDWIDTH_MB.parse_f64(s))]
     bandwidth_mb: Option<f64>,
 }
 
@@ -157,11 +164,6 @@ fn config(args: &Args) -> Result<Config, String> {
         Some(ClockArg::Real) => ClockChoice::Real,
     };
     if let Some(s) = args.duration_s {
-        if !s.is_finite() || s <= 0.0 || s > 1e6 {
-            return Err(format!(
-                "--duration-s must be above 0 and at most 1000000 seconds, got {s}"
-            ));
-        }
         cfg.duration = Duration::from_secs_f64(s);
     }
     let ms = Duration::from_millis;
@@ -323,25 +325,27 @@ fn main() -> ExitCode {
     if args.serve {
         return serve(&args, &cfg);
     }
-    let bar = (cfg.clock == ClockChoice::Real).then(|| {
-        let bar = indicatif::ProgressBar::new(cfg.duration.as_millis() as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {elapsed_precise} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar
-    });
-    let mut on_progress =
-        |elapsed: Duration, _total: Duration, stats: &broker_sim::stats::Stats| {
-            if let Some(bar) = &bar {
-                bar.set_position(elapsed.as_millis() as u64);
-                bar.set_message(format!(
-                    "{} produces, {} fetches answered",
-                    stats.produce.completed + stats.produce.expired + stats.produce.errored,
-                    stats.fetch.completed + stats.fetch.expired + stats.fetch.errored
-                ));
-            }
-        };
+    // A real-time run shows its progress from the start; a simulated one
+    // only once it has taken a couple of seconds.
+    let started = std::time::Instant::now();
+    let show_after = match cfg.clock {
+        ClockChoice::Real => Duration::ZERO,
+        ClockChoice::Sim => Duration::from_secs(2),
+    };
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    let mut on_progress = |elapsed: Duration, total: Duration, stats: &broker_sim::stats::Stats| {
+        if started.elapsed() < show_after {
+            return;
+        }
+        let bar = bar.get_or_insert_with(|| progress_bar(total));
+        bar.set_position(elapsed.as_millis().min(total.as_millis()) as u64);
+        bar.set_message(format!(
+            "{:.1} s, {} produces, {} fetches",
+            elapsed.as_secs_f64(),
+            stats.produce.completed + stats.produce.expired + stats.produce.errored,
+            stats.fetch.completed + stats.fetch.expired + stats.fetch.errored
+        ));
+    };
     let result = run(&cfg, Some(&mut on_progress));
     if let Some(bar) = bar {
         bar.finish_and_clear();
@@ -358,9 +362,15 @@ fn main() -> ExitCode {
     } else {
         print!("{}", report::human(&cfg, &result.stats, result.wall));
     }
-    if result.stats.violations == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    ExitCode::from(report::Verdict::of(&result.stats).exit_code())
+}
+
+/// A progress line of at most 80 columns over `total` of the run's time.
+fn progress_bar(total: Duration) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total.as_millis() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:24} {elapsed_precise} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
 }

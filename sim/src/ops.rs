@@ -39,6 +39,19 @@ pub enum PartStatus {
     NotAvailable,
 }
 
+impl PartStatus {
+    /// Kafka's name for the error (`NONE` for success), for reports.
+    pub fn error_name(self) -> &'static str {
+        match self {
+            PartStatus::Ok => "NONE",
+            PartStatus::NotLeader => "NOT_LEADER_OR_FOLLOWER",
+            PartStatus::NotEnoughReplicas => "NOT_ENOUGH_REPLICAS",
+            PartStatus::TimedOut => "REQUEST_TIMED_OUT",
+            PartStatus::NotAvailable => "BROKER_NOT_AVAILABLE",
+        }
+    }
+}
+
 /// An operation's answer, as the broker sends it.
 #[derive(Debug)]
 pub enum Reply {

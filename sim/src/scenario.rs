@@ -46,8 +46,9 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "idle-fetch",
-        description: "200 consumers long-poll quiet partitions (50 produces/s, min.bytes 1 MiB): almost \
-                      every fetch waits its full max.wait, so expirations dominate. 30 s.",
+        description: "200 consumers long-poll the 32 quiet partitions, 6 or 7 on each as independent \
+                      groups would (50 produces/s, min.bytes 1 MiB): almost every fetch waits its full \
+                      max.wait, so expirations dominate. 30 s.",
         build: |c| {
             c.produce_rate = 50.0;
             c.consumers = 200;

@@ -3,7 +3,7 @@
 //! invariants whose violation fails the run.
 
 use hdrhistogram::Histogram;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The invariants every run checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -36,9 +36,9 @@ impl Check {
         match self {
             Check::ExactlyOnce => "every request and session answered exactly once",
             Check::AckedBelowHw => "no acks=all produce acknowledged below the high watermark",
-            Check::EarlyFetch => "no fetch answered before max.wait with fewer than min.bytes, none read above the HW",
+            Check::EarlyFetch => "no fetch answered early below min.bytes, none read above the HW",
             Check::EarlyExpiry => "no expiration before its deadline",
-            Check::EmptyAtEnd => "purgatories empty (watched and delayed 0) at the end",
+            Check::EmptyAtEnd => "purgatories empty (watched and delayed 0) once drained",
         }
     }
 
@@ -143,6 +143,21 @@ pub struct Stats {
     pub fetch: TypeStats,
     /// Followers' fetches.
     pub follower_fetch: TypeStats,
+    /// Errored requests by request type and Kafka error name; a request
+    /// whose partitions failed in different ways counts under each.
+    pub errors: BTreeMap<(&'static str, &'static str), u64>,
+    /// New produce requests (retries not included): over the time of
+    /// arrivals, the achieved produce rate, beside the configured one.
+    pub produce_arrivals: u64,
+    /// When arrivals ended (µs of the run's time).
+    pub arrivals_ended_us: u64,
+    /// The limits of the run that were hit (too many requests in flight, a
+    /// drain past every timeout), described; the run's checks still hold
+    /// for what it did.
+    pub limits: Vec<String>,
+    /// Requests still pending when the run stopped at its drain limit,
+    /// answered by the purgatories' shutdown.
+    pub cut_off: u64,
     /// Produce requests retried after an error.
     pub retries: u64,
     /// `acks=1` produces (answered without the purgatory).
@@ -223,6 +238,17 @@ impl Stats {
         self.open.remove(&req)
     }
 
+    /// Counts an errored request of type `kind` under each distinct error
+    /// among `errors` (Kafka error names).
+    pub fn errored(&mut self, kind: &'static str, errors: impl IntoIterator<Item = &'static str>) {
+        let mut seen: Vec<&'static str> = errors.into_iter().collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for error in seen {
+            *self.errors.entry((kind, error)).or_default() += 1;
+        }
+    }
+
     /// Records an invariant violation.
     pub fn violation(&mut self, check: Check, what: String) {
         self.violations += 1;
@@ -240,6 +266,14 @@ impl Stats {
     /// Requests answered more than once.
     pub fn duplicated(&self) -> u64 {
         self.answered_twice.len() as u64
+    }
+
+    /// Produce arrivals per second of the run's time of arrivals.
+    pub fn achieved_produce_rate(&self) -> f64 {
+        match self.arrivals_ended_us {
+            0 => 0.0,
+            us => self.produce_arrivals as f64 / (us as f64 / 1e6),
+        }
     }
 
     /// Requests answered exactly once: every other one.

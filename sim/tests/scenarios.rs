@@ -64,10 +64,18 @@ fn the_scenarios_show_what_they_are_about() {
     let crash = run_json("broker-crash");
     assert!(crash["replication"]["leader_changes"].as_u64().unwrap() > 0);
     assert!(crash["replication"]["cancelled_by_key"].as_u64().unwrap() > 0);
+    // The dead broker leaves the ISR of every partition it was in.
+    assert!(crash["replication"]["isr_shrinks"].as_u64().unwrap() >= 32);
     let slow = run_json("slow-follower");
     assert!(slow["replication"]["isr_shrinks"].as_u64().unwrap() > 0);
     assert!(slow["replication"]["isr_expands"].as_u64().unwrap() > 0);
     let idle = run_json("idle-fetch");
+    // 200 consumers on 32 partitions: every one of them long-polls, about
+    // once per max.wait (500 ms) for 30 s.
+    assert!(
+        idle["fetch"]["sent"].as_u64().unwrap() >= 200 * 55,
+        "{idle}"
+    );
     assert!(
         idle["fetch"]["expired"].as_u64().unwrap() > idle["fetch"]["completed"].as_u64().unwrap()
     );
@@ -76,6 +84,24 @@ fn the_scenarios_show_what_they_are_about() {
     assert!(beats["group"]["heartbeats"].as_u64().unwrap() > 1000);
     let overload = run_json("overload");
     assert!(overload["produce"]["expired"].as_u64().unwrap() > 0);
+    assert!(
+        overload["errors"]["produce"]["NOT_ENOUGH_REPLICAS"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "errors are reported by kind: {}",
+        overload["errors"]
+    );
+    let default = run_json("default");
+    let rate = &default["produce_rate"];
+    let (configured, achieved) = (
+        rate["configured"].as_f64().unwrap(),
+        rate["achieved"].as_f64().unwrap(),
+    );
+    assert!(
+        (achieved / configured - 1.0).abs() < 0.02,
+        "the achieved rate follows the configured one: {rate}"
+    );
 }
 
 #[test]

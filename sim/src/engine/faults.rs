@@ -31,6 +31,9 @@ impl Engine {
         let alive: Vec<bool> = self.brokers.iter().map(|b| b.alive).collect();
         for p in 0..self.partitions.len() {
             let (moved, change) = self.partitions[p].remove_broker(dead, &alive, self.now);
+            if change.isr_changed {
+                self.stats.isr_shrinks += 1;
+            }
             if moved {
                 self.stats.leader_changes += 1;
                 // Everything parked on the dead leader for this partition is
@@ -45,8 +48,14 @@ impl Engine {
         }
     }
 
+    /// Ends arrivals: at the configured duration, when asked from outside,
+    /// or at the in-flight limit (the first of these counts).
     pub(super) fn end_of_arrivals(&mut self) {
+        if self.stopping {
+            return;
+        }
         self.stopping = true;
+        self.stats.arrivals_ended_us = self.now;
         // Heartbeats after this would do nothing: members leave now, and
         // silent ones are past heartbeating.
         self.queue

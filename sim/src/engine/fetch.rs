@@ -224,7 +224,12 @@ impl Engine {
         fetch.record_latency(self.now - request.sent_at);
         let errored = parts.iter().any(|p| p.3 != PartStatus::Ok);
         match (errored, outcome) {
-            (true, _) => fetch.errored += 1,
+            (true, _) => {
+                fetch.errored += 1;
+                let errors = parts.iter().filter(|p| p.3 != PartStatus::Ok);
+                self.stats
+                    .errored("fetch", errors.map(|p| p.3.error_name()));
+            }
             (false, Outcome::Expired) => fetch.expired += 1,
             (false, _) => fetch.completed += 1,
         }

@@ -12,13 +12,21 @@ use purgatory::Outcome;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The largest batch drawn: the log-normal's far tail is cut there.
+const MAX_BATCH: f64 = crate::limits::MAX_BATCH_BYTES as f64;
+
 impl Engine {
     pub(super) fn produce_arrival(&mut self) {
         if self.stopping {
             return;
         }
-        let gap = self.rng.exponential(1e6 / self.cfg.produce_rate) as u64;
-        self.schedule(self.now + gap.max(1), Event::ProduceArrival);
+        self.stats.produce_arrivals += 1;
+        // The next arrival is due a gap after this one was due, not after it
+        // was handled: a real-time run that wakes late catches up instead
+        // of falling behind its rate.
+        // Kept in fractions of a µs: rounding each gap would bias the rate.
+        self.next_arrival += self.rng.exponential(1e6 / self.cfg.produce_rate);
+        self.schedule(self.next_arrival as u64, Event::ProduceArrival);
         // A producer sends one request per broker, for partitions it leads.
         let leaders: Vec<u32> = (0..self.cfg.brokers)
             .filter(|&b| {
@@ -46,7 +54,12 @@ impl Engine {
         }
         let batches = led[..k]
             .iter()
-            .map(|&p| (p, self.batch_bytes.sample(&mut self.rng).max(1.0) as u64))
+            .map(|&p| {
+                (
+                    p,
+                    self.batch_bytes.sample(&mut self.rng).clamp(1.0, MAX_BATCH) as u64,
+                )
+            })
             .collect();
         let acks_all = self.rng.chance(self.cfg.acks_all_fraction);
         self.send_produce(batches, acks_all, 0);
@@ -201,6 +214,9 @@ impl Engine {
             produce.expired += 1;
         } else {
             produce.errored += 1;
+            let errors = statuses.iter().filter(|s| s.1 != PartStatus::Ok);
+            self.stats
+                .errored("produce", errors.map(|s| s.1.error_name()));
         }
         let Some(Context::Produce {
             batches,

@@ -105,20 +105,23 @@ impl Engine {
             return;
         };
         let f = follower as usize;
-        let mut errored = false;
+        let mut errors = Vec::new();
         for (p, offset, bytes, status) in parts {
             self.follower_in_flight[f][p as usize] = false;
             let part = &mut self.partitions[p as usize];
-            errored |= status != PartStatus::Ok;
+            if status != PartStatus::Ok {
+                errors.push(status.error_name());
+            }
             if status == PartStatus::Ok && part.leader != Some(follower) && part.leo[f] == offset {
                 part.leo[f] += bytes;
             }
         }
-        let follower_stats = &mut self.stats.follower_fetch;
+        let errored = !errors.is_empty();
         if errored {
-            follower_stats.errored += 1;
+            self.stats.follower_fetch.errored += 1;
+            self.stats.errored("follower fetch", errors);
         } else {
-            follower_stats.completed += 1;
+            self.stats.follower_fetch.completed += 1;
         }
         if !self.brokers[f].alive {
             return;
