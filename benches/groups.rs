@@ -33,6 +33,10 @@ use process::{cpu_seconds, rss_bytes};
 use std::time::{Duration, Instant};
 use timer_arg::{timers, TimerArg};
 
+/// The harness's allocator (jemalloc: flat under the purgatory's soak).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(about = "Consumer groups at scale: joins, heartbeats and session expiries")]
 struct Args {

@@ -7,6 +7,7 @@
 //! ```sh
 //! cargo bench --bench lateness                      # 100,000 operations, 2 busy threads
 //! cargo bench --bench lateness -- --load-threads 0  # on an idle machine
+//! cargo bench --bench lateness -- --timer wheel     # one timer (to profile it)
 //! ```
 
 use clap::Parser;
@@ -14,6 +15,10 @@ use purgatory::{DelayedOperation, Driver, Outcome, Purgatory, TimerKind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The harness's allocator (jemalloc: flat under the purgatory's soak).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[derive(Parser)]
 #[command(about = "Expiry lateness of the threaded timer")]
@@ -30,8 +35,18 @@ struct Args {
     /// Expiration worker threads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     workers: u32,
+    /// Which timers to measure.
+    #[arg(long, value_enum, default_value = "both")]
+    timer: Which,
     #[arg(long, hide = true)]
     bench: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum Which {
+    Wheel,
+    Delayqueue,
+    Both,
 }
 
 /// Expires; records how late (ns, negative if early).
@@ -92,6 +107,14 @@ fn main() {
             },
         ),
     ] {
+        let wanted = match args.timer {
+            Which::Both => true,
+            Which::Wheel => name == "wheel",
+            Which::Delayqueue => name == "delayqueue",
+        };
+        if !wanted {
+            continue;
+        }
         let purgatory: Purgatory<u32, Op> = Purgatory::builder("lateness")
             .timer(kind)
             .driver(Driver::Thread {

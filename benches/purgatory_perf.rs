@@ -24,6 +24,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The harness's allocator (jemalloc: flat under the purgatory's soak).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Kafka's purgatory benchmark (TestPurgatoryPerformance), run on this
 /// purgatory (`wheel`) and then on the DelayQueue baseline (`heap_lazy`).
 #[derive(Parser, Clone)]

@@ -44,6 +44,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use timer_arg::{timers, TimerArg};
 
+/// The harness's allocator (jemalloc: flat under the purgatory's soak).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(about = "The wire front under acks=all produces and long-poll fetches")]
 struct Args {

@@ -60,6 +60,21 @@
 //! [`Purgatory::advance_clock`], usually with a [`ManualClock`], which
 //! makes tests and simulations deterministic.
 //!
+//! # Memory
+//! A parked operation costs its own size plus about 265 bytes: its cell
+//! (state, room for the result, inline links to up to 4 watch lists,
+//! timer bookkeeping) and its share of the timer and the lists
+//! (`cargo run --release --example burst_memory`: 297 bytes each for 1e6
+//! operations of 16 bytes). A cell is allocated on the thread that
+//! submits and freed on the thread that answers, so the allocator's
+//! footprint can grow beyond what is in use. In a soak of three minutes
+//! at about 1.2M operations a second (`cargo run --release --example
+//! soak`), glibc's malloc grew the resident size 5.4% past its first
+//! minute, mimalloc 16.4%, and jemalloc stayed within 2.0%: an embedding
+//! broker that runs for long is advised to use jemalloc (for instance the
+//! `tikv-jemallocator` crate as its global allocator), or to cap glibc's
+//! arenas (`MALLOC_ARENA_MAX`), which slowed the growth to 4.2%.
+//!
 //! # Lock order
 //! User code (`try_complete`, `on_complete`, `on_expiration`) runs with no
 //! purgatory lock held, only the operation's own `RUNNING` bit, which nobody

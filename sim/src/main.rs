@@ -14,6 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// jemalloc: under the purgatory's soak (operations allocated on one thread
+/// and freed on another, for minutes), glibc's malloc grew the resident
+/// size past 5% and mimalloc past 16%, while jemalloc stayed within 2%.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Clone, Copy, ValueEnum)]
 enum TimerArg {
     Wheel,
