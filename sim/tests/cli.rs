@@ -1,18 +1,8 @@
 //! The command line: exit codes and messages a user sees.
 
-use std::process::Command;
+mod common;
 
-fn sim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_broker-sim"))
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::sim;
 
 #[test]
 fn bad_flags_and_impossible_clusters_exit_2_with_a_message() {

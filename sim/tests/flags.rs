@@ -2,19 +2,9 @@
 //! parse time with the range, a run that cannot finish says so as a limit
 //! of the run, and the report fits an 80-column terminal.
 
-use std::process::Command;
+mod common;
 
-fn sim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_broker-sim"))
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::sim;
 
 fn refused(args: &[&str], needle: &str) {
     let (code, out, err) = sim(args);
