@@ -932,7 +932,7 @@ fn a_reset_after_the_timer_let_go_says_the_session_was_not_extended() {
             );
             assert_eq!((p.watched(), p.delayed()), (0, 0));
             assert_eq!(p.metrics().held_timer_entries, 0, "{case}");
-            // The handle lives in the first session's slot: let it go
+            // The second handle lives in the first Session operation's `next`: let it go
             // before the purgatory.
             next.lock().take();
         }

@@ -4,8 +4,9 @@
 //! The ranges bound what the model is meant for (a cluster of up to a
 //! hundred brokers, a day of simulated time, timeouts up to an hour) and
 //! keep the harness's time and size arithmetic far from wrapping: with every
-//! parameter inside its range, the largest simulated instant is below 2^43
-//! µs. Memory that grows with the traffic (requests in flight) is bounded
+//! parameter inside its range, arrivals, timeouts and the drain limit stay
+//! below 2^38 µs; the one sum that can grow with the traffic (a broker's
+//! link queue) saturates. Memory that grows with the traffic (requests in flight) is bounded
 //! while the run goes, by [`MAX_IN_FLIGHT`].
 
 /// A parameter's accepted values, inclusive at both ends.

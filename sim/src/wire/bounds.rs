@@ -134,6 +134,22 @@ impl<'a> Walk<'a> {
     fn min_tags(&self) -> usize {
         usize::from(self.flexible)
     }
+
+    /// An array of topics (a name, then an array of `partition`s of at
+    /// least `min_partition` bytes each, then tags), the shape most
+    /// requests share.
+    fn topics(
+        &mut self,
+        min_partition: usize,
+        mut partition: impl FnMut(&mut Self) -> Result<(), Refused>,
+    ) -> Result<(), Refused> {
+        let min_topic = self.min_len(2) + self.min_len(4) + self.min_tags();
+        self.array(min_topic, |w| {
+            w.string()?;
+            w.array(min_partition, &mut partition)?;
+            w.tags()
+        })
+    }
 }
 
 /// Checks a request body (after its header) of `api` at `version`, whose
@@ -149,14 +165,9 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             w.string()?; // transactional_id
             w.skip(2 + 4)?; // acks, timeout_ms
             let min_partition = 4 + w.min_len(4) + w.min_tags();
-            let min_topic = w.min_len(2) + w.min_len(4) + w.min_tags();
-            w.array(min_topic, |w| {
-                w.string()?;
-                w.array(min_partition, |w| {
-                    w.skip(4)?;
-                    w.bytes()?;
-                    w.tags()
-                })?;
+            w.topics(min_partition, |w| {
+                w.skip(4)?;
+                w.bytes()?;
                 w.tags()
             })?;
         }
@@ -172,21 +183,12 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 + if version >= 5 { 8 } else { 0 }
                 + 4
                 + w.min_tags();
-            let min_topic = w.min_len(2) + w.min_len(4) + w.min_tags();
-            w.array(min_topic, |w| {
-                w.string()?;
-                w.array(partition, |w| {
-                    w.skip(partition - w.min_tags())?;
-                    w.tags()
-                })?;
+            w.topics(partition, |w| {
+                w.skip(partition - w.min_tags())?;
                 w.tags()
             })?;
             if version >= 7 {
-                w.array(min_topic, |w| {
-                    w.string()?;
-                    w.array(4, |w| w.skip(4))?;
-                    w.tags()
-                })?;
+                w.topics(4, |w| w.skip(4))?; // forgotten_topics_data
             }
             if version >= 11 {
                 w.string()?; // rack_id
@@ -198,13 +200,8 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.skip(1)?; // isolation_level
             }
             let partition = 4 + if version >= 4 { 4 } else { 0 } + 8 + w.min_tags();
-            let min_topic = w.min_len(2) + w.min_len(4) + w.min_tags();
-            w.array(min_topic, |w| {
-                w.string()?;
-                w.array(partition, |w| {
-                    w.skip(partition - w.min_tags())?;
-                    w.tags()
-                })?;
+            w.topics(partition, |w| {
+                w.skip(partition - w.min_tags())?;
                 w.tags()
             })?;
         }
@@ -274,25 +271,15 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             }
             let fixed = 4 + 8 + if version >= 6 { 4 } else { 0 };
             let min_partition = fixed + w.min_len(2) + w.min_tags();
-            let min_topic = w.min_len(2) + w.min_len(4) + w.min_tags();
-            w.array(min_topic, |w| {
-                w.string()?;
-                w.array(min_partition, |w| {
-                    w.skip(fixed)?;
-                    w.string()?; // committed_metadata
-                    w.tags()
-                })?;
+            w.topics(min_partition, |w| {
+                w.skip(fixed)?;
+                w.string()?; // committed_metadata
                 w.tags()
             })?;
         }
         ApiKey::OffsetFetch => {
             w.string()?; // group_id
-            let min_topic = w.min_len(2) + w.min_len(4) + w.min_tags();
-            w.array(min_topic, |w| {
-                w.string()?;
-                w.array(4, |w| w.skip(4))?;
-                w.tags()
-            })?;
+            w.topics(4, |w| w.skip(4))?;
         }
         // ApiVersions, FindCoordinator (up to v3) and Heartbeat have no
         // arrays; other APIs are refused before decoding.
