@@ -2,10 +2,10 @@
 
 use crate::outcome::Outcome;
 use crate::result::ResultSlot;
+use crate::timer_queue::CellRef;
 use crate::unchecked::{prefetch, OpState};
 use crate::watchers::Links;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
-use std::sync::Arc;
 
 /// `Cell::timer` before the operation is scheduled, and after it was
 /// taken out of the wheel by `unschedule`.
@@ -37,8 +37,9 @@ pub(crate) struct Cell<K, O> {
     /// a copy of what `Pending::links` holds, readable without holding
     /// the operation, for a batch to prefetch ahead (`Shared::drive_all`).
     pub watch_hint: AtomicUsize,
-    /// Where the result waits for the handle.
-    pub result: ResultSlot<Completion<O>>,
+    /// Where the result waits for the handle: the outcome and the
+    /// operation, which make its [`Completion`].
+    pub result: ResultSlot<O>,
 }
 
 /// What only the thread that holds an operation (see `unchecked/state.rs`)
@@ -47,8 +48,6 @@ pub(crate) struct Cell<K, O> {
 pub(crate) struct Pending<K, O> {
     pub op: O,
     pub links: Links<K, O>,
-    /// Keys it is watched under (a group's link stands for several).
-    pub keys: usize,
     /// Where its timer entry's slot and bucket place were when it was
     /// scheduled (`TimingWheel::addresses`), to prefetch.
     pub timer_addresses: [usize; 2],
@@ -73,7 +72,6 @@ impl<K, O> Cell<K, O> {
             state: OpState::new_held(Pending {
                 op,
                 links: Links::new(),
-                keys: 0,
                 timer_addresses: [0; 2],
             }),
             timer: AtomicU64::new(NO_TIMER),
@@ -88,22 +86,20 @@ impl<K, O> Cell<K, O> {
     /// ready to be written: for a thread about to complete it (see
     /// `unchecked/prefetch.rs`). At most the first 512 bytes: an operation
     /// type of several KB would otherwise turn each call into a stream of
-    /// prefetches (with `purgatory_perf`'s operation, 32 bytes, the cell is
-    /// 312 bytes with its counts; a test keeps such a cell within reach).
+    /// prefetches (a test keeps `purgatory_perf`'s cell within reach).
     #[inline(always)]
-    pub(crate) fn prefetch(cell: &Arc<Self>) {
-        // The counts sit just before the value (a hint: if the layout ever
+    pub(crate) fn prefetch(cell: &CellRef<K, O>) {
+        // The count sits just before the value (a hint: if the layout ever
         // changes, a line is fetched in vain).
-        let counts = 2 * std::mem::size_of::<usize>();
-        let start = (Arc::as_ptr(cell) as usize).wrapping_sub(counts);
+        let counts = std::mem::size_of::<usize>();
+        let start = (CellRef::as_ptr(cell) as usize).wrapping_sub(counts);
         let len = (counts + std::mem::size_of::<Self>()).min(512);
         prefetch::lines_for_write(start, len);
     }
 
     /// Stores the result and wakes whoever waits for it.
     pub(crate) fn deliver(&self, outcome: Outcome, operation: O) {
-        self.result
-            .deliver(outcome, Completion { outcome, operation });
+        self.result.deliver(outcome, operation);
     }
 
     /// Drops what the user left in an answered cell (a result never taken,
@@ -124,7 +120,7 @@ mod tests {
             _completes_at: std::time::Instant,
             _timeout: std::time::Duration,
         }
-        let cell = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<Cell<u64, Fake>>();
+        let cell = std::mem::size_of::<usize>() + std::mem::size_of::<Cell<u64, Fake>>();
         assert!(
             cell <= 512,
             "{cell} bytes, beyond what `Cell::prefetch` fetches"

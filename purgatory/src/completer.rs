@@ -1,8 +1,8 @@
 //! Ending or extending one operation from places other than where its
 //! handle is awaited.
 
-use crate::cell::Cell;
 use crate::purgatory::Shared;
+use crate::timer_queue::CellRef;
 use crate::DelayedOperation;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -46,7 +46,7 @@ use std::time::Duration;
 /// ```
 pub struct Completer<K, O> {
     shared: Arc<Shared<K, O>>,
-    cell: Arc<Cell<K, O>>,
+    cell: CellRef<K, O>,
     /// The handle's prefetch hints (see `unchecked/prefetch.rs`); stale
     /// ones cost a wasted prefetch, never a wrong answer.
     hints: [usize; 2],
@@ -57,7 +57,7 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
-    pub(crate) fn new(shared: Arc<Shared<K, O>>, cell: Arc<Cell<K, O>>, hints: [usize; 2]) -> Self {
+    pub(crate) fn new(shared: Arc<Shared<K, O>>, cell: CellRef<K, O>, hints: [usize; 2]) -> Self {
         Completer {
             shared,
             cell,
@@ -87,7 +87,7 @@ impl<K, O> Clone for Completer<K, O> {
     fn clone(&self) -> Self {
         Completer {
             shared: Arc::clone(&self.shared),
-            cell: Arc::clone(&self.cell),
+            cell: CellRef::clone(&self.cell),
             hints: self.hints,
         }
     }

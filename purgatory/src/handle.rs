@@ -1,10 +1,11 @@
 //! The submitter's handle on a delayed operation.
 
-use crate::cell::{Cell, Completion};
+use crate::cell::Completion;
 use crate::completer::Completer;
 use crate::outcome::Outcome;
 use crate::purgatory::Shared;
 use crate::result::Taken;
+use crate::timer_queue::CellRef;
 use crate::DelayedOperation;
 use std::future::Future;
 use std::hash::Hash;
@@ -44,7 +45,7 @@ use std::time::{Duration, Instant};
 /// ```
 pub struct Delayed<K, O> {
     shared: Arc<Shared<K, O>>,
-    cell: Arc<Cell<K, O>>,
+    cell: CellRef<K, O>,
     at_once: bool,
     /// Where the operation's first watch entry and its timer entry were
     /// stored at submission (see `unchecked/prefetch.rs`).
@@ -58,7 +59,7 @@ where
 {
     pub(crate) fn new(
         shared: Arc<Shared<K, O>>,
-        cell: Arc<Cell<K, O>>,
+        cell: CellRef<K, O>,
         at_once: bool,
         hints: [usize; 2],
     ) -> Self {
@@ -92,7 +93,11 @@ where
     /// operation or push its timeout back from anywhere, while the handle
     /// itself is awaited or waited on elsewhere. See [`Completer`].
     pub fn completer(&self) -> Completer<K, O> {
-        Completer::new(Arc::clone(&self.shared), Arc::clone(&self.cell), self.hints)
+        Completer::new(
+            Arc::clone(&self.shared),
+            CellRef::clone(&self.cell),
+            self.hints,
+        )
     }
 
     /// Completes the operation now, as [`Outcome::Completed`], without
@@ -130,7 +135,8 @@ where
     /// # Panics
     /// If the result was already taken by polling this handle to `Ready`.
     pub fn wait(self) -> Completion<O> {
-        self.cell.result.wait_take().unwrap_or_else(|Taken| taken())
+        let (outcome, operation) = self.cell.result.wait_take().unwrap_or_else(|Taken| taken());
+        Completion { outcome, operation }
     }
 
     /// Blocks until the operation is answered or `timeout` passes; hands
@@ -143,7 +149,7 @@ where
             return Ok(self.wait());
         };
         match self.cell.result.wait_take_until(deadline) {
-            Ok(Some(done)) => Ok(done),
+            Ok(Some((outcome, operation))) => Ok(Completion { outcome, operation }),
             Ok(None) => Err(self),
             Err(Taken) => taken(),
         }
@@ -169,7 +175,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion<O>> {
         match self.cell.result.poll_take(cx.waker()) {
-            Ok(Some(done)) => Poll::Ready(done),
+            Ok(Some((outcome, operation))) => Poll::Ready(Completion { outcome, operation }),
             Ok(None) => Poll::Pending,
             Err(Taken) => taken(),
         }

@@ -148,7 +148,6 @@ where
         cell.state.start(
             |pending| {
                 shared.watchers.watch_all(&cell, &mut pending.links, keys);
-                pending.keys = keys.len();
                 shared.counters.watched_add(keys.len());
                 if shared
                     .timer
@@ -407,7 +406,6 @@ where
         let Pending {
             mut op,
             links,
-            keys,
             timer_addresses,
         } = pending;
         // Before the first lock: see `unchecked/prefetch.rs`.
@@ -417,7 +415,7 @@ where
         if outcome != Outcome::Expired {
             timer_addresses.into_iter().for_each(prefetch::for_write);
         }
-        self.watchers.close(cell, links);
+        let keys = self.watchers.close(cell, links);
         self.counters.watched_sub(keys);
         self.timer.unschedule(cell);
         if outcome == Outcome::Expired {
@@ -432,7 +430,7 @@ where
         // was dropped, as a broker answering through `on_complete` does).
         // The count cannot rise meanwhile: only this thread holds a reference
         // to clone.
-        if reader == Reader::Handle || Arc::strong_count(cell) > 1 {
+        if reader == Reader::Handle || CellRef::count(cell) > 1 {
             cell.deliver(outcome, op);
         } else {
             caught::drop_logged(op);

@@ -31,7 +31,6 @@
 use crate::cell::Cell;
 use crate::timer_queue::CellRef;
 use parking_lot::Mutex;
-use std::sync::Arc;
 
 pub(crate) struct SpareCells<K, O> {
     stack: Mutex<Vec<CellRef<K, O>>>,
@@ -58,12 +57,12 @@ impl<K, O> SpareCells<K, O> {
         if let Some(mut spare) = spare {
             // Unique unless a handle's drop is between parking the cell and
             // releasing its own reference (see `give_back`): then allocate.
-            if let Some(cell) = Arc::get_mut(&mut spare) {
+            if let Some(cell) = CellRef::get_mut(&mut spare) {
                 *cell = Cell::new(op, seq);
                 return spare;
             }
         }
-        Arc::new(Cell::new(op, seq))
+        CellRef::new(Cell::new(op, seq))
     }
 
     /// Parks `cell` for reuse if it is answered and `cell` is its last
@@ -73,19 +72,15 @@ impl<K, O> SpareCells<K, O> {
         if self.capacity == 0 {
             return;
         }
-        // Plain loads first: `Arc::get_mut` is a locked compare-exchange,
-        // and most calls would fail it (a check that left its operation
-        // pending, a handle dropped while the purgatory still holds the
-        // operation).
-        if !cell.state.is_done() || Arc::strong_count(cell) != 1 {
+        if !cell.state.is_done() || !CellRef::is_unique(cell) {
             return;
         }
-        match Arc::get_mut(cell) {
+        match CellRef::get_mut(cell) {
             Some(unique) => unique.clear(),
             None => return,
         }
         // Cloned before locking, to keep the critical section to a push.
-        let parked = Arc::clone(cell);
+        let parked = CellRef::clone(cell);
         let mut stack = self.stack.lock();
         if stack.len() < self.capacity {
             stack.push(parked);
@@ -110,6 +105,7 @@ impl<K, O> SpareCells<K, O> {
 mod tests {
     use super::*;
     use crate::outcome::Outcome;
+    use std::sync::Arc;
 
     /// A cell from `spare` whose operation `op` has been answered (its
     /// result delivered and not taken).
@@ -125,12 +121,12 @@ mod tests {
     fn a_given_back_cell_is_reused_cleared() {
         let spare = SpareCells::new(2);
         let mut cell = answered(&spare, "first".to_string());
-        let first = Arc::as_ptr(&cell);
+        let first = CellRef::as_ptr(&cell);
         spare.give_back(&mut cell);
         drop(cell);
         assert_eq!(spare.len(), 1);
         let again = spare.cell("second".to_string(), 2);
-        assert_eq!(Arc::as_ptr(&again), first, "the spare cell is reused");
+        assert_eq!(CellRef::as_ptr(&again), first, "the spare cell is reused");
         assert_eq!(spare.len(), 0);
         // Fresh state: pending, no outcome, the new operation in place.
         assert!(!again.state.is_done());
@@ -148,12 +144,12 @@ mod tests {
     fn the_cell_given_back_last_is_reused_first() {
         let spare = SpareCells::new(4);
         let (mut a, mut b) = (answered(&spare, 1u8), answered(&spare, 2u8));
-        let (pa, pb) = (Arc::as_ptr(&a), Arc::as_ptr(&b));
+        let (pa, pb) = (CellRef::as_ptr(&a), CellRef::as_ptr(&b));
         spare.give_back(&mut a);
         spare.give_back(&mut b);
         drop((a, b));
-        assert_eq!(Arc::as_ptr(&spare.cell(3, 3)), pb);
-        assert_eq!(Arc::as_ptr(&spare.cell(4, 4)), pa);
+        assert_eq!(CellRef::as_ptr(&spare.cell(3, 3)), pb);
+        assert_eq!(CellRef::as_ptr(&spare.cell(4, 4)), pa);
     }
 
     #[test]
@@ -161,7 +157,7 @@ mod tests {
         let spare = SpareCells::new(1);
         // Another reference exists: not the last one, not parked.
         let mut shared = answered(&spare, "shared".to_string());
-        let other = Arc::clone(&shared);
+        let other = CellRef::clone(&shared);
         spare.give_back(&mut shared);
         assert_eq!(spare.len(), 0);
         drop(other);

@@ -120,16 +120,27 @@ pub(crate) struct Link<K, O> {
     address: usize,
 }
 
+impl<K, O> Link<K, O> {
+    /// Keys the entry stands for: a group's link stands for all of its
+    /// keys. (Counted here rather than kept in every cell.)
+    fn keys(&self) -> usize {
+        match &self.list.name {
+            Name::Key(_) => 1,
+            Name::Group(keys) => keys.len(),
+        }
+    }
+}
+
 /// A group's entries in its keys' lists.
 type Members<K, O> = Vec<Link<K, O>>;
 
 /// Where an operation is watched: its entry in each list (one group's, or
-/// one per key). Requests seldom watch more than a few partitions, so that
-/// many are stored inline, without allocating.
-pub(crate) type Links<K, O> = SmallVec<[Link<K, O>; INLINE_KEYS]>;
-
-/// Lists an operation can be on before its links spill to the heap.
-const INLINE_KEYS: usize = 4;
+/// one per key). One link is stored inline: an operation under one key, or
+/// under a key set that came lately (a group), which is what a broker's
+/// requests are once their partitions come round again. Only a key set seen
+/// for the first time spills its links to the heap. Room for four inline
+/// took 80 bytes more in every cell.
+pub(crate) type Links<K, O> = SmallVec<[Link<K, O>; 1]>;
 
 impl<K, O> ListState<K, O> {
     /// Marks the list detached (out of its map) and takes what it holds.
@@ -186,7 +197,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     pub(crate) fn watch_all(&self, cell: &CellRef<K, O>, links: &mut Links<K, O>, keys: &[K]) {
         if self.lazy || keys.len() == 1 || !self.recent.seen_again(keys) {
             for key in keys {
-                links.push(self.push_to_key(key, Entry::Op(Arc::clone(cell))));
+                links.push(self.push_to_key(key, Entry::Op(CellRef::clone(cell))));
             }
         } else {
             links.push(self.push_to_group(keys, cell));
@@ -223,7 +234,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             keys,
             || keys.into(),
             create,
-            Entry::Op(Arc::clone(cell)),
+            Entry::Op(CellRef::clone(cell)),
         )
     }
 
@@ -248,13 +259,16 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     }
 
     /// Removes a completing `cell` from every list in `links` (wheel
-    /// purgatory; the baseline leaves it there).
-    pub(crate) fn close(&self, cell: &Cell<K, O>, links: Links<K, O>) {
+    /// purgatory; the baseline leaves it there). Returns the number of keys
+    /// it was watched under.
+    pub(crate) fn close(&self, cell: &Cell<K, O>, links: Links<K, O>) -> usize {
+        let keys = links.iter().map(Link::keys).sum();
         if !self.lazy {
             for link in links {
                 self.remove(&link.list, link.index, |entry| entry.is_op(cell));
             }
         }
+        keys
     }
 
     /// Removes the entry at `index` in `list` if `is_it` recognises it (the
@@ -341,7 +355,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             let mut pending = Vec::with_capacity(state.entries.len());
             for entry in state.entries.iter() {
                 match entry {
-                    Entry::Op(cell) => pending.push(Arc::clone(cell)),
+                    Entry::Op(cell) => pending.push(CellRef::clone(cell)),
                     Entry::Group(group) => groups.push(Arc::clone(group)),
                 }
             }
@@ -352,7 +366,13 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         }
         for group in &groups {
             let state = group.state.lock();
-            pending.extend(state.entries.iter().filter_map(Entry::op).map(Arc::clone));
+            pending.extend(
+                state
+                    .entries
+                    .iter()
+                    .filter_map(Entry::op)
+                    .map(CellRef::clone),
+            );
         }
         drop(dead);
         oldest_first(pending)

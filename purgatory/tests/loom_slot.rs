@@ -1,6 +1,6 @@
 //! Exhaustive interleavings of the hand-over of a result to its handle
-//! (`src/result/slot.rs`, compiled here against loom's lock and condition
-//! variable): a poll racing the delivery never panics and is never left
+//! (`src/result/slot.rs`, compiled here against loom's lock and thread
+//! parking): a poll racing the delivery never panics and is never left
 //! pending without a wake-up, a blocked waiter is always woken, and a
 //! waker replaced by a later poll is the one woken.
 #![allow(dead_code)]
@@ -26,30 +26,26 @@ mod sync {
         }
     }
 
-    pub(crate) struct Condvar(loom::sync::Condvar);
+    struct Unpark(loom::thread::Thread);
 
-    impl Condvar {
-        pub(crate) fn new() -> Self {
-            Condvar(loom::sync::Condvar::new())
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
         }
+    }
 
-        pub(crate) fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-            self.0.wait(guard).unwrap()
-        }
+    pub(crate) fn thread_waker() -> std::task::Waker {
+        std::task::Waker::from(std::sync::Arc::new(Unpark(loom::thread::current())))
+    }
 
-        pub(crate) fn wait_until<'a, T>(
-            &self,
-            guard: MutexGuard<'a, T>,
-            deadline: Instant,
-        ) -> (MutexGuard<'a, T>, bool) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let (guard, result) = self.0.wait_timeout(guard, left).unwrap();
-            (guard, result.timed_out())
-        }
+    pub(crate) fn park() {
+        loom::thread::park();
+    }
 
-        pub(crate) fn notify_all(&self) {
-            self.0.notify_all();
-        }
+    /// Loom has no timed park: the models do not wait with a deadline.
+    pub(crate) fn park_until(_deadline: Instant) -> bool {
+        loom::thread::park();
+        true
     }
 }
 
@@ -101,12 +97,12 @@ fn a_poll_racing_the_answer_is_ready_or_pending_and_then_woken() {
         let first = slot.poll_take(&waker).expect("nothing took the result");
         answer.join().unwrap();
         match first {
-            Some(value) => assert_eq!(value, 7),
+            Some(value) => assert_eq!(value, (Outcome::Expired, 7)),
             None => {
                 // Pending: the delivery must have woken the waker it left,
                 // and the next poll finds the result.
                 assert_eq!(count.0.load(Ordering::SeqCst), 1, "lost wake-up");
-                assert_eq!(slot.poll_take(&waker), Ok(Some(7)));
+                assert_eq!(slot.poll_take(&waker), Ok(Some((Outcome::Expired, 7))));
             }
         }
         assert_eq!(slot.outcome(), Some(Outcome::Expired));
@@ -144,7 +140,7 @@ fn a_blocked_waiter_is_always_woken() {
         let slot = loom::sync::Arc::new(ResultSlot::new());
         let answer = delivering(&slot);
         // loom reports a deadlock if the notification could be lost.
-        assert_eq!(slot.wait_take(), Ok(7));
+        assert_eq!(slot.wait_take(), Ok((Outcome::Expired, 7)));
         answer.join().unwrap();
         assert!(slot.wait_take().is_err());
     });
@@ -166,10 +162,10 @@ fn a_poll_and_a_blocked_waiter_take_the_result_once_between_them() {
         // Exactly one of the two has the value.
         match polled {
             Ok(Some(v)) => {
-                assert_eq!(v, 7);
+                assert_eq!(v, (Outcome::Expired, 7));
                 assert!(waited.is_err());
             }
-            Ok(None) => assert_eq!(waited, Ok(7)),
+            Ok(None) => assert_eq!(waited, Ok((Outcome::Expired, 7))),
             Err(_) => panic!("taken before anyone took it"),
         }
     });

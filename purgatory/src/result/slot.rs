@@ -9,16 +9,18 @@
 //! pending poll is always woken. Only a poll after the handle took the
 //! result finds it taken.
 
-use super::sync::{Condvar, Mutex};
+use super::sync::{park, park_until, thread_waker, Mutex};
 use crate::caught;
 use crate::outcome::Outcome;
 use std::task::Waker;
 use std::time::Instant;
 
+/// A thread blocked on the result is one more waker: its poll leaves a
+/// waker that unparks it, so the slot needs no condition variable of its
+/// own (8 bytes in every cell), and a blocked wait is woken exactly as a
+/// task is.
 pub(crate) struct ResultSlot<T> {
     state: Mutex<State<T>>,
-    /// Woken on delivery, for threads blocked in `wait_take`.
-    ready: Condvar,
 }
 
 enum State<T> {
@@ -38,7 +40,6 @@ impl<T> ResultSlot<T> {
     pub(crate) fn new() -> Self {
         ResultSlot {
             state: Mutex::new(State::Waiting(None)),
-            ready: Condvar::new(),
         }
     }
 
@@ -56,7 +57,6 @@ impl<T> ResultSlot<T> {
         let waker = waker.take();
         *state = State::Ready(outcome, value);
         drop(state);
-        self.ready.notify_all();
         if let Some(waker) = waker {
             waker.wake();
         }
@@ -73,7 +73,7 @@ impl<T> ResultSlot<T> {
     /// Takes the result if it is there; otherwise keeps `waker`, to be woken
     /// on delivery, and returns `Ok(None)`. `Err(Taken)` if the result was
     /// taken before.
-    pub(crate) fn poll_take(&self, waker: &Waker) -> Result<Option<T>, Taken> {
+    pub(crate) fn poll_take(&self, waker: &Waker) -> Result<Option<(Outcome, T)>, Taken> {
         let mut state = self.state.lock();
         if let Some(taken) = Self::take(&mut state) {
             return taken.map(Some);
@@ -89,41 +89,46 @@ impl<T> ResultSlot<T> {
 
     /// Blocks until the result is there and takes it; `Err(Taken)` if it
     /// was taken before.
-    pub(crate) fn wait_take(&self) -> Result<T, Taken> {
-        let mut state = self.state.lock();
+    pub(crate) fn wait_take(&self) -> Result<(Outcome, T), Taken> {
+        let waker = thread_waker();
         loop {
-            if let Some(taken) = Self::take(&mut state) {
-                return taken;
+            if let Some(done) = self.poll_take(&waker)? {
+                return Ok(done);
             }
-            state = self.ready.wait(state);
+            park();
         }
     }
 
     /// Blocks until the result is there or `deadline` passes, and takes it
-    /// (`Ok(None)` on timeout).
-    pub(crate) fn wait_take_until(&self, deadline: Instant) -> Result<Option<T>, Taken> {
-        let mut state = self.state.lock();
+    /// (`Ok(None)` on timeout, and then no waker of this thread is left).
+    pub(crate) fn wait_take_until(&self, deadline: Instant) -> Result<Option<(Outcome, T)>, Taken> {
+        let waker = thread_waker();
         loop {
-            if let Some(taken) = Self::take(&mut state) {
-                return taken.map(Some);
+            if let Some(done) = self.poll_take(&waker)? {
+                return Ok(Some(done));
             }
-            let timed_out;
-            (state, timed_out) = self.ready.wait_until(state, deadline);
-            if timed_out {
-                return Self::take(&mut state).transpose();
+            if !park_until(deadline) {
+                let mut state = self.state.lock();
+                if let Some(taken) = Self::take(&mut state) {
+                    return taken.map(Some);
+                }
+                if let State::Waiting(kept) = &mut *state {
+                    *kept = None;
+                }
+                return Ok(None);
             }
         }
     }
 
     /// Takes a ready result; `None` while waiting.
-    fn take(state: &mut State<T>) -> Option<Result<T, Taken>> {
+    fn take(state: &mut State<T>) -> Option<Result<(Outcome, T), Taken>> {
         match state {
             State::Waiting(_) => None,
             State::Taken(_) => Some(Err(Taken)),
             State::Ready(outcome, _) => {
                 let outcome = *outcome;
                 match std::mem::replace(state, State::Taken(outcome)) {
-                    State::Ready(_, value) => Some(Ok(value)),
+                    State::Ready(_, value) => Some(Ok((outcome, value))),
                     _ => unreachable!("matched as ready just above"),
                 }
             }

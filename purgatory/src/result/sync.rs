@@ -1,9 +1,12 @@
-//! The lock and condition variable `slot.rs` is written against, in the
-//! shape of `std::sync`'s (a wait takes the guard and hands it back), which
-//! loom's versions share; here they are `parking_lot`'s, which neither
-//! poison nor allocate.
+//! The lock and the parking `slot.rs` is written against, in shapes that
+//! loom's versions share: the lock is `parking_lot`'s, which neither poisons
+//! nor allocates, and a thread blocked on a result parks itself, woken by a
+//! waker that unparks it.
 
 pub(crate) use parking_lot::MutexGuard;
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+use std::thread::Thread;
 use std::time::Instant;
 
 pub(crate) struct Mutex<T>(parking_lot::Mutex<T>);
@@ -22,29 +25,40 @@ impl<T> Mutex<T> {
     }
 }
 
-pub(crate) struct Condvar(parking_lot::Condvar);
+/// Wakes a thread parked on a result.
+struct Unpark(Thread);
 
-impl Condvar {
-    pub(crate) fn new() -> Self {
-        Condvar(parking_lot::Condvar::new())
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
     }
 
-    pub(crate) fn wait<'a, T>(&self, mut guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-        self.0.wait(&mut guard);
-        guard
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
     }
+}
 
-    /// Waits until notified or `deadline`; the flag says whether it timed out.
-    pub(crate) fn wait_until<'a, T>(
-        &self,
-        mut guard: MutexGuard<'a, T>,
-        deadline: Instant,
-    ) -> (MutexGuard<'a, T>, bool) {
-        let timed_out = self.0.wait_until(&mut guard, deadline).timed_out();
-        (guard, timed_out)
-    }
+/// A waker that unparks the calling thread; made once per thread.
+pub(crate) fn thread_waker() -> Waker {
+    thread_local!(static WAKER: Waker = Waker::from(Arc::new(Unpark(std::thread::current()))));
+    WAKER
+        .try_with(Waker::clone)
+        // During the thread's teardown: a waker of its own.
+        .unwrap_or_else(|_| Waker::from(Arc::new(Unpark(std::thread::current()))))
+}
 
-    pub(crate) fn notify_all(&self) {
-        self.0.notify_all();
+/// Parks the calling thread until it is unparked (or spuriously).
+pub(crate) fn park() {
+    std::thread::park();
+}
+
+/// Parks the calling thread until it is unparked (or spuriously), or
+/// until `deadline`; false, without parking, once `deadline` has passed.
+pub(crate) fn park_until(deadline: Instant) -> bool {
+    let now = Instant::now();
+    if now >= deadline {
+        return false;
     }
+    std::thread::park_timeout(deadline - now);
+    true
 }
