@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Kafka's purgatory benchmark (TestPurgatoryPerformance), run on this
-/// purgatory (`wheel`) and then on the DelayQueue baseline (`heap_lazy`).
+/// purgatory (`wheel`), on the DelayQueue baseline (`heap_lazy`) and on no
+/// purgatory at all (`null`: the harness's own cost).
 #[derive(Parser, Clone)]
 #[command(
     name = "purgatory_perf",
@@ -90,6 +91,10 @@ enum Impl {
     /// The DelayQueue baseline (Kafka's pre-2015 design).
     #[value(name = "heap_lazy")]
     HeapLazy,
+    /// No purgatory: each request is answered in its submission, so the
+    /// run costs what the harness itself costs (arrivals, latency draws,
+    /// operations), the floor under the others' figures.
+    Null,
 }
 
 /// A finite number above zero.
@@ -293,14 +298,18 @@ struct RunResult {
     wall: Duration,
 }
 
-fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult {
+/// Runs the workload on a purgatory with timer `kind`, or on none (`None`:
+/// the null purgatory, which answers each request as it is submitted).
+fn run(kind: Option<TimerKind>, name: &'static str, o: &Options, rate: f64) -> RunResult {
     reset_peak_rss();
-    let purgatory: Arc<Purgatory<u64, FakeOperation>> = Arc::new(
-        Purgatory::builder("fake")
-            .timer(kind)
-            .build()
-            .expect("valid purgatory"),
-    );
+    let purgatory: Option<Arc<Purgatory<u64, FakeOperation>>> = kind.map(|kind| {
+        Arc::new(
+            Purgatory::builder("fake")
+                .timer(kind)
+                .build()
+                .expect("valid purgatory"),
+        )
+    });
     let mut rng = Rng::new(0x5DEE_CE66_D1CE_4E5B);
     // Drawn once per run, as Kafka's benchmark does: every request shares them
     // (unless `--random-keys`).
@@ -383,11 +392,19 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
                 *key = (rng.unit() * o.key_space as f64) as u64;
             }
         }
-        let handle = purgatory
-            .try_complete_else_watch(op, &keys)
-            .expect("running purgatory");
-        if latency < timeout && !handle.is_completed() {
-            batch.push((completes_at, handle));
+        match &purgatory {
+            Some(purgatory) => {
+                let handle = purgatory
+                    .try_complete_else_watch(op, &keys)
+                    .expect("running purgatory");
+                if latency < timeout && !handle.is_completed() {
+                    batch.push((completes_at, handle));
+                }
+            }
+            None => {
+                let mut op = op;
+                op.on_complete(Outcome::Completed);
+            }
         }
         if batch.len() == batch.capacity()
             || now.duration_since(batch_started) > Duration::from_micros(500)
@@ -409,8 +426,14 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
     }
     let wall = start.elapsed();
     let cpu = cpu_time() - cpu_before;
-    let m = purgatory.metrics();
-    purgatory.shutdown();
+    let (completed, expired) = match &purgatory {
+        Some(purgatory) => {
+            let m = purgatory.metrics();
+            purgatory.shutdown();
+            (m.completed, m.expired)
+        }
+        None => (o.num, 0),
+    };
     RunResult {
         implementation: name,
         target_rate: rate,
@@ -418,21 +441,22 @@ fn run(kind: TimerKind, name: &'static str, o: &Options, rate: f64) -> RunResult
         cpu,
         cpu_us_per_request: cpu.as_secs_f64() * 1e6 / o.num as f64,
         peak_rss_mib: peak_rss_mib(),
-        completed: m.completed,
-        expired: m.expired,
+        completed,
+        expired,
         wall,
     }
 }
 
-const IMPLS: [(Impl, TimerKind, &str); 2] = [
-    (Impl::Wheel, TimerKind::Wheel, "wheel"),
+const IMPLS: [(Impl, Option<TimerKind>, &str); 3] = [
+    (Impl::Wheel, Some(TimerKind::Wheel), "wheel"),
     (
         Impl::HeapLazy,
-        TimerKind::DelayQueue {
+        Some(TimerKind::DelayQueue {
             purge_interval: 1000,
-        },
+        }),
         "heap_lazy",
     ),
+    (Impl::Null, None, "null"),
 ];
 
 fn print(r: &RunResult, case: &str, json: bool) {
@@ -473,7 +497,7 @@ fn main() {
     {
         return;
     }
-    let impls: Vec<(TimerKind, &str)> = IMPLS
+    let impls: Vec<(Option<TimerKind>, &str)> = IMPLS
         .into_iter()
         .filter(|(which, _, _)| o.only.is_none_or(|only| only == *which))
         .map(|(_, kind, name)| (kind, name))
