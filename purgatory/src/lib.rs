@@ -61,11 +61,14 @@
 //! makes tests and simulations deterministic.
 //!
 //! # Memory
-//! A parked operation costs its own size plus about 265 bytes: its cell
-//! (state, room for the result, inline links to up to 4 watch lists,
-//! timer bookkeeping) and its share of the timer and the lists
-//! (`cargo run --release --example burst_memory`: 297 bytes each for 1e6
-//! operations of 16 bytes). A cell is allocated on the thread that
+//! A parked operation costs its cell and its share of the timer and of its
+//! watch list: 185 bytes each for 1e6 operations of 16 bytes under 3 keys
+//! (`cargo run --release --example burst_memory`), 169 beyond the
+//! operation. The cell (168 bytes with its reference count) holds the
+//! operation, its state, one watch link inline, its timer id, deadline and
+//! submission order, two prefetch hints, and the result slot, which keeps
+//! room for the operation once more (the result hands it back): an
+//! operation of `S` bytes costs about `2S + 153`. A cell is allocated on the thread that
 //! submits and freed on the thread that answers, so the allocator's
 //! footprint can grow beyond what is in use. In a soak of three minutes
 //! at about 1.2M operations a second (`cargo run --release --example
