@@ -22,14 +22,14 @@ pub(crate) const FIRED: u64 = u64::MAX - 1;
 /// scheduled, and the slot its result is delivered to.
 pub(crate) struct Cell<K, O> {
     pub state: OpState<Pending<K, O>>,
-    /// The wheel id (raw), [`NO_TIMER`] or [`FIRED`]. Written under the
+    /// The wheel id (raw), [`NO_TIMER`] or [`FIRED`]; for the DelayQueue
+    /// baseline, the deadline tick in force (compared with its heap entries
+    /// to skip those a reschedule left behind) or `FIRED`. Written under the
     /// timer's lock, except the wheel's `FIRED`, stored just after the lock
     /// is released (the stale id it replaces is one the wheel no longer
-    /// answers to). The baseline only ever stores `FIRED`, under its lock.
+    /// answers to). The deadline itself is not kept here: the timer's entry
+    /// holds it, and hands it out with the entry when it fires.
     pub timer: AtomicU64,
-    /// The deadline tick in force; the DelayQueue baseline compares it with
-    /// its heap entries to skip ones left behind by a reschedule.
-    pub deadline: AtomicU64,
     /// Submission order within the purgatory: operations due at the same
     /// tick expire in this order, whichever timer holds them.
     pub seq: u64,
@@ -75,7 +75,6 @@ impl<K, O> Cell<K, O> {
                 timer_addresses: [0; 2],
             }),
             timer: AtomicU64::new(NO_TIMER),
-            deadline: AtomicU64::new(0),
             seq,
             watch_hint: AtomicUsize::new(0),
             result: ResultSlot::new(),

@@ -63,7 +63,13 @@ pub(crate) struct HeapEntry<K, O> {
 impl<K, O> HeapState<K, O> {
     /// Adds an entry for `cell` at `deadline`; returns whether the timer
     /// thread must wake up earlier than planned.
+    /// The cell's `timer` holds the deadline in force (see `Cell::timer`),
+    /// so that an entry left behind by a reschedule is known when it
+    /// surfaces. Deadlines are kept below `FIRED`, which a real tick never
+    /// reaches.
     fn push(&mut self, deadline: u64, cell: &CellRef<K, O>) -> bool {
+        let deadline = deadline.min(FIRED - 1);
+        cell.timer.store(deadline, Ordering::Relaxed);
         self.seq += 1;
         self.heap.push(HeapEntry {
             deadline,
@@ -71,6 +77,13 @@ impl<K, O> HeapState<K, O> {
             cell: CellRef::clone(cell),
         });
         deadline < self.wake_at
+    }
+}
+
+impl<K, O> HeapEntry<K, O> {
+    /// Neither completed nor left behind by a reschedule.
+    fn is_live(&self) -> bool {
+        !self.cell.state.is_done() && self.cell.timer.load(Ordering::Relaxed) == self.deadline
     }
 }
 
@@ -119,7 +132,6 @@ impl<K, O> TimerQueue<K, O> {
         timeout: Duration,
         addresses: &mut [usize; 2],
     ) -> bool {
-        cell.deadline.store(deadline, Ordering::Relaxed);
         match self {
             TimerQueue::Wheel(state) => {
                 // Cloned before locking: the reference count's atomic add
@@ -190,7 +202,6 @@ impl<K, O> TimerQueue<K, O> {
                     match s.wheel.reschedule(raw, deadline, timeout) {
                         Ok(id) => {
                             cell.timer.store(id, Ordering::Relaxed);
-                            cell.deadline.store(deadline, Ordering::Relaxed);
                             return Some(deadline < s.wake_at);
                         }
                         Err(None) => return None,
@@ -213,7 +224,6 @@ impl<K, O> TimerQueue<K, O> {
                 if cell.state.is_done() || cell.timer.load(Ordering::Relaxed) == FIRED {
                     return None;
                 }
-                cell.deadline.store(deadline, Ordering::Relaxed);
                 Some(s.push(deadline, cell))
             }
         }
@@ -229,35 +239,37 @@ impl<K, O> TimerQueue<K, O> {
         for_timer_thread: bool,
     ) -> Option<u64> {
         let mut dead = Vec::new();
-        let taken_from = due.len();
+        // With their deadlines, to put them in order.
+        let mut fired = Vec::new();
         let next = match self {
             TimerQueue::Wheel(state) => {
                 let next = {
                     let mut s = state.lock();
                     // Cells are not touched under the lock: each is a likely
                     // cache miss, and submissions wait on this lock.
-                    s.wheel.advance(now, |cell| due.push(cell));
+                    s.wheel
+                        .advance(now, |deadline, cell| fired.push((deadline, cell)));
                     let next = s.wheel.next_expiration();
                     if for_timer_thread {
                         s.wake_at = next.unwrap_or(u64::MAX);
                     }
                     next
                 };
-                mark_fired(&due[taken_from..]);
+                for (_, cell) in &fired {
+                    cell.timer.store(FIRED, Ordering::Relaxed);
+                }
                 next
             }
             TimerQueue::Heap(state) => {
                 let mut s = state.lock();
                 while s.heap.peek().is_some_and(|top| top.deadline <= now) {
                     let Some(entry) = s.heap.pop() else { break };
-                    let live = !entry.cell.state.is_done()
-                        && entry.cell.deadline.load(Ordering::Relaxed) == entry.deadline;
-                    if live {
+                    if entry.is_live() {
                         // Under the lock, so that no reschedule slips in
                         // between (the baseline's cost; the wheel needs no
                         // mark for that: its entry is gone).
                         entry.cell.timer.store(FIRED, Ordering::Relaxed);
-                        due.push(entry.cell);
+                        fired.push((entry.deadline, entry.cell));
                     } else {
                         dead.push(entry.cell);
                     }
@@ -271,7 +283,8 @@ impl<K, O> TimerQueue<K, O> {
         };
         drop(dead);
         // Same order from either timer: by deadline, then submission.
-        due.sort_unstable_by_key(|cell| (cell.deadline.load(Ordering::Relaxed), cell.seq));
+        fired.sort_unstable_by_key(|(deadline, cell)| (*deadline, cell.seq));
+        due.extend(fired.into_iter().map(|(_, cell)| cell));
         next
     }
 
@@ -312,10 +325,7 @@ impl<K, O> TimerQueue<K, O> {
                 let (live, dead): (Vec<_>, Vec<_>) = std::mem::take(&mut s.heap)
                     .into_vec()
                     .into_iter()
-                    .partition(|e| {
-                        !e.cell.state.is_done()
-                            && e.cell.deadline.load(Ordering::Relaxed) == e.deadline
-                    });
+                    .partition(HeapEntry::is_live);
                 s.heap = BinaryHeap::from(live);
                 dead
             };

@@ -85,11 +85,13 @@ impl<T> WheelTimer<T> {
         self.insert(deadline, timeout, value).map_err(Some)
     }
 
-    /// Hands every entry due at or before tick `now` to `fire`.
-    pub(crate) fn advance(&mut self, now: u64, mut fire: impl FnMut(T)) {
-        self.wheel.advance(now, |_, value| fire(value));
+    /// Hands every entry due at or before tick `now` to `fire`, with its
+    /// deadline.
+    pub(crate) fn advance(&mut self, now: u64, mut fire: impl FnMut(u64, T)) {
+        self.wheel
+            .advance_timed(now, |deadline, _, value| fire(deadline, value));
         for (_, lane) in &mut self.lanes {
-            lane.advance(now, |_, value| fire(value));
+            lane.advance_timed(now, |deadline, _, value| fire(deadline, value));
         }
     }
 
@@ -168,7 +170,10 @@ mod tests {
 
     fn fired(timer: &mut WheelTimer<u32>, now: u64) -> Vec<u32> {
         let mut out = Vec::new();
-        timer.advance(now, |v| out.push(v));
+        timer.advance(now, |deadline, v| {
+            assert!(deadline <= now, "{v} fired at {now}, due at {deadline}");
+            out.push(v)
+        });
         out.sort_unstable();
         out
     }

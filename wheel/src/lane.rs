@@ -222,6 +222,12 @@ impl<T> Lane<T> {
     /// in deadline order (and push order within a deadline). Returns how
     /// many fired.
     pub fn advance(&mut self, now: u64, mut fire: impl FnMut(u32, T)) -> usize {
+        self.advance_timed(now, |_, position, value| fire(position, value))
+    }
+
+    /// [`advance`](Self::advance), handing `fire` each entry's deadline as
+    /// well.
+    pub fn advance_timed(&mut self, now: u64, mut fire: impl FnMut(u64, u32, T)) -> usize {
         let mut fired = 0;
         while self.len > 0 {
             let offset = self.head.wrapping_sub(self.base);
@@ -239,7 +245,7 @@ impl<T> Lane<T> {
             };
             chunk.live -= 1;
             self.len -= 1;
-            fire(self.head, value);
+            fire(slot.deadline, self.head, value);
             fired += 1;
             self.settle();
         }
@@ -407,6 +413,17 @@ mod tests {
         fn positions_wrap_around(ops in prop::collection::vec(op(), 1..2_000)) {
             run(&ops, u32::MAX - 700)?;
         }
+    }
+
+    #[test]
+    fn advance_timed_tells_each_deadline_in_order() {
+        let mut lane = Lane::new();
+        for (deadline, value) in [(5, 'a'), (5, 'b'), (9, 'c'), (12, 'd')] {
+            lane.push(deadline, value).unwrap();
+        }
+        let mut told = Vec::new();
+        lane.advance_timed(10, |deadline, _, value| told.push((deadline, value)));
+        assert_eq!(told, [(5, 'a'), (5, 'b'), (9, 'c')]);
     }
 
     #[test]

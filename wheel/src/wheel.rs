@@ -217,6 +217,13 @@ impl<T> TimingWheel<T> {
     /// Idle time is skipped: the cost is O(levels) per non-empty bucket
     /// reached, plus O(1) per entry, however many ticks pass.
     pub fn advance(&mut self, now: u64, mut fire: impl FnMut(TimerId, T)) -> usize {
+        self.advance_timed(now, |_, id, value| fire(id, value))
+    }
+
+    /// [`advance`](Self::advance), handing `fire` each entry's deadline as
+    /// well: a caller that orders what fired by deadline need not keep the
+    /// deadline beside the value.
+    pub fn advance_timed(&mut self, now: u64, mut fire: impl FnMut(u64, TimerId, T)) -> usize {
         let mut fired = 0;
         // The due list fires first; its entries may be at any deadline <= now.
         let mut batch = std::mem::take(&mut self.scratch);
@@ -353,7 +360,7 @@ impl<T> TimingWheel<T> {
     }
 
     /// Fires slab entries already out of their buckets; returns how many.
-    fn fire_all(&mut self, batch: &[u32], fire: &mut impl FnMut(TimerId, T)) -> usize {
+    fn fire_all(&mut self, batch: &[u32], fire: &mut impl FnMut(u64, TimerId, T)) -> usize {
         for &index in batch {
             self.fire_one(index, fire);
         }
@@ -361,9 +368,10 @@ impl<T> TimingWheel<T> {
     }
 
     /// Fires slab entry `index`, already out of its bucket.
-    fn fire_one(&mut self, index: u32, fire: &mut impl FnMut(TimerId, T)) {
-        let id = TimerId::new(index, self.slab.get(index).generation);
-        fire(id, self.slab.remove(index));
+    fn fire_one(&mut self, index: u32, fire: &mut impl FnMut(u64, TimerId, T)) {
+        let entry = self.slab.get(index);
+        let (deadline, id) = (entry.deadline, TimerId::new(index, entry.generation));
+        fire(deadline, id, self.slab.remove(index));
         self.stats.fired += 1;
     }
 

@@ -410,3 +410,24 @@ fn every_value_is_dropped_once_whichever_way_it_leaves() {
     }
     assert_eq!(Rc::strong_count(&value), 1);
 }
+
+#[test]
+fn advance_timed_tells_each_entrys_own_deadline_wherever_it_waited() {
+    let mut wheel = TimingWheel::new();
+    wheel.advance(100, |_, _: u64| {});
+    // In the due list (already past), on level 0, and high enough to
+    // cascade down before it fires.
+    let deadlines = [3, 100, 101, 164, 5_000, 300_000, 1 << 40];
+    for d in deadlines {
+        wheel.insert(d, d).unwrap();
+    }
+    let mut told = Vec::new();
+    for now in [100, 4_999, 5_000, 1 << 41] {
+        wheel.advance_timed(now, |deadline, _, value| {
+            assert!(deadline <= now);
+            told.push((deadline, value));
+        });
+    }
+    told.sort_unstable();
+    assert_eq!(told, deadlines.map(|d| (d, d)));
+}
