@@ -48,9 +48,11 @@ pub(crate) struct Cell<K, O> {
 pub(crate) struct Pending<K, O> {
     pub op: O,
     pub links: Links<K, O>,
-    /// Where its timer entry's slot and bucket place were when it was
-    /// scheduled (`TimingWheel::addresses`), to prefetch.
-    pub timer_addresses: [usize; 2],
+    /// Where its timer entry was stored when it was scheduled, to prefetch.
+    /// (Only the entry: a wheel entry's place in its bucket would be one
+    /// more word in every cell, and a lane entry, which most operations
+    /// have, has no other place.)
+    pub timer_address: usize,
 }
 
 /// The end of a delayed operation, as its submitter receives it.
@@ -72,7 +74,7 @@ impl<K, O> Cell<K, O> {
             state: OpState::new_held(Pending {
                 op,
                 links: Links::new(),
-                timer_addresses: [0; 2],
+                timer_address: 0,
             }),
             timer: AtomicU64::new(NO_TIMER),
             seq,

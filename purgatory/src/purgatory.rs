@@ -151,13 +151,13 @@ where
                 shared.counters.watched_add(keys.len());
                 if shared
                     .timer
-                    .schedule(&cell, deadline, timeout, &mut pending.timer_addresses)
+                    .schedule(&cell, deadline, timeout, &mut pending.timer_address)
                 {
                     shared.wake_timer_thread();
                 }
                 let watch_hint = shared.watchers.hint(&pending.links);
                 cell.watch_hint.store(watch_hint, Ordering::Relaxed);
-                hints = [watch_hint, pending.timer_addresses[0]];
+                hints = [watch_hint, pending.timer_address];
             },
             |pending| shared.check(&mut pending.op),
             |pending, outcome| {
@@ -406,14 +406,14 @@ where
         let Pending {
             mut op,
             links,
-            timer_addresses,
+            timer_address,
         } = pending;
         // Before the first lock: see `unchecked/prefetch.rs`.
         self.watchers.prefetch(&links);
         // An expired operation's entry is out of the wheel already: fetching
         // its lines would only pull them away from the timer's threads.
         if outcome != Outcome::Expired {
-            timer_addresses.into_iter().for_each(prefetch::for_write);
+            prefetch::for_write(timer_address);
         }
         let keys = self.watchers.close(cell, links);
         self.counters.watched_sub(keys);

@@ -122,7 +122,7 @@ impl<K, O> TimerQueue<K, O> {
 
     /// Schedules `cell` at tick `deadline`, `timeout` from now, unless it
     /// has completed already. Returns whether the timer thread must wake up
-    /// earlier than planned, and records in `addresses` where the wheel
+    /// earlier than planned, and records in `address` where the wheel
     /// stored the entry (for the completion to prefetch; the baseline
     /// records nothing).
     pub(crate) fn schedule(
@@ -130,7 +130,7 @@ impl<K, O> TimerQueue<K, O> {
         cell: &CellRef<K, O>,
         deadline: u64,
         timeout: Duration,
-        addresses: &mut [usize; 2],
+        address: &mut usize,
     ) -> bool {
         match self {
             TimerQueue::Wheel(state) => {
@@ -147,7 +147,7 @@ impl<K, O> TimerQueue<K, O> {
                 match s.wheel.insert(deadline, timeout, entry) {
                     Ok(id) => {
                         cell.timer.store(id, Ordering::Relaxed);
-                        *addresses = s.wheel.addresses(id);
+                        *address = s.wheel.address(id);
                     }
                     // 2^31 pending timers cannot be reached before memory
                     // runs out; were it to happen, the op waits for its
@@ -364,16 +364,16 @@ mod tests {
         // out of its lane's order, so the wheel (whose slots are reused)
         // takes them.
         let lane = cell(0);
-        timer.schedule(&lane, 1_000, Duration::ZERO, &mut [0; 2]);
+        timer.schedule(&lane, 1_000, Duration::ZERO, &mut 0);
         let (a, b) = (cell(1), cell(2));
-        timer.schedule(&a, 5, Duration::ZERO, &mut [0; 2]);
+        timer.schedule(&a, 5, Duration::ZERO, &mut 0);
         let a_id = a.timer.load(Ordering::Relaxed);
         let mut due = Vec::new();
         timer.expire(5, &mut due, false);
         assert_eq!(due.len(), 1);
         assert_eq!(a.timer.load(Ordering::Relaxed), FIRED);
         // `b` takes the slot `a` had, under a newer generation.
-        timer.schedule(&b, 50, Duration::ZERO, &mut [0; 2]);
+        timer.schedule(&b, 50, Duration::ZERO, &mut 0);
         assert_eq!(
             b.timer.load(Ordering::Relaxed) as u32,
             a_id as u32,
@@ -400,13 +400,13 @@ mod tests {
         let timer = TimerQueue::new(TimerKind::Wheel);
         let (a, b) = (cell(1), cell(2));
         let timeout = Duration::from_millis(5);
-        timer.schedule(&a, 5, timeout, &mut [0; 2]);
+        timer.schedule(&a, 5, timeout, &mut 0);
         let a_id = a.timer.load(Ordering::Relaxed);
         let mut due = Vec::new();
         assert_eq!(timer.expire(5, &mut due, false), None);
         assert_eq!(due.len(), 1);
         assert_eq!(a.timer.load(Ordering::Relaxed), FIRED);
-        timer.schedule(&b, 10, timeout, &mut [0; 2]);
+        timer.schedule(&b, 10, timeout, &mut 0);
         assert_ne!(b.timer.load(Ordering::Relaxed), a_id);
         a.timer.store(a_id, Ordering::Relaxed);
         assert_eq!(timer.reschedule(&a, 60, timeout), None);

@@ -106,17 +106,15 @@ impl<T> WheelTimer<T> {
 
     /// Where the entry `raw` names is stored, for a completion to prefetch
     /// (0: nothing to fetch).
-    pub(crate) fn addresses(&self, raw: u64) -> [usize; 2] {
-        match lane_of(raw) {
-            Some((lane, position)) => {
-                let at = self.lanes.get(lane).and_then(|(_, l)| l.address(position));
-                [at.map_or(0, |a| a as usize), 0]
-            }
+    pub(crate) fn address(&self, raw: u64) -> usize {
+        let at = match lane_of(raw) {
+            Some((lane, position)) => self.lanes.get(lane).and_then(|(_, l)| l.address(position)),
             None => self
                 .wheel
                 .addresses(TimerId::from_raw(raw))
-                .map_or([0; 2], |at| at.map(|a| a as usize)),
-        }
+                .map(|[entry, _]| entry),
+        };
+        at.map_or(0, |a| a as usize)
     }
 
     /// Takes every entry out, due or not.
@@ -249,14 +247,14 @@ mod tests {
     }
 
     #[test]
-    fn addresses_name_the_entry_while_it_is_pending() {
+    fn an_address_names_the_entry_while_it_is_pending() {
         let mut timer = WheelTimer::new();
         let in_lane = timer.insert(5, 5 * MS, 1).unwrap();
         let in_wheel = timer.insert(4, 5 * MS, 2).unwrap();
-        assert_ne!(timer.addresses(in_lane)[0], 0);
-        assert_ne!(timer.addresses(in_wheel)[0], 0);
+        assert_ne!(timer.address(in_lane), 0);
+        assert_ne!(timer.address(in_wheel), 0);
         timer.cancel(in_lane);
-        assert_eq!(timer.addresses(in_lane), [0, 0]);
-        assert_eq!(timer.addresses(u64::MAX), [0, 0]);
+        assert_eq!(timer.address(in_lane), 0);
+        assert_eq!(timer.address(u64::MAX), 0);
     }
 }

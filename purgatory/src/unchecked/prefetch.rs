@@ -6,7 +6,7 @@
 //! long enough ago to have left this core's caches, so each removal used to
 //! wait for a cache miss while holding a lock, and the misses came one after
 //! another. Submission records where those entries are (`Link::address`,
-//! `Pending::timer_addresses`); completion asks the CPU for all of those
+//! `Pending::timer_address`); completion asks the CPU for all of those
 //! lines at once, before it takes the first lock.
 //!
 //! Those addresses are in the cell, and the cell itself is a miss for a
