@@ -62,13 +62,13 @@
 //!
 //! # Memory
 //! A parked operation costs its cell and its share of the timer and of its
-//! watch list: 185 bytes each for 1e6 operations of 16 bytes under 3 keys
-//! (`cargo run --release --example burst_memory`), 169 beyond the
-//! operation. The cell (168 bytes with its reference count) holds the
-//! operation, its state, one watch link inline, its timer id, deadline and
+//! watch list: 169 bytes each for 1e6 operations of 16 bytes under 3 keys
+//! (`cargo run --release --example burst_memory`), 153 beyond the
+//! operation. The cell (136 bytes with its reference count) holds the
+//! operation, its state, one watch link inline, its timer id and
 //! submission order, two prefetch hints, and the result slot, which keeps
 //! room for the operation once more (the result hands it back): an
-//! operation of `S` bytes costs about `2S + 153`. A cell is allocated on the thread that
+//! operation of `S` bytes costs about `2S + 137`. A cell is allocated on the thread that
 //! submits and freed on the thread that answers, so the allocator's
 //! footprint can grow beyond what is in use. In a soak of three minutes
 //! at about 1.2M operations a second (`cargo run --release --example
