@@ -72,9 +72,11 @@ impl<K, O> SpareCells<K, O> {
         if self.capacity == 0 {
             return;
         }
-        if !cell.state.is_done() || !CellRef::is_unique(cell) {
+        if !cell.state.is_done() {
             return;
         }
+        // `triomphe`'s `get_mut` is a plain load of the count, not a
+        // compare-exchange: no need to test uniqueness before it.
         match CellRef::get_mut(cell) {
             Some(unique) => unique.clear(),
             None => return,

@@ -856,15 +856,16 @@ fn slot<T>() -> Slot<T> {
     Arc::new(parking_lot::Mutex::new(None))
 }
 
-/// A session whose expiry tries to extend the next session in its batch.
-struct Session {
-    next: Slot<purgatory::Delayed<&'static str, Session>>,
+/// A group member's session whose expiry tries to extend the next member's
+/// session in its batch.
+struct MemberSession {
+    next: Slot<purgatory::Delayed<&'static str, MemberSession>>,
     /// What `reset_timeout` on the next session answered, if it was called.
     extended: Slot<bool>,
     outcome: Slot<Outcome>,
 }
 
-impl purgatory::DelayedOperation for Session {
+impl purgatory::DelayedOperation for MemberSession {
     fn timeout(&self) -> Duration {
         Duration::from_millis(100)
     }
@@ -887,7 +888,7 @@ fn a_reset_after_the_timer_let_go_says_the_session_was_not_extended() {
     for by_shutdown in [false, true] {
         for kind in KINDS {
             let clock = ManualClock::new();
-            let p: Purgatory<&'static str, Session> = Purgatory::builder("sessions")
+            let p: Purgatory<&'static str, MemberSession> = Purgatory::builder("sessions")
                 .timer(kind)
                 .manual(clock.clone())
                 .build()
@@ -895,7 +896,7 @@ fn a_reset_after_the_timer_let_go_says_the_session_was_not_extended() {
             let (next, extended) = (slot(), slot());
             let (first_outcome, second_outcome) = (slot(), slot());
             p.try_complete_else_watch(
-                Session {
+                MemberSession {
                     next: Arc::clone(&next),
                     extended: Arc::clone(&extended),
                     outcome: Arc::clone(&first_outcome),
@@ -905,7 +906,7 @@ fn a_reset_after_the_timer_let_go_says_the_session_was_not_extended() {
             .unwrap();
             let second = p
                 .try_complete_else_watch(
-                    Session {
+                    MemberSession {
                         next: slot(),
                         extended: slot(),
                         outcome: Arc::clone(&second_outcome),
@@ -932,7 +933,7 @@ fn a_reset_after_the_timer_let_go_says_the_session_was_not_extended() {
             );
             assert_eq!((p.watched(), p.delayed()), (0, 0));
             assert_eq!(p.metrics().held_timer_entries, 0, "{case}");
-            // The second handle lives in the first Session operation's `next`: let it go
+            // The first operation holds the second handle in its `next`: let it go
             // before the purgatory.
             next.lock().take();
         }
