@@ -1,6 +1,6 @@
 //! Criterion suites: the wheel's operations, and the purgatory's
-//! watch-then-complete cycle on one thread and on two, and its
-//! submit-then-force-complete cycle on one.
+//! watch-then-complete cycle on one thread and on two, its
+//! submit-then-force-complete cycle on one, and its expiry alone.
 //!
 //! `cargo bench --bench ops`
 
@@ -145,7 +145,50 @@ fn purgatory_cycle(c: &mut Criterion) {
             start.elapsed() / 2
         });
     });
+    // Expiry alone, on the calling thread: 100,000 operations with timeouts
+    // spread over 1-200 ms under 64 keys (the lateness bench's shape), the
+    // clock moved 1 ms at a time until all have expired. Per operation.
+    group.bench_function("expire_1e5_spread_64_keys", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let rounds = iters.div_ceil(100_000);
+            for _ in 0..rounds {
+                let clock = purgatory::ManualClock::new();
+                let p: Purgatory<u32, Spread> = Purgatory::builder("bench")
+                    .manual(clock.clone())
+                    .build()
+                    .expect("valid");
+                for i in 0..100_000u32 {
+                    let ms = 1 + (u64::from(i) * 7919) % 200;
+                    drop(p.try_complete_else_watch(Spread(Duration::from_millis(ms)), &[i % 64]));
+                }
+                let start = std::time::Instant::now();
+                let mut expired = 0;
+                for _ in 0..=200 {
+                    clock.advance(Duration::from_millis(1));
+                    expired += p.advance_clock();
+                }
+                total += start.elapsed();
+                assert_eq!(expired, 100_000, "every operation expired");
+            }
+            // Per operation expired, scaled to the iterations asked for.
+            total.div_f64(rounds as f64 * 100_000.0) * u32::try_from(iters).unwrap_or(u32::MAX)
+        });
+    });
     group.finish();
+}
+
+/// Never completes by itself, with a timeout of its own.
+struct Spread(Duration);
+
+impl DelayedOperation for Spread {
+    fn timeout(&self) -> Duration {
+        self.0
+    }
+    fn try_complete(&mut self) -> bool {
+        false
+    }
+    fn on_complete(&mut self, _: Outcome) {}
 }
 
 criterion_group! {
