@@ -248,7 +248,13 @@ fn load(leaders: &[SocketAddr], probe_leader: SocketAddr, args: &Args, epoch: In
                     while !stop.load(Ordering::Relaxed) {
                         let mut consumer = AsyncClient::connect(addr).await;
                         let fetch = fetch_on(PROBE, 0, offset, 5_000);
-                        let parked = tokio::spawn(async move { consumer.call(&fetch, 11).await });
+                        // The response's arrival is taken in the fetch's own
+                        // task: awaiting its handle after the produce's answer
+                        // would add the client runtime's hand-over.
+                        let parked = tokio::spawn(async move {
+                            let r = consumer.call(&fetch, 11).await;
+                            (r, Instant::now())
+                        });
                         // Long enough for the fetch to be parked.
                         tokio::time::sleep(Duration::from_millis(20)).await;
                         let sent = Instant::now();
@@ -256,8 +262,8 @@ fn load(leaders: &[SocketAddr], probe_leader: SocketAddr, args: &Args, epoch: In
                             .call(&produce_on(PROBE, 0, batch(&[b"probe"]), 1), 8)
                             .await;
                         assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
-                        let r = parked.await.unwrap();
-                        let _ = wake.record(sent.elapsed().as_nanos() as u64);
+                        let (r, arrived) = parked.await.unwrap();
+                        let _ = wake.record(arrived.duration_since(sent).as_nanos() as u64);
                         let got = r.responses[0].partitions[0]
                             .records
                             .clone()
