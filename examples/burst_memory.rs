@@ -16,7 +16,7 @@ use request_purgatory::timing_wheel::TimingWheel;
 use std::time::Duration;
 
 #[global_allocator]
-static ALLOCATOR: alloc::Counting = alloc::Counting;
+static ALLOCATOR: alloc::Counting<std::alloc::System> = alloc::Counting(std::alloc::System);
 
 /// Answered only by `force_complete` (or its timeout).
 struct Parked(Duration);

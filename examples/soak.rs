@@ -26,8 +26,7 @@
 
 use clap::Parser;
 use purgatory::{Completer, DelayedOperation, Driver, Outcome, Purgatory};
-use std::alloc::{GlobalAlloc, Layout};
-use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,37 +56,11 @@ const ALLOCATOR_NAME: &str = "system (glibc malloc)";
 
 /// Counts the bytes in use on top of the chosen allocator, so that the
 /// report tells the program's own growth from the allocator's.
-struct Counting;
-
-static IN_USE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is forwarded unchanged to the chosen allocator, which
-// upholds GlobalAlloc's contract; the counter only observes sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        IN_USE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: forwarded with the caller's layout (see the impl).
-        unsafe { INNER.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        IN_USE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `alloc` with this layout (see the impl).
-        unsafe { INNER.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        IN_USE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        // SAFETY: forwarded unchanged (see the impl).
-        unsafe { INNER.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "../benches/compare/alloc.rs"]
+mod alloc;
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: alloc::Counting<Inner> = alloc::Counting(INNER);
 
 /// The purgatory at full load for minutes: exactly once, and flat memory.
 #[derive(Parser)]
@@ -307,7 +280,7 @@ fn main() -> std::process::ExitCode {
         let rate = (answered - last.1) as f64 / last.0.elapsed().as_secs_f64();
         last = (Instant::now(), answered);
         let rss = rss_bytes();
-        let heap = IN_USE.load(Ordering::Relaxed).max(0) as u64;
+        let heap = alloc::in_use().max(0) as u64;
         let in_flight = submitted.load(Ordering::Relaxed).saturating_sub(answered);
         if second.is_multiple_of(10) || second <= 3 {
             println!(

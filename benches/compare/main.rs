@@ -16,7 +16,7 @@ use impls::{Floor, HeapIndexed, HeapLazy, Hhwt, NexusTimer, Timers, TokioDelayQu
 use std::time::Instant;
 
 #[global_allocator]
-static ALLOCATOR: alloc::Counting = alloc::Counting;
+static ALLOCATOR: alloc::Counting<std::alloc::System> = alloc::Counting(std::alloc::System);
 
 /// A small deterministic generator: every implementation sees the same inputs.
 struct Rng(u64);
