@@ -223,6 +223,11 @@ fn a_long_poll_fetch_wakes_on_the_append_and_round_trips_bytes_exactly() {
     let (waited, r) = poller.join().unwrap();
     // Woken by the append's high watermark, not by max_wait (10 s).
     assert!(waited < Duration::from_secs(5), "{waited:?}");
+    // The server timed the wake-up, from the high watermark's move to the
+    // response, within what the client waited.
+    let (woken, _, _, max_us) = server.cluster().checks.fetch_wakeups.quantiles();
+    assert_eq!(woken, 1, "one fetch woken by data");
+    assert!(Duration::from_micros(max_us) <= waited, "{max_us} µs");
     let parts = fetched(&r);
     assert_eq!(parts.len(), 1);
     let (_, error, hw, records) = &parts[0];
@@ -253,6 +258,8 @@ fn a_fetch_with_too_little_data_returns_at_max_wait_never_earlier() {
     let (_, error, _, records) = &fetched(&r)[0];
     assert_eq!(*error, 0);
     assert_eq!(values(records), vec![(0, b"small".to_vec())]);
+    // Expired, not woken by data.
+    assert_eq!(server.cluster().checks.fetch_wakeups.quantiles().0, 0);
     passes(server);
 }
 

@@ -3,7 +3,10 @@
 //! fetch answered early with less than `min.bytes`, nothing expired before
 //! its timeout.
 
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Counters, updated by the request handlers and the operations.
 #[derive(Debug, Default)]
@@ -50,6 +53,40 @@ pub struct Checks {
     /// How late each expired session was, in microseconds past its
     /// deadline (the last heartbeat plus the session timeout).
     pub session_lateness_us: parking_lot::Mutex<Vec<u64>>,
+    /// Parked fetches woken by new data: from the high watermark's move
+    /// that made their data readable to their response being built.
+    pub fetch_wakeups: WakeUps,
+}
+
+/// A latency distribution in microseconds, in constant memory however long
+/// the broker serves.
+#[derive(Debug)]
+pub struct WakeUps(Mutex<Histogram<u64>>);
+
+impl Default for WakeUps {
+    fn default() -> Self {
+        // Three significant digits; the range grows as values come.
+        WakeUps(Mutex::new(Histogram::new(3).expect("3 significant digits")))
+    }
+}
+
+impl WakeUps {
+    pub(crate) fn record(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        // Saturates at the histogram's range rather than failing.
+        self.0.lock().saturating_record(us);
+    }
+
+    /// How many, and the median, 99th percentile and largest, in µs.
+    pub fn quantiles(&self) -> (u64, u64, u64, u64) {
+        let h = self.0.lock();
+        (
+            h.len(),
+            h.value_at_quantile(0.5),
+            h.value_at_quantile(0.99),
+            h.max(),
+        )
+    }
 }
 
 /// One counter to read.
@@ -135,6 +172,21 @@ impl Checks {
         ]
         .into_iter()
         .map(|(name, c)| (name.to_string(), get(c)))
+        .chain(self.wakeup_lines())
         .collect()
+    }
+
+    /// The fetch wake-up's lines, when some fetch was woken by data.
+    fn wakeup_lines(&self) -> Vec<(String, u64)> {
+        let (n, p50, p99, max) = self.fetch_wakeups.quantiles();
+        if n == 0 {
+            return Vec::new();
+        }
+        vec![
+            ("fetches woken by new data".to_string(), n),
+            ("  wake-up p50, µs".to_string(), p50),
+            ("  wake-up p99, µs".to_string(), p99),
+            ("  wake-up max, µs".to_string(), max),
+        ]
     }
 }

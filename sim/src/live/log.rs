@@ -48,6 +48,9 @@ pub struct PartitionLog {
     pub caught_up_at: Vec<Instant>,
     /// High watermark: the offset below which every ISR member has the log.
     pub hw: i64,
+    /// When the high watermark last moved forward (`None`: never), which is
+    /// when what it uncovered became readable to consumers.
+    pub hw_moved_at: Option<Instant>,
     /// Stored batches in offset order.
     pub batches: Vec<StoredBatch>,
     /// Bytes stored, summed over batches.
@@ -65,6 +68,7 @@ impl PartitionLog {
             caught_up_at: vec![now; replicas.len()],
             replicas,
             hw: 0,
+            hw_moved_at: None,
             batches: Vec::new(),
             bytes: 0,
         }
@@ -162,6 +166,7 @@ impl PartitionLog {
             .unwrap_or(self.hw);
         if lowest > self.hw {
             self.hw = lowest;
+            self.hw_moved_at = Some(Instant::now());
             true
         } else {
             false
@@ -224,8 +229,14 @@ mod tests {
         assert_eq!(log.append(&batch(&[b"c"]), 1 << 20), Ok((2, 3)));
         // The follower has nothing yet.
         assert_eq!((log.hw, log.read_len(0, 1 << 20)), (0, 0));
+        assert_eq!(log.hw_moved_at, None);
         log.replica_leo[1] = 2;
         assert!(log.advance_hw());
+        // Stamped when it moved, not before.
+        assert!(log.hw_moved_at.is_some_and(|at| at >= now));
+        let moved = log.hw_moved_at;
+        assert!(!log.advance_hw());
+        assert_eq!(log.hw_moved_at, moved);
         let read = log.read(0, 1 << 20);
         assert_eq!(read.len(), first.len());
         // Byte-exact but for the base offset, which was already 0.

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use purgatory::{DelayedOperation, Outcome};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One partition of a produce with `acks=all`.
 pub struct ProducePart {
@@ -95,6 +95,10 @@ pub struct WireFetch {
     pub max_bytes: usize,
     pub max_wait: Duration,
     pub outcome: Option<Outcome>,
+    /// Set on completion by the condition: the latest move of a high
+    /// watermark among the partitions it read from, the move that made
+    /// its data readable (or a later one).
+    pub readable_since: Option<Instant>,
     pub checks: Arc<Checks>,
 }
 
@@ -139,6 +143,9 @@ impl DelayedOperation for WireFetch {
             }
             part.records = log.read(part.offset, part.max_bytes.min(budget));
             budget = budget.saturating_sub(part.records.len());
+            if outcome == Outcome::Completed && !part.records.is_empty() {
+                self.readable_since = self.readable_since.max(log.hw_moved_at);
+            }
         }
     }
 }

@@ -475,6 +475,7 @@ impl BrokerService {
             }
         }
         let parked_at = Instant::now();
+        let mut woken_at = None;
         // As Kafka: an error anywhere, or nothing to wait for, answers now.
         let at_once = !errors.is_empty() || parts.is_empty() || max_wait.is_zero();
         let keys: Vec<u32> = parts.iter().map(|p| p.partition.key).collect();
@@ -485,6 +486,7 @@ impl BrokerService {
             max_bytes,
             max_wait,
             outcome: None,
+            readable_since: None,
             checks: Arc::clone(&checks),
         };
         let purgatory = &self.cluster.brokers[self.id as usize].fetch;
@@ -505,6 +507,9 @@ impl BrokerService {
                     {
                         Checks::bump(&checks.fetch_early);
                     }
+                    // Woken by data that came while it was parked (data
+                    // there at submission answered it at once).
+                    woken_at = op.readable_since.filter(|&at| at >= parked_at);
                     op
                 }
                 Err(refused) => {
@@ -549,6 +554,9 @@ impl BrokerService {
                     response.responses.push(t);
                 }
             }
+        }
+        if let Some(at) = woken_at {
+            checks.fetch_wakeups.record(at.elapsed());
         }
         response
     }
