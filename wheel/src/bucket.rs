@@ -7,6 +7,13 @@
 //! Inserting fills the newest hole first, which is almost always still in
 //! cache. Holes never outnumber the bucket's peak population, and they are
 //! dropped whenever the bucket empties or comes due.
+//!
+//! A bucket keeps a small buffer ([`KEPT_SLOTS`]) when it empties; a larger
+//! one is taken out by the wheel ([`Bucket::take_large_buffer`]) and lent to
+//! the next bucket that outgrows its own ([`Bucket::adopt`]). The buckets of
+//! a level are used in turn, so a buffer per bucket would keep each one's
+//! peak for the whole lap: 64 peaks where a handful of buckets are filling
+//! at any time.
 
 /// Marks a hole; the low 31 bits link to the next hole.
 const HOLE: u32 = 1 << 31;
@@ -14,7 +21,7 @@ const HOLE: u32 = 1 << 31;
 const NO_HOLE: u32 = u32::MAX;
 
 /// Buffer slots an emptied bucket always keeps (1 KB).
-const KEPT_SLOTS: usize = 256;
+pub(crate) const KEPT_SLOTS: usize = 256;
 
 /// The largest slab index a bucket can hold (the top bit tags holes).
 pub(crate) const MAX_INDEX: u32 = HOLE - 1;
@@ -57,13 +64,36 @@ impl Bucket {
         }
     }
 
-    /// Removes the index at `pos`. Returns whether the bucket is now empty;
-    /// then its buffer goes back if it has more than `keep` slots.
+    /// Whether the next [`push`](Self::push) would grow a buffer already
+    /// past [`KEPT_SLOTS`]: the moment to [`adopt`](Self::adopt) a larger one.
     #[inline]
-    pub(crate) fn remove(&mut self, pos: u32, keep: usize) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
+        self.hole == NO_HOLE
+            && self.slots.len() == self.slots.capacity()
+            && self.slots.len() >= KEPT_SLOTS
+    }
+
+    /// Moves the entries into `buffer` (empty, and larger than the bucket's
+    /// own), which becomes the bucket's. Positions do not change: the slots
+    /// are copied in order, holes included.
+    pub(crate) fn adopt(&mut self, mut buffer: Vec<u32>) {
+        debug_assert!(buffer.is_empty() && buffer.capacity() > self.slots.len());
+        buffer.extend_from_slice(&self.slots);
+        self.slots = buffer;
+    }
+
+    /// An empty bucket's buffer, if it is larger than an emptied bucket keeps.
+    pub(crate) fn take_large_buffer(&mut self) -> Option<Vec<u32>> {
+        (self.live == 0 && self.slots.capacity() > KEPT_SLOTS)
+            .then(|| std::mem::take(&mut self.slots))
+    }
+
+    /// Removes the index at `pos`. Returns whether the bucket is now empty.
+    #[inline]
+    pub(crate) fn remove(&mut self, pos: u32) -> bool {
         self.live -= 1;
         if self.live == 0 {
-            self.empty(keep);
+            self.empty();
             return true;
         }
         self.slots[pos as usize] = HOLE | (self.hole & !HOLE);
@@ -81,6 +111,11 @@ impl Bucket {
         self.live == 0
     }
 
+    /// Slots in use, holes included: what an adopted buffer must exceed.
+    pub(crate) fn slots_len(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Number of entries.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -93,24 +128,17 @@ impl Bucket {
     }
 
     /// Moves every entry out into `out` (holes skipped), leaving the bucket
-    /// empty; its buffer goes back if it has more than `keep` slots.
-    pub(crate) fn drain_into(&mut self, out: &mut Vec<u32>, keep: usize) {
+    /// empty.
+    pub(crate) fn drain_into(&mut self, out: &mut Vec<u32>) {
         out.extend(self.indices());
         self.live = 0;
-        self.empty(keep);
+        self.empty();
     }
 
-    /// Forgets every slot. The buffer is kept for the bucket's next entries
-    /// unless it has more than `keep` (and 256) slots: the owner says how
-    /// much the population can still need, so that a buffer a burst left
-    /// goes back, while one that refills every few milliseconds (a busy
-    /// tick's bucket) is not freed and regrown each time.
-    fn empty(&mut self, keep: usize) {
-        if self.slots.capacity() > keep.max(KEPT_SLOTS) {
-            self.slots = Vec::new();
-        } else {
-            self.slots.clear();
-        }
+    /// Forgets every slot, keeping the buffer (the owner takes a large one
+    /// out with [`take_large_buffer`](Self::take_large_buffer)).
+    fn empty(&mut self) {
+        self.slots.clear();
         self.hole = NO_HOLE;
     }
 
@@ -135,14 +163,14 @@ mod tests {
         let mut b = Bucket::default();
         let p: Vec<u32> = (10..15).map(|i| b.push(i)).collect();
         assert_eq!(p, [0, 1, 2, 3, 4]);
-        assert!(!b.remove(1, 0));
-        assert!(!b.remove(3, 0));
+        assert!(!b.remove(1));
+        assert!(!b.remove(3));
         assert_eq!(b.len(), 3);
         assert_eq!(b.push(20), 3);
         assert_eq!(b.push(21), 1);
         assert_eq!(b.push(22), 5);
         let mut out = Vec::new();
-        b.drain_into(&mut out, 0);
+        b.drain_into(&mut out);
         assert_eq!(out, [10, 21, 12, 20, 14, 22]);
         assert!(b.is_empty());
     }
@@ -152,9 +180,34 @@ mod tests {
         let mut b = Bucket::default();
         let a = b.push(1);
         let c = b.push(2);
-        assert!(!b.remove(a, 0));
-        assert!(b.remove(c, 0));
+        assert!(!b.remove(a));
+        assert!(b.remove(c));
         assert_eq!(b.push(3), 0);
         assert_eq!(b.indices().collect::<Vec<_>>(), [3]);
+    }
+
+    #[test]
+    fn an_adopted_buffer_keeps_every_position() {
+        let mut b = Bucket::default();
+        let first: Vec<u32> = (0..KEPT_SLOTS as u32).map(|i| b.push(i)).collect();
+        assert!(!b.remove(first[7]));
+        assert!(!b.is_full(), "a hole is filled before the buffer grows");
+        assert_eq!(b.push(999), first[7]);
+        assert!(b.is_full() || b.slots.capacity() > KEPT_SLOTS);
+        b.adopt(Vec::with_capacity(4 * KEPT_SLOTS));
+        assert_eq!(b.slots.capacity(), 4 * KEPT_SLOTS);
+        assert_eq!(b.push(1000), KEPT_SLOTS as u32);
+        let mut out = Vec::new();
+        b.drain_into(&mut out);
+        let mut expected: Vec<u32> = (0..KEPT_SLOTS as u32).collect();
+        expected[7] = 999;
+        expected.push(1000);
+        assert_eq!(out, expected);
+        // Emptied, its large buffer can be taken; a small one stays.
+        assert_eq!(
+            b.take_large_buffer().map(|v| v.capacity()),
+            Some(4 * KEPT_SLOTS)
+        );
+        assert_eq!(b.take_large_buffer(), None);
     }
 }

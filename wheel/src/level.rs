@@ -75,19 +75,27 @@ impl Level {
         self.buckets[slot].address(pos)
     }
 
-    /// Removes position `pos` of bucket `slot` (see [`Bucket::remove`] for
-    /// `keep`).
+    /// Removes position `pos` of bucket `slot`; returns whether that
+    /// emptied the bucket.
     #[inline]
-    pub(crate) fn remove(&mut self, slot: usize, pos: u32, keep: usize) {
-        if self.buckets[slot].remove(pos, keep) {
+    pub(crate) fn remove(&mut self, slot: usize, pos: u32) -> bool {
+        let emptied = self.buckets[slot].remove(pos);
+        if emptied {
             self.occupied &= !(1 << slot);
         }
+        emptied
     }
 
     /// Moves bucket `slot`'s entries into `out` and empties it.
-    pub(crate) fn take(&mut self, slot: usize, out: &mut Vec<u32>, keep: usize) {
-        self.buckets[slot].drain_into(out, keep);
+    pub(crate) fn take(&mut self, slot: usize, out: &mut Vec<u32>) {
+        self.buckets[slot].drain_into(out);
         self.occupied &= !(1 << slot);
+    }
+
+    /// Bucket `slot` itself (to lend it a buffer or take one back).
+    #[inline]
+    pub(crate) fn bucket_mut(&mut self, slot: usize) -> &mut Bucket {
+        &mut self.buckets[slot]
     }
 
     /// The first occupied bucket at or after the position of `elapsed`.
@@ -123,7 +131,7 @@ impl Level {
     /// Moves every entry of the level into `out`.
     pub(crate) fn drain_into(&mut self, out: &mut Vec<u32>) {
         for bucket in &mut self.buckets {
-            bucket.drain_into(out, 0);
+            bucket.drain_into(out);
         }
         self.occupied = 0;
     }

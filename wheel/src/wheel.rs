@@ -12,6 +12,26 @@ const DUE: u16 = (LEVELS * SLOTS) as u16;
 // Every code `place` makes, DUE the highest, must differ from the vacant tag.
 const _: () = assert!(DUE < crate::payload::VACANT);
 
+/// Large bucket buffers kept between two uses: a few more than the buckets
+/// that fill at once (those of the next few ticks and the levels above).
+const SPARE_BUFFERS: usize = 8;
+
+/// Gives `bucket`, full, the largest spare buffer that has room for more
+/// than its slots; with none, it grows its own.
+#[cold]
+fn lend(spare: &mut Vec<Vec<u32>>, bucket: &mut Bucket) {
+    let needed = bucket.slots_len();
+    let largest = spare
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, b)| b.capacity())
+        .filter(|(_, b)| b.capacity() > needed)
+        .map(|(i, _)| i);
+    if let Some(i) = largest {
+        bucket.adopt(spare.swap_remove(i));
+    }
+}
+
 /// The level and slot an entry's `bucket` code names; `None` for the due
 /// list. (`place` makes the codes.)
 #[inline]
@@ -75,6 +95,11 @@ pub struct TimingWheel<T> {
     elapsed: u64,
     /// Reused buffer for a bucket being processed, so `advance` never allocates.
     scratch: Vec<u32>,
+    /// Large bucket buffers between two uses (see `bucket.rs`): a bucket
+    /// that empties gives its buffer here, and the next one to outgrow its
+    /// own takes it, so the memory follows the buckets filling now rather
+    /// than each bucket's peak.
+    spare_buffers: Vec<Vec<u32>>,
     /// Set when buckets or pages grew, so the wheel gives memory back once it
     /// is empty; clear when there is nothing to give back.
     grown: bool,
@@ -101,6 +126,7 @@ impl<T> TimingWheel<T> {
             due: Bucket::default(),
             elapsed: now,
             scratch: Vec::new(),
+            spare_buffers: Vec::new(),
             grown: false,
             stats: WheelStats::default(),
         }
@@ -227,7 +253,10 @@ impl<T> TimingWheel<T> {
         let mut fired = 0;
         // The due list fires first; its entries may be at any deadline <= now.
         let mut batch = std::mem::take(&mut self.scratch);
-        self.due.drain_into(&mut batch, self.kept_bucket_slots());
+        self.due.drain_into(&mut batch);
+        if let Some(buffer) = self.due.take_large_buffer() {
+            self.keep_buffer(buffer);
+        }
         fired += self.fire_all(&batch, &mut fire);
         batch.clear();
 
@@ -235,8 +264,13 @@ impl<T> TimingWheel<T> {
             self.stats.buckets_visited += 1;
             // Buckets never start behind `elapsed` (see `level.rs`).
             self.elapsed = due.start;
-            let keep = self.kept_bucket_slots();
-            self.levels[due.level].take(due.slot, &mut batch, keep);
+            self.levels[due.level].take(due.slot, &mut batch);
+            if let Some(buffer) = self.levels[due.level]
+                .bucket_mut(due.slot)
+                .take_large_buffer()
+            {
+                self.keep_buffer(buffer);
+            }
             for &index in &batch {
                 let deadline = self.slab.get(index).deadline;
                 if deadline <= now {
@@ -274,7 +308,7 @@ impl<T> TimingWheel<T> {
     /// Removes every pending entry and returns them (for shutdown), due or not.
     pub fn drain(&mut self) -> std::vec::IntoIter<(TimerId, T)> {
         let mut indices = Vec::with_capacity(self.len());
-        self.due.drain_into(&mut indices, 0);
+        self.due.drain_into(&mut indices);
         for level in self.levels.iter_mut() {
             level.drain_into(&mut indices);
         }
@@ -302,6 +336,12 @@ impl<T> TimingWheel<T> {
                 .sum::<usize>()
             + self.due.allocated_bytes()
             + self.scratch.capacity() * std::mem::size_of::<u32>()
+            + self.spare_buffers.capacity() * std::mem::size_of::<Vec<u32>>()
+            + self
+                .spare_buffers
+                .iter()
+                .map(|b| b.capacity() * std::mem::size_of::<u32>())
+                .sum::<usize>()
     }
 
     /// The earliest non-empty bucket. Lower levels always hold earlier
@@ -326,10 +366,17 @@ impl<T> TimingWheel<T> {
     #[inline]
     fn place(&mut self, index: u32, deadline: u64) -> (u16, u32) {
         let (bucket, pos) = if deadline <= self.elapsed {
+            if self.due.is_full() {
+                lend(&mut self.spare_buffers, &mut self.due);
+            }
             (DUE, self.due.push(index))
         } else {
             let level = level_for(self.elapsed, deadline);
             let slot = slot_for(deadline, level);
+            let target = self.levels[level].bucket_mut(slot);
+            if target.is_full() {
+                lend(&mut self.spare_buffers, target);
+            }
             let pos = self.levels[level].push(slot, index);
             ((level * SLOTS + slot) as u16, pos)
         };
@@ -342,21 +389,34 @@ impl<T> TimingWheel<T> {
     /// Removes an entry from the bucket and position it recorded.
     #[inline]
     fn unplace(&mut self, (bucket, pos): (u16, u32)) {
-        let keep = self.kept_bucket_slots();
-        match locate(bucket) {
-            None => {
-                self.due.remove(pos, keep);
-            }
-            Some((level, slot)) => self.levels[level].remove(slot, pos, keep),
+        let emptied = match locate(bucket) {
+            None => self.due.remove(pos).then_some(&mut self.due),
+            Some((level, slot)) => self.levels[level]
+                .remove(slot, pos)
+                .then(|| self.levels[level].bucket_mut(slot)),
+        };
+        if let Some(buffer) = emptied.and_then(Bucket::take_large_buffer) {
+            self.keep_buffer(buffer);
         }
     }
 
-    /// The largest buffer an emptied bucket keeps: four slots per pending
-    /// entry. A bucket is never refilled with more entries than are pending,
-    /// so a larger buffer is a burst's leftover.
+    /// The largest buffer kept for reuse: four slots per pending entry. A
+    /// bucket is never refilled with more entries than are pending, so a
+    /// larger buffer is a burst's leftover.
     #[inline]
     fn kept_bucket_slots(&self) -> usize {
         self.slab.len() * 4
+    }
+
+    /// Keeps an emptied bucket's large buffer for the next bucket that
+    /// outgrows its own, unless enough are kept or it is a burst's leftover.
+    #[cold]
+    fn keep_buffer(&mut self, mut buffer: Vec<u32>) {
+        if self.spare_buffers.len() < SPARE_BUFFERS && buffer.capacity() <= self.kept_bucket_slots()
+        {
+            buffer.clear();
+            self.spare_buffers.push(buffer);
+        }
     }
 
     /// Fires slab entries already out of their buckets; returns how many.
@@ -389,6 +449,8 @@ impl<T> TimingWheel<T> {
 
     #[cold]
     fn shrink(&mut self) {
+        // A sparse wheel needs no large buffers in reserve.
+        self.spare_buffers = Vec::new();
         if self.slab.len() != 0 {
             self.slab.sweep();
             for level in self.levels.iter_mut() {

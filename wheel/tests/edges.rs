@@ -431,3 +431,32 @@ fn advance_timed_tells_each_entrys_own_deadline_wherever_it_waited() {
     told.sort_unstable();
     assert_eq!(told, deadlines.map(|d| (d, d)));
 }
+
+#[test]
+fn bucket_buffers_follow_the_buckets_in_use_not_each_buckets_peak() {
+    // A steady load: every tick 32 entries due 100-199 ticks later, so each
+    // level-1 bucket (64 ticks wide) fills to about 2,000 entries in its
+    // turn, and three laps of the level go by.
+    let mut wheel = TimingWheel::new();
+    let empty = wheel.allocated_bytes();
+    let mut fired = 0u64;
+    let mut peak_pending = 0;
+    for t in 0..3 * 4096u64 {
+        for i in 0..32u64 {
+            wheel.insert(t + 100 + (t * 32 + i) % 100, i).unwrap();
+        }
+        fired += wheel.advance(t, |_, _| {}) as u64;
+        peak_pending = peak_pending.max(wheel.len());
+    }
+    assert!(fired > 0);
+    let held = wheel.allocated_bytes() - empty;
+    let per_pending = held as f64 / wheel.len() as f64;
+    println!(
+        "{held} bytes for {} pending ({per_pending:.1} each)",
+        wheel.len()
+    );
+    // The entries (32 bytes each, in 32 KB pages) and the buffers of the
+    // buckets filling now; a buffer kept by each of the level's 64 buckets
+    // would add 8 KB each, about 100 bytes per pending entry.
+    assert!(per_pending < 64.0, "{per_pending} bytes per pending entry");
+}
