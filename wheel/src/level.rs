@@ -190,10 +190,10 @@ mod tests {
         let a = level.push(3, 10);
         let b = level.push(3, 11);
         assert_eq!(level.next_due(0, 0).map(|d| d.slot), Some(3));
-        level.remove(3, a, 0);
+        assert!(!level.remove(3, a));
         assert!(!level.is_empty());
         assert_eq!(level.bucket(3).len(), 1);
-        level.remove(3, b, 0);
+        assert!(level.remove(3, b));
         assert!(level.is_empty());
         assert_eq!(level.next_due(0, 0), None);
     }
