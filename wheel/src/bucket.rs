@@ -8,9 +8,10 @@
 //! cache. Holes never outnumber the bucket's peak population, and they are
 //! dropped whenever the bucket empties or comes due.
 //!
-//! A bucket keeps a small buffer ([`KEPT_SLOTS`]) when it empties; a larger
-//! one is taken out by the wheel ([`Bucket::take_large_buffer`]) and lent to
-//! the next bucket that outgrows its own ([`Bucket::adopt`]). The buckets of
+//! A bucket that empties keeps its buffer if it has at most [`KEPT_SLOTS`]
+//! slots; a larger one is taken out by the wheel
+//! ([`Bucket::take_large_buffer`]), leaving the bucket none, and lent to the
+//! next bucket that outgrows [`KEPT_SLOTS`] ([`Bucket::adopt`]). The buckets of
 //! a level are used in turn, so a buffer per bucket would keep each one's
 //! peak for the whole lap: 64 peaks where a handful of buckets are filling
 //! at any time.

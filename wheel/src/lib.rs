@@ -72,9 +72,10 @@
 //! slots are occupied (and, after a sweep, once the population has also
 //! halved), one pass frees every page with nothing in it and rebuilds the
 //! free list lowest slot first (see `slab.rs`). A bucket that empties keeps
-//! a buffer of up to 1 KB; a larger one goes to a pool of at most eight,
-//! from which the next bucket to outgrow 1 KB takes the largest (a buffer
-//! over four slots per pending entry is a burst's leftover and is freed).
+//! its buffer if it is at most 1 KB; a larger one leaves it for a pool of at
+//! most eight, from which the next bucket to outgrow 1 KB takes the largest
+//! (a buffer over four slots per pending entry is a burst's leftover and is
+//! freed).
 //! A level's 64 buckets fill in turn, so without the pool each would keep
 //! its own peak for the whole lap: under a steady 32 entries a tick due
 //! 100-199 ticks ahead, the wheel held 171 bytes per pending entry that way
