@@ -1,7 +1,6 @@
 //! Everything the purgatory keeps about one submitted operation.
 
 use crate::outcome::Outcome;
-use crate::result::ResultSlot;
 use crate::timer_queue::CellRef;
 use crate::unchecked::{prefetch, OpState};
 use crate::watchers::Links;
@@ -18,8 +17,8 @@ pub(crate) const NO_TIMER: u64 = u64::MAX;
 /// a wheel id: wheel indices stay below 2^31.
 pub(crate) const FIRED: u64 = u64::MAX - 1;
 
-/// An operation in the purgatory: its state machine, where it is watched and
-/// scheduled, and the slot its result is delivered to.
+/// An operation in the purgatory: its state machine (which also hands the
+/// answered operation to its handle), where it is watched and scheduled.
 pub(crate) struct Cell<K, O> {
     pub state: OpState<Pending<K, O>>,
     /// The wheel id (raw), [`NO_TIMER`] or [`FIRED`]; for the DelayQueue
@@ -37,9 +36,6 @@ pub(crate) struct Cell<K, O> {
     /// a copy of what `Pending::links` holds, readable without holding
     /// the operation, for a batch to prefetch ahead (`Shared::drive_all`).
     pub watch_hint: AtomicUsize,
-    /// Where the result waits for the handle: the outcome and the
-    /// operation, which make its [`Completion`].
-    pub result: ResultSlot<O>,
 }
 
 /// What only the thread that holds an operation (see `unchecked/state.rs`)
@@ -79,7 +75,6 @@ impl<K, O> Cell<K, O> {
             timer: AtomicU64::new(NO_TIMER),
             seq,
             watch_hint: AtomicUsize::new(0),
-            result: ResultSlot::new(),
         }
     }
 
@@ -98,15 +93,10 @@ impl<K, O> Cell<K, O> {
         prefetch::lines_for_write(start, len);
     }
 
-    /// Stores the result and wakes whoever waits for it.
-    pub(crate) fn deliver(&self, outcome: Outcome, operation: O) {
-        self.result.deliver(outcome, operation);
-    }
-
     /// Drops what the user left in an answered cell (a result never taken,
     /// a waker), so that a spare cell holds no user data.
     pub(crate) fn clear(&mut self) {
-        self.result.clear();
+        self.state.clear();
     }
 }
 
@@ -126,5 +116,23 @@ mod tests {
             cell <= 512,
             "{cell} bytes, beyond what `Cell::prefetch` fetches"
         );
+    }
+
+    #[test]
+    fn a_16_byte_operations_cell_fills_two_cache_lines() {
+        // The operation is kept once (the handle takes it where it lies)
+        // and the hand-over's phases are bits of the state word: with its
+        // reference count, the cell of a 16-byte operation under `u64`
+        // keys is 128 bytes, an allocator size class of its own, niche in
+        // the operation or not.
+        let count = std::mem::size_of::<usize>();
+        assert_eq!(count + std::mem::size_of::<Cell<u64, [u64; 2]>>(), 128);
+        assert_eq!(
+            count + std::mem::size_of::<Cell<u64, std::time::Duration>>(),
+            128
+        );
+        // Each byte of the operation costs one byte of the cell, not two.
+        let bigger = std::mem::size_of::<Cell<u64, [u64; 6]>>();
+        assert_eq!(count + bigger, 128 + 32);
     }
 }

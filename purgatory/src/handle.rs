@@ -4,8 +4,8 @@ use crate::cell::Completion;
 use crate::completer::Completer;
 use crate::outcome::Outcome;
 use crate::purgatory::Shared;
-use crate::result::Taken;
 use crate::timer_queue::CellRef;
+use crate::unchecked::Taken;
 use crate::DelayedOperation;
 use std::future::Future;
 use std::hash::Hash;
@@ -86,7 +86,7 @@ where
 
     /// The outcome, once the operation has been answered.
     pub fn outcome(&self) -> Option<Outcome> {
-        self.cell.result.outcome()
+        self.cell.state.outcome()
     }
 
     /// A cheap, cloneable, `Send + Sync` way to force-complete this
@@ -135,8 +135,11 @@ where
     /// # Panics
     /// If the result was already taken by polling this handle to `Ready`.
     pub fn wait(self) -> Completion<O> {
-        let (outcome, operation) = self.cell.result.wait_take().unwrap_or_else(|Taken| taken());
-        Completion { outcome, operation }
+        let (outcome, pending) = self.cell.state.wait_take().unwrap_or_else(|Taken| taken());
+        Completion {
+            outcome,
+            operation: pending.op,
+        }
     }
 
     /// Blocks until the operation is answered or `timeout` passes; hands
@@ -148,8 +151,11 @@ where
         let Some(deadline) = Instant::now().checked_add(timeout) else {
             return Ok(self.wait());
         };
-        match self.cell.result.wait_take_until(deadline) {
-            Ok(Some((outcome, operation))) => Ok(Completion { outcome, operation }),
+        match self.cell.state.wait_take_until(deadline) {
+            Ok(Some((outcome, pending))) => Ok(Completion {
+                outcome,
+                operation: pending.op,
+            }),
             Ok(None) => Err(self),
             Err(Taken) => taken(),
         }
@@ -174,8 +180,11 @@ where
     type Output = Completion<O>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion<O>> {
-        match self.cell.result.poll_take(cx.waker()) {
-            Ok(Some((outcome, operation))) => Poll::Ready(Completion { outcome, operation }),
+        match self.cell.state.poll_take(cx.waker()) {
+            Ok(Some((outcome, pending))) => Poll::Ready(Completion {
+                outcome,
+                operation: pending.op,
+            }),
             Ok(None) => Poll::Pending,
             Err(Taken) => taken(),
         }

@@ -62,13 +62,14 @@
 //!
 //! # Memory
 //! A parked operation costs its cell and its share of the timer and of its
-//! watch list: 169 bytes each for 1e6 operations of 16 bytes under 3 keys
-//! (`cargo run --release --example burst_memory`), 153 beyond the
-//! operation. The cell (136 bytes with its reference count) holds the
-//! operation, its state, one watch link inline, its timer id and
-//! submission order, two prefetch hints, and the result slot, which keeps
-//! room for the operation once more (the result hands it back): an
-//! operation of `S` bytes costs about `2S + 137`. A cell is allocated on the thread that
+//! watch list: 161 bytes each for 1e6 operations of 16 bytes under 3 keys
+//! (`cargo run --release --example burst_memory`), 145 beyond the
+//! operation. The cell (128 bytes with its reference count, two cache
+//! lines) holds the operation, its state word, one watch link inline, its
+//! timer id and submission order, two prefetch hints, and the waker of the
+//! handle's last poll. The operation is kept once: the handle takes it
+//! where it lies once it is answered, so an operation of `S` bytes costs
+//! about `S + 145`. A cell is allocated on the thread that
 //! submits and freed on the thread that answers, so the allocator's
 //! footprint can grow beyond what is in use. In a soak of three minutes
 //! at about 1.2M operations a second (`cargo run --release --example
@@ -91,7 +92,7 @@
 //! 3. one watch list (a key's or a group's).
 //!
 //! The timer's lock is a leaf: nothing else is taken while it is held, and
-//! so are a watch list's, a cell's result slot's and the spare-cell stack's
+//! so are a watch list's, a cell's waker's and the spare-cell stack's
 //! (`PurgatoryBuilder::spare_cells`). Where an operation is watched needs
 //! no lock: only the thread holding its `RUNNING` bit reaches it (the
 //! submitter while it sets the operation up, then whoever completes it).
@@ -185,7 +186,6 @@ mod operation;
 mod outcome;
 mod purgatory;
 mod recent_key_sets;
-mod result;
 mod spare_cells;
 mod timer_queue;
 #[allow(unsafe_code)]

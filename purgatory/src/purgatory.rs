@@ -162,7 +162,7 @@ where
             |pending| shared.check(&mut pending.op),
             |pending, outcome| {
                 at_once = outcome == Outcome::Completed;
-                shared.finish(&cell, pending, outcome, Reader::Handle);
+                shared.finish(&cell, pending, outcome, Reader::Handle)
             },
         );
         // A shutdown that began during this call may have drained the timer
@@ -394,20 +394,22 @@ where
     }
 
     /// Completes an operation whose outcome this thread decided: out of the
-    /// watch lists and the timer first, then the user's callbacks, then the
-    /// result to the handle.
+    /// watch lists and the timer first, then the user's callbacks. Returns
+    /// whether its handle may read the result, which the state machine then
+    /// hands over (`unchecked/handover.rs`).
     fn finish(
         &self,
         cell: &CellRef<K, O>,
-        pending: Pending<K, O>,
+        pending: &mut Pending<K, O>,
         outcome: Outcome,
         reader: Reader,
-    ) {
+    ) -> bool {
         let Pending {
-            mut op,
+            op,
             links,
             timer_address,
         } = pending;
+        let (links, timer_address) = (std::mem::take(links), *timer_address);
         // Before the first lock: see `unchecked/prefetch.rs`.
         self.watchers.prefetch(&links);
         // An expired operation's entry is out of the wheel already: fetching
@@ -424,17 +426,6 @@ where
         self.guarded("on_complete", || op.on_complete(outcome));
         self.counters.record(outcome);
         tracing::debug!(purgatory = %self.name, %outcome, "delayed operation answered");
-        // Handles are only made at submission, so once `cell` is the last
-        // reference and not a handle's, nobody can ever read the result:
-        // the slot's lock and lines are skipped (an operation whose handle
-        // was dropped, as a broker answering through `on_complete` does).
-        // The count cannot rise meanwhile: only this thread holds a reference
-        // to clone.
-        if reader == Reader::Handle || CellRef::count(cell) > 1 {
-            cell.deliver(outcome, op);
-        } else {
-            caught::drop_logged(op);
-        }
         if let Some(interval) = self.purge_interval {
             if self.since_purge.fetch_add(1, Ordering::Relaxed) + 1 >= interval {
                 self.since_purge.store(0, Ordering::Relaxed);
@@ -442,6 +433,14 @@ where
                 self.watchers.purge();
             }
         }
+        // Handles are only made at submission, so once `cell` is the last
+        // reference and not a handle's, nobody can ever read the result:
+        // the answer's lock is skipped (an operation whose handle was
+        // dropped, as a broker answering through `on_complete` does), and
+        // the operation goes with the cell, when this thread's caller drops
+        // it. The count cannot rise meanwhile: only this thread holds a
+        // reference to clone.
+        reader == Reader::Handle || CellRef::count(cell) > 1
     }
 
     /// Drives each of `cells` (see `drive`); returns how many this call

@@ -4,50 +4,11 @@
 //! what a forced completion is told when it races an expiry.
 #![allow(dead_code)]
 
-mod sync {
-    pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+#[path = "loom_support/sync.rs"]
+mod sync;
 
-    /// loom's `UnsafeCell` fails the model if two threads reach the value
-    /// at once: the check that `RUNNING` really is exclusive.
-    pub(crate) struct Exclusive<T>(loom::cell::UnsafeCell<T>);
-
-    impl<T> Exclusive<T> {
-        pub(crate) fn new(value: T) -> Self {
-            Exclusive(loom::cell::UnsafeCell::new(value))
-        }
-
-        pub(crate) unsafe fn get_mut(&self) -> ExclusiveRef<T> {
-            ExclusiveRef(self.0.get_mut())
-        }
-    }
-
-    pub(crate) struct ExclusiveRef<T>(loom::cell::MutPtr<T>);
-
-    impl<T> std::ops::Deref for ExclusiveRef<T> {
-        type Target = T;
-        fn deref(&self) -> &T {
-            // SAFETY: loom tracks the access and fails the model on a race.
-            unsafe { self.0.deref() }
-        }
-    }
-
-    impl<T> std::ops::DerefMut for ExclusiveRef<T> {
-        fn deref_mut(&mut self) -> &mut T {
-            // SAFETY: as above.
-            unsafe { self.0.deref() }
-        }
-    }
-
-    /// Hands each loom thread its own number the first time it asks (an
-    /// ordinary atomic: it is bookkeeping of the test, not part of the model).
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    loom::thread_local!(static TOKEN: u64 = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-
-    pub(crate) fn thread_token() -> u64 {
-        TOKEN.with(|t| *t)
-    }
-}
-
+#[path = "../src/unchecked/handover.rs"]
+mod handover;
 #[path = "../src/outcome.rs"]
 mod outcome;
 #[path = "../src/unchecked/state.rs"]
@@ -128,10 +89,13 @@ impl World {
         holds
     }
 
-    fn finish(&self, op: Op, outcome: Outcome) {
+    /// Runs in place; nobody reads the result (the hand-over has a model
+    /// of its own, `loom_handover.rs`).
+    fn finish(&self, op: &mut Op, outcome: Outcome) -> bool {
         assert_eq!(op.inside.load(Ordering::SeqCst), 0, "finish beside a check");
         self.outcome.store(outcome as usize, Ordering::SeqCst);
         self.finished.fetch_add(1, Ordering::SeqCst);
+        false
     }
 
     fn outcome(&self) -> Outcome {

@@ -1,7 +1,8 @@
 //! Every `unsafe` block of the crate, and nothing else. The crate root
 //! denies `unsafe_code` everywhere but here, so the compiler keeps it so.
 //!
-//! Each piece buys a measured speed-up (figures in `docs/performance.md`) and offers a safe interface whose
+//! Each piece buys a measured speed-up or saving of memory (figures in
+//! `docs/performance.md`) and offers a safe interface whose
 //! soundness does not depend on how the rest of the crate calls it:
 //!
 //! - [`state`]: an operation's completion state machine. The operation sits
@@ -9,14 +10,21 @@
 //!   of a mutex of its own (two atomic read-modify-writes per check fewer).
 //!   Model-checked with loom (`tests/loom_state.rs`, which compiles `state.rs`
 //!   against loom's versions of [`sync`]'s names).
+//! - [`handover`]: the decided operation handed to its reader where it
+//!   lies, under the waker's lock, rather than moved to a result slot of
+//!   its own: a cell holds room for the operation once, not twice, and a
+//!   bit of the state word says whether it is still there.
+//!   Model-checked with loom too (`tests/loom_handover.rs`).
 //! - [`prefetch`]: cache-line hints before a completion takes its locks, and
 //!   for the cells a batch of completions comes to next;
 //!   the intrinsic is `unsafe` only for its target feature.
 
+pub(crate) mod handover;
 pub(crate) mod prefetch;
 pub(crate) mod state;
 mod sync;
 
+pub(crate) use handover::Taken;
 pub(crate) use state::{OpState, Request, Served};
 
 #[cfg(test)]
@@ -25,12 +33,13 @@ mod tests {
     use super::OpState;
     use crate::outcome::Outcome;
     use std::collections::HashSet;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A `new_held` state whose setup right is checked: `start` runs
     /// `setup` and reports whether it did.
     fn started(state: &OpState<u32>) -> bool {
         let mut ran = false;
-        state.start(|_| ran = true, |_| false, |_, _| {});
+        state.start(|_| ran = true, |_| false, |_, _| false);
         ran
     }
 
@@ -48,7 +57,10 @@ mod tests {
         assert_eq!(inner, Some(false), "setup cannot start it again");
         assert!(!started(&state), "nor can a second start");
         let mut decided = false;
-        state.decide_at_start(Outcome::Completed, |_, _| decided = true);
+        state.decide_at_start(Outcome::Completed, |_, _| {
+            decided = true;
+            false
+        });
         assert!(!decided && !state.is_done());
     }
 
@@ -57,12 +69,72 @@ mod tests {
         let state = OpState::new_held(7);
         let mut finished = None;
         state.decide_at_start(Outcome::Expired, |op, outcome| {
-            finished = Some((op, outcome))
+            finished = Some((*op, outcome));
+            true
         });
         assert_eq!(finished, Some((7, Outcome::Expired)));
         assert!(!started(&state));
         // A state nobody holds has no setup right to take.
         assert!(!started(&OpState::new(7)));
+    }
+
+    /// Counts its drops; panics in `Drop` if asked to.
+    struct Counted<'a>(&'a AtomicUsize, bool);
+
+    impl Drop for Counted<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            if self.1 {
+                panic!("drop");
+            }
+        }
+    }
+
+    fn decided<'a>(op: Counted<'a>, read: bool) -> OpState<Counted<'a>> {
+        let state = OpState::new_held(op);
+        state.decide_at_start(Outcome::Cancelled, |_, _| read);
+        assert!(state.is_done());
+        state
+    }
+
+    #[test]
+    fn a_decided_operation_is_handed_over_once_where_it_lies() {
+        let drops = AtomicUsize::new(0);
+        let state = decided(Counted(&drops, false), true);
+        assert_eq!(state.outcome(), Some(Outcome::Cancelled));
+        let waker = std::task::Waker::noop();
+        let (outcome, op) = state.poll_take(waker).unwrap().unwrap();
+        assert_eq!(outcome, Outcome::Cancelled);
+        assert!(state.poll_take(waker).is_err(), "taken once");
+        assert!(state.wait_take().is_err());
+        drop(state);
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        drop(op);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn an_operation_nobody_takes_goes_with_its_state_once() {
+        let drops = AtomicUsize::new(0);
+        // Handed over but never taken, and never handed over (no reader):
+        // the state keeps it, and drops it once, panic or not.
+        for read in [true, false] {
+            for panics in [false, true] {
+                drops.store(0, Ordering::SeqCst);
+                let state = decided(Counted(&drops, panics), read);
+                assert_eq!(state.outcome().is_some(), read);
+                assert_eq!(drops.load(Ordering::SeqCst), 0);
+                drop(state);
+                assert_eq!(drops.load(Ordering::SeqCst), 1);
+            }
+        }
+        // Cleared for reuse: dropped then, not again with the state.
+        let mut state = decided(Counted(&drops, false), true);
+        drops.store(0, Ordering::SeqCst);
+        state.clear();
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        drop(state);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
     }
 
     #[test]

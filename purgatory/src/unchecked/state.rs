@@ -37,14 +37,28 @@
 //! back into the purgatory) is recognised by the runner's token and returns
 //! at once: a check is covered by the one running, a forced outcome is picked
 //! up when it returns.
+//!
+//! Deciding does not move the operation out: `finish` runs on it in place,
+//! and the operation stays where it is for its reader (`handover.rs`), so a
+//! cell holds room for one operation, not for one pending and one answered.
+//! `RUNNING` is never released once `DONE` is set, which is what keeps every
+//! later request away from the value the reader takes.
 
-use super::sync::{thread_token, AtomicU32, AtomicU64, Exclusive, Ordering};
+use super::sync::{drop_guarded, thread_token, AtomicU32, AtomicU64, Exclusive, Mutex, Ordering};
 use crate::outcome::Outcome;
+use std::mem::ManuallyDrop;
+use std::task::Waker;
 
 const RUNNING: u32 = 1;
 const RECHECK: u32 = 1 << 1;
 const FORCED: u32 = 1 << 2;
 const DONE: u32 = 1 << 3;
+/// The decider has finished with the operation and handed it to the
+/// reader (`handover.rs`).
+pub(super) const HANDED: u32 = 1 << 4;
+/// The reader has taken the operation out (`handover.rs`), or `clear`
+/// dropped it.
+pub(super) const TAKEN: u32 = 1 << 5;
 const OUTCOME_SHIFT: u32 = 8;
 
 /// Set in `owner`, beside the creator's token, while the creator of a
@@ -84,15 +98,23 @@ pub(crate) enum Served {
 
 /// An operation and its completion state.
 pub(crate) struct OpState<O> {
-    flags: AtomicU32,
+    pub(super) flags: AtomicU32,
     /// The token of the thread running the operation's code, or 0. Only
     /// the running thread writes its own token, so reading it back proves
     /// a call comes from inside that code. `SETTING_UP | token` from
     /// `new_held` until the creator's `start`.
     owner: AtomicU64,
-    /// `Some` until the outcome is decided. Only the `RUNNING` thread
-    /// reaches it; the bit is its lock.
-    op: Exclusive<Option<O>>,
+    /// The operation. Until the outcome is decided, only the `RUNNING`
+    /// thread reaches it; the bit is its lock. After, the thread that
+    /// decided hands it to the reader (`handover.rs`), which takes it out.
+    /// It is there until `TAKEN` is set (by that take, or by `clear`):
+    /// the bit serves as an `Option`'s tag would, without its word.
+    pub(super) op: Exclusive<ManuallyDrop<O>>,
+    /// The waker of the reader's last poll, if any; the lock under which
+    /// the operation is handed over and taken (`handover.rs`). The
+    /// hand-over's phases are bits of `flags`, so that a cell of a small
+    /// operation fits in two cache lines.
+    pub(super) waker: Mutex<Option<Waker>>,
 }
 
 impl<O> OpState<O> {
@@ -119,7 +141,8 @@ impl<O> OpState<O> {
         OpState {
             flags: AtomicU32::new(flags),
             owner: AtomicU64::new(owner),
-            op: Exclusive::new(Some(op)),
+            op: Exclusive::new(ManuallyDrop::new(op)),
+            waker: Mutex::new(None),
         }
     }
 
@@ -150,13 +173,15 @@ impl<O> OpState<O> {
 
     /// Serves `request`. `check` runs the condition with exclusive access;
     /// `finish` is called, at most once over all callers, by the caller that
-    /// decides the outcome, with the operation moved out. Returns what this
-    /// call did ([`Served`]).
+    /// decides the outcome, with exclusive access too, and returns whether
+    /// anyone will read the result: if so, the operation is then handed
+    /// over (`handover.rs`), otherwise it stays until the state is dropped
+    /// or cleared. Returns what this call did ([`Served`]).
     pub(crate) fn drive(
         &self,
         request: Request,
         check: impl FnMut(&mut O) -> bool,
-        finish: impl FnOnce(O, Outcome),
+        finish: impl FnOnce(&mut O, Outcome) -> bool,
     ) -> Served {
         let mut flags = self.flags.load(Ordering::Acquire);
         loop {
@@ -209,7 +234,7 @@ impl<O> OpState<O> {
         &self,
         setup: impl FnOnce(&mut O),
         check: impl FnMut(&mut O) -> bool,
-        finish: impl FnOnce(O, Outcome),
+        finish: impl FnOnce(&mut O, Outcome) -> bool,
     ) -> bool {
         if !self.take_setup_right() {
             return false;
@@ -221,9 +246,8 @@ impl<O> OpState<O> {
             // access ends with this block, before `run` reaches the value
             // again under the same right.
             let mut op = unsafe { self.op.get_mut() };
-            if let Some(pending) = op.as_mut() {
-                setup(pending);
-            }
+            // Undecided, so the operation is there (`TAKEN` is clear).
+            setup(&mut op);
         }
         // Whatever was asked for during the setup is in the word now.
         self.run(self.flags.load(Ordering::Acquire), check, finish) != Served::NotYet
@@ -232,12 +256,36 @@ impl<O> OpState<O> {
     /// Decides `outcome` for a state its creator still holds, without a
     /// check: for an operation whose first try already held. Does nothing
     /// when [`start`](Self::start) would not.
-    pub(crate) fn decide_at_start(&self, outcome: Outcome, finish: impl FnOnce(O, Outcome)) {
+    pub(crate) fn decide_at_start(
+        &self,
+        outcome: Outcome,
+        finish: impl FnOnce(&mut O, Outcome) -> bool,
+    ) {
         if !self.take_setup_right() {
             return;
         }
-        let forced = RUNNING | FORCED | (outcome.code() << OUTCOME_SHIFT);
-        self.run(forced, |_| false, finish);
+        // Decided in the word itself, where the reader finds the outcome:
+        // by this call, unless a forced outcome was left during the setup,
+        // which came first and wins, as in `drive`.
+        let mut flags = self.flags.load(Ordering::Acquire);
+        loop {
+            let wanted = match flags & FORCED {
+                0 => flags | FORCED | (outcome.code() << OUTCOME_SHIFT) | DONE,
+                _ => flags | DONE,
+            };
+            match self.flags.compare_exchange_weak(
+                flags,
+                wanted,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.run(wanted, |_| false, finish);
+                    return;
+                }
+                Err(now) => flags = now,
+            }
+        }
     }
 
     /// Runs the operation, holding `RUNNING`, until it completes or no
@@ -246,8 +294,9 @@ impl<O> OpState<O> {
         &self,
         mut flags: u32,
         mut check: impl FnMut(&mut O) -> bool,
-        finish: impl FnOnce(O, Outcome),
+        finish: impl FnOnce(&mut O, Outcome) -> bool,
     ) -> Served {
+        let mut finish = Some(finish);
         loop {
             // Every request so far is served by this round.
             if flags & RECHECK != 0 {
@@ -258,32 +307,34 @@ impl<O> OpState<O> {
                 // own compare-exchange in `drive`, or has held it since
                 // `new_held` (checked by `take_setup_right` in `start` and
                 // `decide_at_start`), or kept it through a failed release
-                // below; and only the `RUNNING` thread ever reaches `op`.
-                // This access ends with this block, before the bit is
-                // released, and the acquire/release on `flags` orders it
-                // before the next holder's.
+                // below; and only the `RUNNING` thread ever reaches `op`
+                // until it hands it over. This access ends with this block,
+                // before the bit is released or the operation handed over,
+                // and the acquire/release on `flags` orders it before the
+                // next holder's (the handover's lock, before the reader's).
                 let mut op = unsafe { self.op.get_mut() };
-                let outcome = if flags & FORCED != 0 {
-                    Some((Outcome::from_code(flags >> OUTCOME_SHIFT), Served::Decided))
-                } else if let Some(pending) = op.as_mut() {
+                let decided = if flags & FORCED != 0 {
+                    Some((Self::outcome_of(flags), Served::Decided))
+                } else {
+                    // Undecided, so the operation is there.
                     self.owner.store(thread_token(), Ordering::Relaxed);
-                    let holds = check(pending);
+                    let holds = check(&mut op);
                     self.owner.store(0, Ordering::Relaxed);
                     holds.then_some((Outcome::Completed, Served::Held))
-                } else {
-                    None
                 };
-                outcome.map(|(outcome, served)| {
+                decided.map(|(outcome, served)| {
                     // RUNNING stays set: nobody takes a decided operation.
                     if flags & DONE == 0 {
                         self.flags.fetch_or(DONE, Ordering::AcqRel);
                     }
-                    (op.take(), outcome, served)
+                    // Decided once: `finish` is there to take.
+                    let read = finish.take().is_some_and(|finish| finish(&mut op, outcome));
+                    (served, read)
                 })
             };
-            if let Some((taken, outcome, served)) = decided {
-                if let Some(taken) = taken {
-                    finish(taken, outcome);
+            if let Some((served, read)) = decided {
+                if read {
+                    self.hand_over();
                 }
                 return served;
             }
@@ -298,5 +349,36 @@ impl<O> OpState<O> {
                 Err(now) => flags = now,
             }
         }
+    }
+
+    /// The outcome decided, read from a word that says it is decided.
+    pub(super) fn outcome_of(flags: u32) -> Outcome {
+        if flags & FORCED != 0 {
+            Outcome::from_code(flags >> OUTCOME_SHIFT)
+        } else {
+            Outcome::Completed
+        }
+    }
+
+    /// Drops the operation, if it is still here, and whatever the reader
+    /// left (a waker), guarded: for a cell given back to be reused.
+    pub(crate) fn clear(&mut self) {
+        if self.flags.fetch_or(TAKEN, Ordering::Relaxed) & TAKEN == 0 {
+            // SAFETY: `&mut self`: no other access can be alive. `TAKEN`
+            // was clear, so the operation is there, and the bit now set
+            // keeps anything from reaching it again.
+            let op = unsafe { ManuallyDrop::take(&mut self.op.get_mut()) };
+            drop_guarded(op);
+        }
+        drop_guarded(self.waker.get_mut().take());
+    }
+}
+
+/// The last reference to a state may go on one of the purgatory's threads
+/// (its handle went while the operation was being answered): an operation
+/// never taken must not take that thread down.
+impl<O> Drop for OpState<O> {
+    fn drop(&mut self) {
+        self.clear();
     }
 }

@@ -1,7 +1,12 @@
-//! The synchronisation primitives `state.rs` is written against. The loom
-//! test compiles `state.rs` again against loom's versions of the same names.
+//! The synchronisation primitives `state.rs` and `handover.rs` are written
+//! against. The loom tests compile both again against loom's versions of the
+//! same names.
 
 pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+use std::thread::Thread;
+use std::time::Instant;
 
 /// A number that identifies the calling thread: threads are counted from 1
 /// as they first ask, so a token is never 0, never reused (as a
@@ -62,4 +67,70 @@ impl<T> std::ops::DerefMut for ExclusiveRef<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         self.0
     }
+}
+
+/// The lock of a state's result: `parking_lot`'s, which neither poisons
+/// nor allocates. A newtype so that loom's lock can take its name.
+pub(crate) struct Mutex<T>(parking_lot::Mutex<T>);
+
+pub(crate) use parking_lot::MutexGuard;
+
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Mutex(parking_lot::Mutex::new(value))
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        self.0.lock()
+    }
+
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.0.get_mut()
+    }
+}
+
+/// Wakes a thread parked on a result.
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// A waker that unparks the calling thread; made once per thread. A thread
+/// blocked on a result leaves it as a task leaves its own, so a blocked
+/// wait is woken exactly as a task is, with no condition variable.
+pub(crate) fn thread_waker() -> Waker {
+    thread_local!(static WAKER: Waker = Waker::from(Arc::new(Unpark(std::thread::current()))));
+    WAKER
+        .try_with(Waker::clone)
+        // During the thread's teardown: a waker of its own.
+        .unwrap_or_else(|_| Waker::from(Arc::new(Unpark(std::thread::current()))))
+}
+
+/// Parks the calling thread until it is unparked (or spuriously).
+pub(crate) fn park() {
+    std::thread::park();
+}
+
+/// Parks the calling thread until it is unparked (or spuriously), or
+/// until `deadline`; false, without parking, once `deadline` has passed.
+pub(crate) fn park_until(deadline: Instant) -> bool {
+    let now = Instant::now();
+    if now >= deadline {
+        return false;
+    }
+    std::thread::park_timeout(deadline - now);
+    true
+}
+
+/// Drops what holds a user's operation on a thread that must survive a
+/// panic in the operation's `Drop` (see `caught.rs`).
+pub(crate) fn drop_guarded<T>(value: T) {
+    crate::caught::drop_logged(value);
 }

@@ -1,0 +1,125 @@
+//! The hand-over of a decided operation from whoever completed it to its
+//! reader (the handle), which may block on it, poll it as a future, or
+//! never look.
+//!
+//! The operation never moves to a result slot of its own: it stays in the
+//! state ([`OpState`]), and what moves is the right to reach it. The
+//! deciding thread holds that right (`RUNNING`, kept forever once `DONE` is
+//! set) until it has run `finish`; then it sets `HANDED` under the waker's
+//! lock, and the one reader that sets `TAKEN`, under the same lock, takes
+//! the operation out. The lock orders the decider's last access before the
+//! reader's, and only one reader finds `HANDED` without `TAKEN`, so the two
+//! never reach the operation together.
+//!
+//! The hand-over has three phases, decided under that one lock: waiting
+//! (with the waker of the last poll, if any), handed, or taken. A poll
+//! reads the phase under the lock, so an answer handed over at any moment
+//! is either seen by that poll or wakes the waker it leaves: a poll racing
+//! the answer returns ready or pending, and a pending poll is always woken.
+//! Only a poll after the reader took the result finds it taken.
+
+use super::state::{OpState, HANDED, TAKEN};
+use super::sync::{park, park_until, thread_waker, MutexGuard, Ordering};
+use crate::outcome::Outcome;
+use std::mem::ManuallyDrop;
+use std::task::Waker;
+use std::time::Instant;
+
+/// What a poll found when the reader had already taken the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Taken;
+
+impl<O> OpState<O> {
+    /// Hands the operation over and wakes whoever waits for it, after the
+    /// lock is released (a waker may run arbitrary code). Called once, by
+    /// the thread that decided the outcome, after its last access to the
+    /// operation.
+    pub(super) fn hand_over(&self) {
+        let waker = {
+            let mut kept = self.waker.lock();
+            // Release: the decider's accesses to the operation come before
+            // whatever the reader does once it sees the bit.
+            self.flags.fetch_or(HANDED, Ordering::Release);
+            kept.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// The outcome, once handed over.
+    pub(crate) fn outcome(&self) -> Option<Outcome> {
+        let flags = self.flags.load(Ordering::Acquire);
+        (flags & HANDED != 0).then(|| Self::outcome_of(flags))
+    }
+
+    /// Takes the result if it is there; otherwise keeps `waker`, to be woken
+    /// on hand-over, and returns `Ok(None)`. `Err(Taken)` if the result was
+    /// taken before.
+    pub(crate) fn poll_take(&self, waker: &Waker) -> Result<Option<(Outcome, O)>, Taken> {
+        let mut kept = self.waker.lock();
+        if self.flags.load(Ordering::Acquire) & HANDED == 0 {
+            match &*kept {
+                Some(kept) if kept.will_wake(waker) => {}
+                _ => *kept = Some(waker.clone()),
+            }
+            return Ok(None);
+        }
+        self.take(kept).map(Some)
+    }
+
+    /// Blocks until the result is there and takes it; `Err(Taken)` if it
+    /// was taken before.
+    pub(crate) fn wait_take(&self) -> Result<(Outcome, O), Taken> {
+        let waker = thread_waker();
+        loop {
+            if let Some(done) = self.poll_take(&waker)? {
+                return Ok(done);
+            }
+            park();
+        }
+    }
+
+    /// Blocks until the result is there or `deadline` passes, and takes it
+    /// (`Ok(None)` on timeout, and then no waker of this thread is left).
+    pub(crate) fn wait_take_until(&self, deadline: Instant) -> Result<Option<(Outcome, O)>, Taken> {
+        let waker = thread_waker();
+        loop {
+            if let Some(done) = self.poll_take(&waker)? {
+                return Ok(Some(done));
+            }
+            if !park_until(deadline) {
+                let mut kept = self.waker.lock();
+                if self.flags.load(Ordering::Acquire) & HANDED == 0 {
+                    *kept = None;
+                    return Ok(None);
+                }
+                return self.take(kept).map(Some);
+            }
+        }
+    }
+
+    /// Takes a handed-over operation out, holding the waker's lock (`_lock`):
+    /// only the caller that sets `TAKEN` under it reaches the operation.
+    fn take(&self, _lock: MutexGuard<'_, Option<Waker>>) -> Result<(Outcome, O), Taken> {
+        // Nobody else writes the word once `HANDED` is set: every request
+        // finds `DONE` and returns, and `TAKEN` is only set under the lock.
+        let flags = self.flags.fetch_or(TAKEN, Ordering::Acquire);
+        if flags & TAKEN != 0 {
+            return Err(Taken);
+        }
+        if flags & HANDED == 0 {
+            return Err(Taken); // the callers checked; never so
+        }
+        // SAFETY: `HANDED` is only set by `hand_over`, which the deciding
+        // thread calls once after its last access to `op` and holding
+        // `RUNNING` and `DONE`, never released, so no request reaches `op`
+        // again; its release and this thread's acquire of the word order
+        // that access before this one. This thread has just set `TAKEN`,
+        // under the lock, and found it clear, so the operation is there and
+        // no other take has run or can (only `clear`, with `&mut self`,
+        // takes it otherwise, and sets the bit too).
+        let op = unsafe { ManuallyDrop::take(&mut self.op.get_mut()) };
+        Ok((Self::outcome_of(flags), op))
+    }
+}

@@ -1,0 +1,92 @@
+//! loom's versions of the names `src/unchecked/state.rs` and
+//! `src/unchecked/handover.rs` are written against (`src/unchecked/sync.rs`),
+//! for the loom models, which compile both files again.
+
+use std::time::Instant;
+
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::MutexGuard;
+
+/// loom's `UnsafeCell` fails the model if two threads reach the value
+/// at once: the check that `RUNNING`, then the hand-over, really are
+/// exclusive.
+pub(crate) struct Exclusive<T>(loom::cell::UnsafeCell<T>);
+
+impl<T> Exclusive<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Exclusive(loom::cell::UnsafeCell::new(value))
+    }
+
+    pub(crate) unsafe fn get_mut(&self) -> ExclusiveRef<T> {
+        ExclusiveRef(self.0.get_mut())
+    }
+}
+
+pub(crate) struct ExclusiveRef<T>(loom::cell::MutPtr<T>);
+
+impl<T> std::ops::Deref for ExclusiveRef<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: loom tracks the access and fails the model on a race.
+        unsafe { self.0.deref() }
+    }
+}
+
+impl<T> std::ops::DerefMut for ExclusiveRef<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as above.
+        unsafe { self.0.deref() }
+    }
+}
+
+/// Hands each loom thread its own number the first time it asks (an
+/// ordinary atomic: it is bookkeeping of the test, not part of the model).
+static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+loom::thread_local!(static TOKEN: u64 = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+
+pub(crate) fn thread_token() -> u64 {
+    TOKEN.with(|t| *t)
+}
+
+pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Mutex(loom::sync::Mutex::new(value))
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        self.0.lock().unwrap()
+    }
+
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.0.get_mut().unwrap()
+    }
+}
+
+struct Unpark(loom::thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+pub(crate) fn thread_waker() -> std::task::Waker {
+    std::task::Waker::from(std::sync::Arc::new(Unpark(loom::thread::current())))
+}
+
+pub(crate) fn park() {
+    loom::thread::park();
+}
+
+/// Loom has no timed park: the models do not wait with a deadline.
+pub(crate) fn park_until(_deadline: Instant) -> bool {
+    loom::thread::park();
+    true
+}
+
+/// The models' operations do not panic when dropped.
+pub(crate) fn drop_guarded<T>(value: T) {
+    drop(value);
+}
