@@ -30,7 +30,7 @@ pub(crate) use state::{OpState, Request, Served};
 #[cfg(test)]
 mod tests {
     use super::sync::thread_token;
-    use super::OpState;
+    use super::{OpState, Request};
     use crate::outcome::Outcome;
     use std::collections::HashSet;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -133,6 +133,29 @@ mod tests {
         drops.store(0, Ordering::SeqCst);
         state.clear();
         assert_eq!(drops.load(Ordering::SeqCst), 1);
+        drop(state);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        // Cleared before anything decided it (as nothing in the crate
+        // does): inert, so no later call reaches the operation it dropped.
+        drops.store(0, Ordering::SeqCst);
+        let mut state = OpState::new_held(Counted(&drops, false));
+        state.clear();
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        let reached = std::cell::Cell::new(false);
+        let touch = |_: &mut Counted| reached.set(true);
+        let check = |op: &mut Counted| {
+            touch(op);
+            true
+        };
+        let finish = |op: &mut Counted, _| {
+            touch(op);
+            true
+        };
+        state.start(touch, check, finish);
+        state.drive(Request::Check, check, finish);
+        state.drive(Request::Force(Outcome::Expired), check, finish);
+        assert!(!reached.get() && state.outcome().is_none());
+        assert!(state.poll_take(std::task::Waker::noop()).unwrap().is_none());
         drop(state);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     }

@@ -361,12 +361,20 @@ impl<O> OpState<O> {
     }
 
     /// Drops the operation, if it is still here, and whatever the reader
-    /// left (a waker), guarded: for a cell given back to be reused.
+    /// left (a waker), guarded: for a cell given back to be reused. The
+    /// state is inert after: decided, held and taken, with no setup right,
+    /// so that no later call reaches the operation, whatever state it was
+    /// cleared in.
     pub(crate) fn clear(&mut self) {
-        if self.flags.fetch_or(TAKEN, Ordering::Relaxed) & TAKEN == 0 {
+        self.owner.store(0, Ordering::Relaxed);
+        let before = self
+            .flags
+            .fetch_or(RUNNING | DONE | TAKEN, Ordering::Relaxed);
+        if before & TAKEN == 0 {
             // SAFETY: `&mut self`: no other access can be alive. `TAKEN`
-            // was clear, so the operation is there, and the bit now set
-            // keeps anything from reaching it again.
+            // was clear, so the operation is there, and the bits now set
+            // keep every later call from reaching it: requests find `DONE`,
+            // `start` finds no setup right, a take finds `TAKEN`.
             let op = unsafe { ManuallyDrop::take(&mut self.op.get_mut()) };
             drop_guarded(op);
         }
