@@ -1,6 +1,6 @@
 //! The submitter's handle on a delayed operation.
 
-use crate::cell::Completion;
+use crate::cell::{Completion, Pending};
 use crate::completer::Completer;
 use crate::outcome::Outcome;
 use crate::purgatory::Shared;
@@ -135,11 +135,7 @@ where
     /// # Panics
     /// If the result was already taken by polling this handle to `Ready`.
     pub fn wait(self) -> Completion<O> {
-        let (outcome, pending) = self.cell.state.wait_take().unwrap_or_else(|Taken| taken());
-        Completion {
-            outcome,
-            operation: pending.op,
-        }
+        completion(self.cell.state.wait_take().unwrap_or_else(|Taken| taken()))
     }
 
     /// Blocks until the operation is answered or `timeout` passes; hands
@@ -152,13 +148,18 @@ where
             return Ok(self.wait());
         };
         match self.cell.state.wait_take_until(deadline) {
-            Ok(Some((outcome, pending))) => Ok(Completion {
-                outcome,
-                operation: pending.op,
-            }),
+            Ok(Some(answered)) => Ok(completion(answered)),
             Ok(None) => Err(self),
             Err(Taken) => taken(),
         }
+    }
+}
+
+/// What the handle hands out of the operation the state machine gave it.
+fn completion<K, O>((outcome, pending): (Outcome, Pending<K, O>)) -> Completion<O> {
+    Completion {
+        outcome,
+        operation: pending.op,
     }
 }
 
@@ -181,10 +182,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion<O>> {
         match self.cell.state.poll_take(cx.waker()) {
-            Ok(Some((outcome, pending))) => Poll::Ready(Completion {
-                outcome,
-                operation: pending.op,
-            }),
+            Ok(Some(answered)) => Poll::Ready(completion(answered)),
             Ok(None) => Poll::Pending,
             Err(Taken) => taken(),
         }

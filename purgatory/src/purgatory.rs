@@ -404,12 +404,11 @@ where
         outcome: Outcome,
         reader: Reader,
     ) -> bool {
-        let Pending {
-            op,
-            links,
-            timer_address,
-        } = pending;
-        let (links, timer_address) = (std::mem::take(links), *timer_address);
+        // The links leave with the watch entries; the operation stays for
+        // its handle.
+        let links = std::mem::take(&mut pending.links);
+        let timer_address = pending.timer_address;
+        let op = &mut pending.op;
         // Before the first lock: see `unchecked/prefetch.rs`.
         self.watchers.prefetch(&links);
         // An expired operation's entry is out of the wheel already: fetching

@@ -44,14 +44,19 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     builder.check(f);
 }
 
-/// Answers the operation on a new thread: an expiry whose `finish` writes
-/// to it in place (7 becomes 8) and hands it over.
-fn delivering(op: &loom::sync::Arc<OpState<u32>>) -> thread::JoinHandle<()> {
+/// Serves `request` on a new thread, with a condition that `holds` or
+/// not; whoever decides writes to the operation in place (7 becomes 8)
+/// and hands it over.
+fn serving(
+    op: &loom::sync::Arc<OpState<u32>>,
+    request: Request,
+    holds: bool,
+) -> thread::JoinHandle<()> {
     let op = op.clone();
     thread::spawn(move || {
         op.drive(
-            Request::Force(Outcome::Expired),
-            |_| false,
+            request,
+            |_| holds,
             |value, _| {
                 *value += 1;
                 true
@@ -60,19 +65,9 @@ fn delivering(op: &loom::sync::Arc<OpState<u32>>) -> thread::JoinHandle<()> {
     })
 }
 
-/// The same, by a check whose condition holds.
-fn completing(op: &loom::sync::Arc<OpState<u32>>) -> thread::JoinHandle<()> {
-    let op = op.clone();
-    thread::spawn(move || {
-        op.drive(
-            Request::Check,
-            |_| true,
-            |value, _| {
-                *value += 1;
-                true
-            },
-        );
-    })
+/// Answers the operation on a new thread: an expiry.
+fn delivering(op: &loom::sync::Arc<OpState<u32>>) -> thread::JoinHandle<()> {
+    serving(op, Request::Force(Outcome::Expired), false)
 }
 
 #[test]
@@ -93,7 +88,7 @@ fn a_poll_racing_the_answer_is_ready_or_pending_and_then_woken() {
             }
         }
         assert_eq!(op.outcome(), Some(Outcome::Expired));
-        // Only now, after `Ready`, is the result gone.
+        // Only now, after the take, is the result gone.
         assert!(op.poll_take(&waker).is_err());
     });
 }
@@ -162,7 +157,7 @@ fn a_poll_and_a_blocked_waiter_take_the_result_once_between_them() {
 fn a_check_that_holds_hands_over_what_it_wrote() {
     model(|| {
         let op = loom::sync::Arc::new(OpState::new(7));
-        let answer = completing(&op);
+        let answer = serving(&op, Request::Check, true);
         // loom fails the model if the take could reach the value while the
         // completing thread still writes it.
         assert_eq!(op.wait_take(), Ok((Outcome::Completed, 8)));
@@ -178,19 +173,7 @@ fn an_expiry_left_for_a_running_check_is_the_outcome_taken() {
         // A check that does not hold races an expiry: whichever thread
         // decides (the expirer, or the checker that finds its flag) runs
         // `finish` once, and the reader takes the expiry and what it wrote.
-        let checker = {
-            let op = op.clone();
-            thread::spawn(move || {
-                op.drive(
-                    Request::Check,
-                    |_| false,
-                    |value, _| {
-                        *value += 1;
-                        true
-                    },
-                );
-            })
-        };
+        let checker = serving(&op, Request::Check, false);
         let answer = delivering(&op);
         assert_eq!(op.wait_take(), Ok((Outcome::Expired, 8)));
         checker.join().unwrap();

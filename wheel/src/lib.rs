@@ -79,8 +79,8 @@
 //! A level's 64 buckets fill in turn, so without the pool each would keep
 //! its own peak for the whole lap: under a steady 32 entries a tick due
 //! 100-199 ticks ahead, the wheel held 171 bytes per pending entry that way
-//! and holds 50 with the pool (the `bucket_buffers_follow_the_buckets_in_use`
-//! test). A wheel that took a burst of 1e6 entries and then had all but one
+//! and holds 50 with the pool (the
+//! `bucket_buffers_follow_the_buckets_in_use_not_each_buckets_peak` test). A wheel that took a burst of 1e6 entries and then had all but one
 //! cancelled holds 0.13 MB of its 39.6 MB peak
 //! (`cargo run --release --example burst_memory` at the workspace root).
 //! Entries that outlive a burst pin their pages: at worst one per page.

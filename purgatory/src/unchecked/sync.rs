@@ -69,8 +69,9 @@ impl<T> std::ops::DerefMut for ExclusiveRef<'_, T> {
     }
 }
 
-/// The lock of a state's result: `parking_lot`'s, which neither poisons
-/// nor allocates. A newtype so that loom's lock can take its name.
+/// The lock of a state's waker, under which the operation is handed over:
+/// `parking_lot`'s, which neither poisons nor allocates. A newtype so that
+/// loom's lock can take its name.
 pub(crate) struct Mutex<T>(parking_lot::Mutex<T>);
 
 pub(crate) use parking_lot::MutexGuard;
