@@ -26,7 +26,7 @@
 //!   There is no purge interval and no reaper walking lists. What stays is
 //!   memory without user data: up to
 //!   [`spare_cells`](PurgatoryBuilder::spare_cells) emptied cells kept for
-//!   reuse, given back on shutdown; and a lane's cleared 16-byte slots until
+//!   reuse (and a magazine of up to 32 per thread), given back on shutdown; and a lane's cleared 16-byte slots until
 //!   its head passes them (within one timeout) or their 4 KiB chunk has no
 //!   pending entry left (at once).
 //! - **Nobody waits on an operation.** A check or forced outcome that finds
@@ -96,8 +96,8 @@
 //! 3. one watch list (a key's or a group's).
 //!
 //! The timer's lock is a leaf: nothing else is taken while it is held, and
-//! so are a watch list's, a cell's waker's and the spare-cell stack's
-//! (`PurgatoryBuilder::spare_cells`). Where an operation is watched needs
+//! so are a watch list's, a cell's waker's and the spare cells' depot (taken
+//! under a thread's own magazine: `PurgatoryBuilder::spare_cells`). Where an operation is watched needs
 //! no lock: only the thread holding its `RUNNING` bit reaches it (the
 //! submitter while it sets the operation up, then whoever completes it).
 //! Completing an operation takes its lists' locks directly (it holds them),
@@ -191,6 +191,7 @@ mod outcome;
 mod purgatory;
 mod recent_key_sets;
 mod spare_cells;
+mod thread_stripe;
 mod timer_queue;
 #[allow(unsafe_code)]
 mod unchecked;

@@ -1,10 +1,8 @@
 //! Counters of one purgatory.
 
 use crate::outcome::Outcome;
+use crate::thread_stripe;
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 /// A snapshot of a purgatory's counters.
@@ -35,7 +33,8 @@ pub struct PurgatoryMetrics {
     /// Entries held by the timer, completed ones included.
     pub held_timer_entries: usize,
     /// Cells of answered operations kept for reuse (at most
-    /// [`PurgatoryBuilder::spare_cells`](crate::PurgatoryBuilder::spare_cells)); they hold no user data.
+    /// [`PurgatoryBuilder::spare_cells`](crate::PurgatoryBuilder::spare_cells),
+    /// plus a magazine per thread); they hold no user data.
     pub spare_cells: usize,
 }
 
@@ -47,7 +46,7 @@ pub struct PurgatoryMetrics {
 /// those in flight.
 ///
 /// A stripe is *owned*: while a thread lives, no other thread writes its
-/// stripe (see [`StripeClaim`]), so the owner adds with a plain load and
+/// stripe (see `thread_stripe.rs`), so the owner adds with a plain load and
 /// store instead of a locked read-modify-write. There are three counter
 /// updates per request (how many operations are pending is derived, not
 /// counted: see `Purgatory::delayed`), and a locked instruction also waits
@@ -67,70 +66,12 @@ struct Stripe {
     panics: AtomicI64,
 }
 
-/// A thread's claim on stripe number `.0` of every purgatory's counters,
-/// from its first counter update until it exits.
-struct StripeClaim(usize);
-
-/// Stripe numbers: the lowest free one goes to the next thread, so numbers
-/// stay as dense as the threads alive and fit the owned stripes.
-struct StripeNumbers {
-    /// Numbers given back by exited threads, lowest on top.
-    free: BinaryHeap<Reverse<usize>>,
-    /// The lowest number never handed out.
-    next: usize,
-}
-
-impl StripeNumbers {
-    const fn new() -> Self {
-        StripeNumbers {
-            free: BinaryHeap::new(),
-            next: 0,
-        }
-    }
-
-    fn take(&mut self) -> usize {
-        match self.free.pop() {
-            Some(Reverse(n)) => n,
-            None => {
-                self.next += 1;
-                self.next - 1
-            }
-        }
-    }
-
-    fn give_back(&mut self, n: usize) {
-        self.free.push(Reverse(n));
-    }
-}
-
-static STRIPE_NUMBERS: Mutex<StripeNumbers> = Mutex::new(StripeNumbers::new());
-
-impl StripeClaim {
-    fn take() -> Self {
-        StripeClaim(STRIPE_NUMBERS.lock().take())
-    }
-}
-
-impl Drop for StripeClaim {
-    fn drop(&mut self) {
-        // The mutex orders this thread's last plain stores before the next
-        // owner's first load.
-        STRIPE_NUMBERS.lock().give_back(self.0);
-    }
-}
-
-thread_local! {
-    static STRIPE: StripeClaim = StripeClaim::take();
-}
-
 impl Counters {
     pub(crate) fn new() -> Self {
-        let cpus = std::thread::available_parallelism().map_or(4, usize::from);
-        // Request handlers, network threads, the timer and its workers:
-        // a broker runs several threads a core.
-        let owned = (4 * cpus).next_power_of_two().clamp(16, 256);
         Counters {
-            owned: (0..owned).map(|_| CachePadded::default()).collect(),
+            owned: (0..thread_stripe::count())
+                .map(|_| CachePadded::default())
+                .collect(),
             shared: CachePadded::default(),
         }
     }
@@ -138,10 +79,7 @@ impl Counters {
     fn add(&self, field: impl Fn(&Stripe) -> &AtomicI64, delta: i64) {
         // A thread being torn down may have given its number back already:
         // it uses the shared stripe then.
-        let owned = STRIPE
-            .try_with(|claim| claim.0)
-            .ok()
-            .and_then(|n| self.owned.get(n));
+        let owned = thread_stripe::current().and_then(|n| self.owned.get(n));
         match owned {
             Some(stripe) => {
                 // Only this thread writes this stripe (see `StripeClaim`).
@@ -238,17 +176,5 @@ mod tests {
         assert_eq!(counters.watched() as u64, n * 2_999);
         assert_eq!(counters.count(Outcome::Completed), n * 1_000);
         assert_eq!(counters.count(Outcome::Expired), 0);
-    }
-
-    #[test]
-    fn numbers_are_reused_lowest_first() {
-        let mut numbers = StripeNumbers::new();
-        let taken: Vec<usize> = (0..4).map(|_| numbers.take()).collect();
-        assert_eq!(taken, [0, 1, 2, 3]);
-        numbers.give_back(2);
-        numbers.give_back(0);
-        assert_eq!(numbers.take(), 0);
-        assert_eq!(numbers.take(), 2);
-        assert_eq!(numbers.take(), 4);
     }
 }

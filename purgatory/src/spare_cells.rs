@@ -13,65 +13,148 @@
 //! So when the last reference to an answered operation's cell goes (its
 //! handle is dropped, or the purgatory lets go of a cell whose handle went
 //! at submission: after an expiry, a check or a cancel), the cell is
-//! cleared (the user's operation and waker are dropped at once) and parked
-//! on a bounded stack; submissions take a parked cell before they allocate.
-//! A full stack frees the cell as before; an empty one allocates. Spare
-//! cells hold no user data, at most `capacity` of them are kept, and
-//! shutdown gives them all back.
+//! cleared (the user's operation and waker are dropped at once) and kept;
+//! submissions take a kept cell before they allocate. Spare cells hold no
+//! user data, and shutdown gives them all back.
 //!
-//! The stack is a `Vec` under a mutex held for one push or pop. It was a
-//! lock-free `ArrayQueue`, whose pushes spin in a back-off loop when they
-//! find the slot at the tail not yet released by a pop that has already
-//! moved the head, which happens when the queue is full or nearly so while
-//! the submitting thread takes cells out. In Kafka's benchmark workload at
-//! 2M requests/s (high-timeout case: one thread submitting, two answering)
-//! that loop took 12% of all CPU time (`docs/performance.md`). A stack also hands out the cell given back last, the one most
-//! likely still in a cache.
+//! # Magazines
+//! Cells are kept in *magazines* of [`MAGAZINE`] cells, as in Bonwick's
+//! slab allocator: each thread has one of its own (by its number, see
+//! `thread_stripe.rs`), which it takes cells from and gives cells back to
+//! without meeting another thread, and a *depot* under a mutex trades a
+//! thread's full magazine for an empty one, or an empty one for a full
+//! one. When the submitting and the answering threads differ, the two
+//! cross once per magazine instead of once per cell: a shared pool's lock
+//! and the slot a cell was pushed to were two cache lines that moved
+//! between the cores on every request, both ways.
+//!
+//! A thread's magazine is a stack: it hands out the cell given back last,
+//! the one most likely still in a cache, and its next cell is known, so
+//! taking one asks the CPU for the next one's lines (`Cell::prefetch`):
+//! a cell that came in a magazine from another thread was last written
+//! there, and its miss then overlaps with this submission's work.
+//!
+//! The depot keeps at most `capacity / MAGAZINE` full magazines (one if
+//! `capacity` is smaller); a thread whose magazine is full when the depot
+//! is too frees the cell instead. Each thread holds at most one magazine
+//! besides, so at most `capacity` cells, plus one magazine per thread that
+//! submits or answers, are kept. Threads beyond the numbered ones share one
+//! more magazine, under its lock.
 
 use crate::cell::Cell;
+use crate::thread_stripe;
 use crate::timer_queue::CellRef;
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
+/// Cells in a full magazine: the depot's lock is taken once per this many
+/// submissions (and answers), and a thread keeps at most this many idle.
+pub(crate) const MAGAZINE: usize = 32;
+
+type Magazine<K, O> = Vec<CellRef<K, O>>;
+
+/// A magazine on a cache line of its own, behind a lock that only its
+/// thread takes on the hot path (so the lock's line stays in that thread's
+/// cache).
+type OwnMagazine<K, O> = CachePadded<Mutex<Magazine<K, O>>>;
+
 pub(crate) struct SpareCells<K, O> {
-    stack: Mutex<Vec<CellRef<K, O>>>,
-    /// Cells kept at most (0: none).
-    capacity: usize,
+    /// Each thread's magazine, by its number; empty when none are kept.
+    own: Box<[OwnMagazine<K, O>]>,
+    /// The magazine of threads beyond the numbered ones.
+    shared: OwnMagazine<K, O>,
+    depot: Mutex<Depot<K, O>>,
+    /// Cells in a full magazine: [`MAGAZINE`], or fewer for a smaller
+    /// capacity.
+    magazine: usize,
+    /// Full magazines the depot keeps at most.
+    full_max: usize,
+}
+
+/// Magazines between threads: full ones for a thread that ran dry, empty
+/// ones (their buffers) for a thread whose own filled up.
+struct Depot<K, O> {
+    full: Vec<Magazine<K, O>>,
+    empty: Vec<Magazine<K, O>>,
 }
 
 impl<K, O> SpareCells<K, O> {
+    /// A pool that keeps about `capacity` cells (0: none; see the module
+    /// docs for the per-thread magazines beside them).
     pub(crate) fn new(capacity: usize) -> Self {
+        let magazine = capacity.min(MAGAZINE);
+        let stripes = if capacity == 0 {
+            0
+        } else {
+            thread_stripe::count()
+        };
         SpareCells {
-            stack: Mutex::new(Vec::new()),
-            capacity,
+            own: (0..stripes).map(|_| CachePadded::default()).collect(),
+            shared: CachePadded::default(),
+            depot: Mutex::new(Depot {
+                full: Vec::new(),
+                empty: Vec::new(),
+            }),
+            magazine,
+            full_max: capacity.checked_div(magazine).unwrap_or(0),
         }
+    }
+
+    /// The calling thread's magazine, if cells are kept.
+    #[inline]
+    fn own(&self) -> Option<&Mutex<Magazine<K, O>>> {
+        if self.own.is_empty() {
+            return None;
+        }
+        let own = thread_stripe::current().and_then(|n| self.own.get(n));
+        Some(own.unwrap_or(&self.shared))
     }
 
     /// A cell for a new operation: a spare one if there is one.
     pub(crate) fn cell(&self, op: O, seq: u64) -> CellRef<K, O> {
-        // Checked first, so a pool of none costs no lock.
-        let spare = if self.capacity > 0 {
-            self.stack.lock().pop()
-        } else {
-            None
-        };
-        if let Some(mut spare) = spare {
-            // Unique unless a handle's drop is between parking the cell and
-            // releasing its own reference (see `give_back`): then allocate.
-            if let Some(cell) = CellRef::get_mut(&mut spare) {
-                *cell = Cell::new(op, seq);
-                return spare;
+        if let Some(own) = self.own() {
+            let spare = {
+                let mut mine = own.lock();
+                if mine.is_empty() {
+                    self.refill(&mut mine);
+                }
+                let spare = mine.pop();
+                if let Some(next) = mine.last() {
+                    Cell::prefetch(next);
+                }
+                spare
+            };
+            if let Some(mut spare) = spare {
+                // Unique unless a handle's drop is between parking the cell
+                // and releasing its own reference (see `give_back`): then
+                // allocate.
+                if let Some(cell) = CellRef::get_mut(&mut spare) {
+                    *cell = Cell::new(op, seq);
+                    return spare;
+                }
             }
         }
         CellRef::new(Cell::new(op, seq))
+    }
+
+    /// Trades the calling thread's empty magazine for a full one from the
+    /// depot, if it has one.
+    #[cold]
+    fn refill(&self, mine: &mut Magazine<K, O>) {
+        let mut depot = self.depot.lock();
+        if let Some(full) = depot.full.pop() {
+            let empty = std::mem::replace(mine, full);
+            depot.empty.push(empty);
+        }
     }
 
     /// Parks `cell` for reuse if it is answered and `cell` is its last
     /// reference; otherwise leaves it alone. The caller drops its own
     /// reference right after, which makes the parked one unique.
     pub(crate) fn give_back(&self, cell: &mut CellRef<K, O>) {
-        if self.capacity == 0 {
+        let Some(own) = self.own() else {
             return;
-        }
+        };
         if !cell.state.is_done() {
             return;
         }
@@ -81,24 +164,52 @@ impl<K, O> SpareCells<K, O> {
             Some(unique) => unique.clear(),
             None => return,
         }
-        // Cloned before locking, to keep the critical section to a push.
+        // Cloned before locking, to keep the critical section short. If it
+        // is not kept, it is dropped after the lock (declared before it),
+        // and the caller's drop frees the cell as usual.
         let parked = CellRef::clone(cell);
-        let mut stack = self.stack.lock();
-        if stack.len() < self.capacity {
-            stack.push(parked);
+        let mut mine = own.lock();
+        if mine.len() >= self.magazine && !self.unload(&mut mine) {
+            return;
         }
-        // Full: `parked` is dropped here, after the lock (declared before
-        // it), and the caller's drop frees the cell as usual.
+        mine.push(parked);
     }
 
-    /// Spare cells held now.
+    /// Trades the calling thread's full magazine for an empty one, unless
+    /// the depot is full; returns whether it did.
+    #[cold]
+    fn unload(&self, mine: &mut Magazine<K, O>) -> bool {
+        let mut depot = self.depot.lock();
+        if depot.full.len() >= self.full_max {
+            return false;
+        }
+        let empty = depot
+            .empty
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(self.magazine));
+        let full = std::mem::replace(mine, empty);
+        depot.full.push(full);
+        true
+    }
+
+    /// Every thread's magazine, the shared one included.
+    fn magazines(&self) -> impl Iterator<Item = &OwnMagazine<K, O>> {
+        self.own.iter().chain(std::iter::once(&self.shared))
+    }
+
+    /// Spare cells held now, in every thread's magazine and in the depot.
     pub(crate) fn len(&self) -> usize {
-        self.stack.lock().len()
+        let own: usize = self.magazines().map(|m| m.lock().len()).sum();
+        own + self.depot.lock().full.iter().map(Vec::len).sum::<usize>()
     }
 
     /// Frees every spare cell.
     pub(crate) fn release(&self) {
-        let all = std::mem::take(&mut *self.stack.lock());
+        let mut all: Vec<Magazine<K, O>> = self
+            .magazines()
+            .map(|m| std::mem::take(&mut *m.lock()))
+            .collect();
+        all.append(&mut self.depot.lock().full);
         drop(all);
     }
 }
@@ -154,8 +265,8 @@ mod tests {
     }
 
     #[test]
-    fn shared_pending_and_overflowing_cells_are_not_kept() {
-        let spare = SpareCells::new(1);
+    fn shared_and_pending_cells_are_not_kept() {
+        let spare = SpareCells::new(4);
         // Another reference exists: not the last one, not parked.
         let mut shared = answered(&spare, "shared".to_string());
         let other = CellRef::clone(&shared);
@@ -166,22 +277,71 @@ mod tests {
         let mut pending = spare.cell("pending".to_string(), 3);
         spare.give_back(&mut pending);
         assert_eq!(spare.len(), 0);
-        // Beyond capacity: freed as usual.
-        let (mut a, mut b) = (
-            answered(&spare, "a".to_string()),
-            answered(&spare, "b".to_string()),
-        );
-        spare.give_back(&mut a);
-        spare.give_back(&mut b);
-        drop((a, b));
-        assert_eq!(spare.len(), 1);
-        spare.release();
-        assert_eq!(spare.len(), 0);
         // Keeping none is allowed.
         let none = SpareCells::<u32, String>::new(0);
         let mut c = answered(&none, "c".to_string());
         none.give_back(&mut c);
         assert_eq!(none.len(), 0);
+    }
+
+    /// Answers `n` operations on this thread and gives their cells back
+    /// (made first, so none of them is a cell given back here); returns
+    /// where the cells were.
+    fn give_back_answered(spare: &SpareCells<u32, u64>, n: usize) -> Vec<usize> {
+        let cells: Vec<_> = (0..n as u64).map(|i| answered(spare, i)).collect();
+        cells
+            .into_iter()
+            .map(|mut cell| {
+                let at = CellRef::as_ptr(&cell) as usize;
+                spare.give_back(&mut cell);
+                at
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_thread_keeps_one_magazine_and_the_depot_the_capacity() {
+        // A capacity below a magazine: magazines of that size, one in the
+        // depot.
+        let small = SpareCells::new(3);
+        give_back_answered(&small, 10);
+        assert_eq!(small.len(), 3 + 3);
+        small.release();
+        assert_eq!(small.len(), 0);
+        // Two magazines' worth of capacity: two full in the depot, the
+        // thread's own full beside them, the rest freed.
+        let spare = SpareCells::new(2 * MAGAZINE);
+        give_back_answered(&spare, 10 * MAGAZINE);
+        assert_eq!(spare.len(), 3 * MAGAZINE);
+        // Taken back in full: the own magazine, then the depot's.
+        let cells: Vec<_> = (0..3 * MAGAZINE as u64).map(|i| spare.cell(i, i)).collect();
+        assert_eq!(spare.len(), 0);
+        drop(cells);
+    }
+
+    #[test]
+    fn cells_given_back_on_one_thread_serve_submissions_on_another() {
+        let spare = Arc::new(SpareCells::new(4 * MAGAZINE));
+        // The answering thread fills two magazines and starts a third.
+        let given: Vec<usize> = {
+            let spare = Arc::clone(&spare);
+            std::thread::spawn(move || give_back_answered(&spare, 2 * MAGAZINE + 1))
+            .join()
+            .unwrap()
+        };
+        // Its thread has exited: its number, and the magazine under it, are
+        // free for the next thread that claims it, maybe this one. Either
+        // way this thread reaches at least the two full magazines.
+        let taken: Vec<_> = (0..2 * MAGAZINE as u64).map(|i| spare.cell(i, i)).collect();
+        let reused = taken
+            .iter()
+            .filter(|c| given.contains(&(CellRef::as_ptr(c) as usize)))
+            .count();
+        assert_eq!(reused, 2 * MAGAZINE);
+        for (i, cell) in taken.iter().enumerate() {
+            assert_eq!(cell.seq, i as u64);
+            assert!(!cell.state.is_done());
+        }
     }
 
     #[test]

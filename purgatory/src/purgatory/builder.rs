@@ -97,7 +97,11 @@ where
     /// none of the user's data then.
     /// Reuse spares the allocator the cross-thread frees of a broker, where
     /// one thread submits and another answers; what it costs is this many
-    /// cells' memory held while the purgatory runs (`metrics().spare_cells`).
+    /// cells' memory held while the purgatory runs (`metrics().spare_cells`),
+    /// plus up to one magazine of 32 cells (fewer if `cells` is smaller) per
+    /// thread that submits or answers: cells move between threads a
+    /// magazine at a time, so that a submitter and a completer do not meet
+    /// on every request.
     pub fn spare_cells(mut self, cells: usize) -> Self {
         self.spare_cells = cells;
         self
