@@ -326,8 +326,8 @@ mod tests {
         let given: Vec<usize> = {
             let spare = Arc::clone(&spare);
             std::thread::spawn(move || give_back_answered(&spare, 2 * MAGAZINE + 1))
-            .join()
-            .unwrap()
+                .join()
+                .unwrap()
         };
         // Its thread has exited: its number, and the magazine under it, are
         // free for the next thread that claims it, maybe this one. Either
