@@ -13,12 +13,19 @@
 //! keys, so key sets seldom repeat (the purgatory's per-key path, where the
 //! default workload takes its groups path; see `watchers.rs`).
 //!
+//! Beside the purgatory (`wheel`) run the DelayQueue baseline (`heap_lazy`),
+//! the floor (`floor`: the least any purgatory must do for this workload,
+//! specialised to it; see `floor.rs`) and no purgatory at all (`null`).
+//!
 //! Each run reports its process CPU time (every thread) and its own peak
 //! resident memory (Linux: `VmHWM`, reset to the current RSS before the run).
 //!
 //! `cargo bench --bench purgatory_perf -- --help` lists the options.
 
+mod floor;
+
 use clap::{Parser, ValueEnum};
+use floor::Floor;
 use purgatory::{Delayed, DelayedOperation, Outcome, Purgatory, TimerKind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -91,6 +98,9 @@ enum Impl {
     /// The DelayQueue baseline (Kafka's pre-2015 design).
     #[value(name = "heap_lazy")]
     HeapLazy,
+    /// The least any purgatory must do for this workload: one queue under
+    /// one lock, specialised to one key set and one timeout (`floor.rs`).
+    Floor,
     /// No purgatory: each request is answered in its submission, so the
     /// run costs what the harness itself costs (arrivals, latency draws,
     /// operations), the floor under the others' figures.
@@ -228,15 +238,15 @@ fn peak_rss_mib() -> f64 {
 /// drained in order: the benchmark's own queue costs a sequential walk per
 /// millisecond, not a cache miss per request, leaving the misses to the
 /// purgatory under test.
-struct CompletionRing {
+struct CompletionRing<T> {
     origin: Instant,
-    buckets: Vec<Vec<Delayed<u64, FakeOperation>>>,
+    buckets: Vec<Vec<T>>,
     /// The first millisecond (since `origin`) whose bucket has not fired.
     next: u64,
     len: usize,
 }
 
-impl CompletionRing {
+impl<T> CompletionRing<T> {
     /// A ring for completion times up to `span` after the present of the
     /// last call to [`complete_until`](Self::complete_until).
     fn new(origin: Instant, span: Duration) -> Self {
@@ -257,7 +267,7 @@ impl CompletionRing {
 
     /// Completes `handle` once `at` has passed; if it has already, once the
     /// present millisecond has.
-    fn insert(&mut self, at: Instant, handle: Delayed<u64, FakeOperation>) {
+    fn insert(&mut self, at: Instant, handle: T) {
         let ms = self.millis(at).max(self.next);
         let mask = self.buckets.len() as u64 - 1;
         assert!(ms - self.next <= mask, "a completion beyond the ring");
@@ -265,16 +275,15 @@ impl CompletionRing {
         self.len += 1;
     }
 
-    /// Force-completes every request whose millisecond has passed by `now`.
-    fn complete_until(&mut self, now: Instant) {
+    /// Force-completes (with `complete`) every request whose millisecond
+    /// has passed by `now`.
+    fn complete_until(&mut self, now: Instant, complete: &impl Fn(T)) {
         let mask = self.buckets.len() as u64 - 1;
         let now = self.millis(now);
         while self.next < now && self.len > 0 {
             let bucket = &mut self.buckets[(self.next & mask) as usize];
             self.len -= bucket.len();
-            for handle in bucket.drain(..) {
-                handle.force_complete();
-            }
+            bucket.drain(..).for_each(complete);
             self.next += 1;
         }
         self.next = self.next.max(now);
@@ -298,18 +307,111 @@ struct RunResult {
     wall: Duration,
 }
 
-/// Runs the workload on a purgatory with timer `kind`, or on none (`None`:
-/// the null purgatory, which answers each request as it is submitted).
-fn run(kind: Option<TimerKind>, name: &'static str, o: &Options, rate: f64) -> RunResult {
-    reset_peak_rss();
-    let purgatory: Option<Arc<Purgatory<u64, FakeOperation>>> = kind.map(|kind| {
+/// What a run submits to: a purgatory, the floor, or nothing.
+trait Target: Send + Sync + 'static {
+    /// What the completion thread holds for a parked request.
+    type Ticket: Send + 'static;
+    /// Submits `op` under `keys`; a ticket if it was parked.
+    fn submit(&self, op: FakeOperation, keys: &[u64]) -> Option<Self::Ticket>;
+    /// Completes a parked request (unless it was answered already).
+    fn force_complete(&self, ticket: Self::Ticket);
+    /// Shuts down, everything answered; returns (completed, expired).
+    fn finish(&self) -> (u64, u64);
+}
+
+impl Target for Purgatory<u64, FakeOperation> {
+    type Ticket = Delayed<u64, FakeOperation>;
+    fn submit(&self, op: FakeOperation, keys: &[u64]) -> Option<Self::Ticket> {
+        let handle = self
+            .try_complete_else_watch(op, keys)
+            .expect("running purgatory");
+        (!handle.is_completed()).then_some(handle)
+    }
+    fn force_complete(&self, handle: Self::Ticket) {
+        handle.force_complete();
+    }
+    fn finish(&self) -> (u64, u64) {
+        let m = self.metrics();
+        self.shutdown();
+        (m.completed, m.expired)
+    }
+}
+
+/// The floor with its expiry thread.
+struct FloorTarget {
+    floor: Arc<Floor<FakeOperation>>,
+    expiry: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Target for FloorTarget {
+    type Ticket = u64;
+    fn submit(&self, op: FakeOperation, _: &[u64]) -> Option<u64> {
+        self.floor.submit(op)
+    }
+    fn force_complete(&self, n: u64) {
+        self.floor.force_complete(n);
+    }
+    fn finish(&self) -> (u64, u64) {
+        self.floor.stop();
+        if let Some(expiry) = self.expiry.lock().expect("not poisoned").take() {
+            expiry.join().expect("the floor's expiry thread");
+        }
+        self.floor.counts()
+    }
+}
+
+/// No purgatory: each request is answered in its submission.
+struct NullTarget;
+
+impl Target for NullTarget {
+    type Ticket = std::convert::Infallible;
+    fn submit(&self, mut op: FakeOperation, _: &[u64]) -> Option<Self::Ticket> {
+        op.on_complete(Outcome::Completed);
+        None
+    }
+    fn force_complete(&self, never: Self::Ticket) {
+        match never {}
+    }
+    fn finish(&self) -> (u64, u64) {
+        (ANSWERED.load(Ordering::Relaxed), 0)
+    }
+}
+
+/// Runs the workload on `imp`.
+fn run(imp: Impl, name: &'static str, o: &Options, rate: f64) -> RunResult {
+    let purgatory = |kind| {
         Arc::new(
             Purgatory::builder("fake")
                 .timer(kind)
                 .build()
                 .expect("valid purgatory"),
         )
-    });
+    };
+    match imp {
+        Impl::Wheel => run_on(purgatory(TimerKind::Wheel), name, o, rate),
+        Impl::HeapLazy => run_on(
+            purgatory(TimerKind::DelayQueue {
+                purge_interval: 1000,
+            }),
+            name,
+            o,
+            rate,
+        ),
+        Impl::Floor => {
+            let (floor, expiry) = Floor::start();
+            let target = FloorTarget {
+                floor,
+                expiry: std::sync::Mutex::new(Some(expiry)),
+            };
+            run_on(Arc::new(target), name, o, rate)
+        }
+        Impl::Null => run_on(Arc::new(NullTarget), name, o, rate),
+    }
+}
+
+/// Runs the workload on `target`.
+fn run_on<T: Target>(target: Arc<T>, name: &'static str, o: &Options, rate: f64) -> RunResult {
+    reset_peak_rss();
     let mut rng = Rng::new(0x5DEE_CE66_D1CE_4E5B);
     // Drawn once per run, as Kafka's benchmark does: every request shares them
     // (unless `--random-keys`).
@@ -322,7 +424,7 @@ fn run(kind: Option<TimerKind>, name: &'static str, o: &Options, rate: f64) -> R
     ANSWERED.store(0, Ordering::Relaxed);
     // Completions travel in batches: one channel message per request would
     // cost more than the purgatory itself.
-    let (tx, rx) = crossbeam_channel::unbounded::<Vec<(Instant, Delayed<u64, FakeOperation>)>>();
+    let (tx, rx) = crossbeam_channel::unbounded::<Vec<(Instant, T::Ticket)>>();
     // Emptied batches go back to the generator: a batch allocated on one
     // thread and freed on the other would contend on the allocator's lock,
     // a cost of this harness, not of the purgatory under test.
@@ -335,9 +437,11 @@ fn run(kind: Option<TimerKind>, name: &'static str, o: &Options, rate: f64) -> R
     // `DelayQueue.offer` signals the completion thread only for a new
     // earliest request).
     // Named, so that a profile tells its samples from the generator's.
+    let completing = Arc::clone(&target);
     let completer = std::thread::Builder::new()
         .name("completer".into())
         .spawn(move || {
+            let complete = |ticket| completing.force_complete(ticket);
             let mut queue = CompletionRing::new(Instant::now(), timeout);
             let mut open = true;
             while open || !queue.is_empty() {
@@ -347,7 +451,7 @@ fn run(kind: Option<TimerKind>, name: &'static str, o: &Options, rate: f64) -> R
                             // The ring then starts at the present, and so
                             // has room for every request of the batch, all
                             // created before it (however long this loop ran).
-                            queue.complete_until(Instant::now());
+                            queue.complete_until(Instant::now(), &complete);
                             for (at, handle) in batch.drain(..) {
                                 queue.insert(at, handle);
                             }
@@ -360,7 +464,7 @@ fn run(kind: Option<TimerKind>, name: &'static str, o: &Options, rate: f64) -> R
                         Err(crossbeam_channel::TryRecvError::Empty) => break,
                     }
                 }
-                queue.complete_until(Instant::now());
+                queue.complete_until(Instant::now(), &complete);
                 std::thread::sleep(Duration::from_millis(1));
             }
         })
@@ -392,18 +496,10 @@ fn run(kind: Option<TimerKind>, name: &'static str, o: &Options, rate: f64) -> R
                 *key = (rng.unit() * o.key_space as f64) as u64;
             }
         }
-        match &purgatory {
-            Some(purgatory) => {
-                let handle = purgatory
-                    .try_complete_else_watch(op, &keys)
-                    .expect("running purgatory");
-                if latency < timeout && !handle.is_completed() {
-                    batch.push((completes_at, handle));
-                }
-            }
-            None => {
-                let mut op = op;
-                op.on_complete(Outcome::Completed);
+        if let Some(ticket) = target.submit(op, &keys) {
+            // Beyond its timeout: left to expire.
+            if latency < timeout {
+                batch.push((completes_at, ticket));
             }
         }
         if batch.len() == batch.capacity()
@@ -426,14 +522,15 @@ fn run(kind: Option<TimerKind>, name: &'static str, o: &Options, rate: f64) -> R
     }
     let wall = start.elapsed();
     let cpu = cpu_time() - cpu_before;
-    let (completed, expired) = match &purgatory {
-        Some(purgatory) => {
-            let m = purgatory.metrics();
-            purgatory.shutdown();
-            (m.completed, m.expired)
-        }
-        None => (o.num, 0),
-    };
+    let (completed, expired) = target.finish();
+    let answered = ANSWERED.load(Ordering::Relaxed);
+    if answered != o.num || completed + expired != o.num {
+        eprintln!(
+            "{name}: {} requests, {answered} answers, {completed} completed and {expired} expired: not each answered once",
+            o.num
+        );
+        std::process::exit(1);
+    }
     RunResult {
         implementation: name,
         target_rate: rate,
@@ -447,16 +544,11 @@ fn run(kind: Option<TimerKind>, name: &'static str, o: &Options, rate: f64) -> R
     }
 }
 
-const IMPLS: [(Impl, Option<TimerKind>, &str); 3] = [
-    (Impl::Wheel, Some(TimerKind::Wheel), "wheel"),
-    (
-        Impl::HeapLazy,
-        Some(TimerKind::DelayQueue {
-            purge_interval: 1000,
-        }),
-        "heap_lazy",
-    ),
-    (Impl::Null, None, "null"),
+const IMPLS: [(Impl, &str); 4] = [
+    (Impl::Wheel, "wheel"),
+    (Impl::HeapLazy, "heap_lazy"),
+    (Impl::Floor, "floor"),
+    (Impl::Null, "null"),
 ];
 
 fn print(r: &RunResult, case: &str, json: bool) {
@@ -497,14 +589,13 @@ fn main() {
     {
         return;
     }
-    let impls: Vec<(Option<TimerKind>, &str)> = IMPLS
+    let impls: Vec<(Impl, &str)> = IMPLS
         .into_iter()
-        .filter(|(which, _, _)| o.only.is_none_or(|only| only == *which))
-        .map(|(_, kind, name)| (kind, name))
+        .filter(|(which, _)| o.only.is_none_or(|only| only == *which))
         .collect();
     if !o.find_saturation {
-        for &(kind, name) in &impls {
-            print(&run(kind, name, &o, o.rate), "custom", o.json);
+        for &(imp, name) in &impls {
+            print(&run(imp, name, &o, o.rate), "custom", o.json);
         }
         return;
     }
@@ -515,14 +606,14 @@ fn main() {
             pct75,
             ..o.clone()
         };
-        for &(kind, name) in &impls {
+        for &(imp, name) in &impls {
             // Ramp by 1.5x until the achieved rate falls under 95% of the
             // target. From 100k/s: both implementations sustain that on a
             // 2-core machine, and each run below it takes 10 s or more.
             let mut rate = 100_000.0;
             let mut best = 0.0;
             let sustains = |rate: f64| {
-                let r = run(kind, name, &case_opts, rate);
+                let r = run(imp, name, &case_opts, rate);
                 print(&r, case, case_opts.json);
                 r.achieved_rate >= 0.95 * rate
             };
