@@ -8,10 +8,18 @@
 //! cargo bench --bench lateness                      # 100,000 operations, 2 busy threads
 //! cargo bench --bench lateness -- --load-threads 0  # on an idle machine
 //! cargo bench --bench lateness -- --timer wheel     # one timer (to profile it)
+//! cargo bench --bench lateness -- --nice -20        # the purgatory's threads favoured
+//! cargo bench --bench lateness -- --fifo 1          # ... or in a real-time class
 //! ```
+//!
+//! `--nice` sets the nice value of the purgatory's timer thread and
+//! workers, `--fifo` puts them in the `SCHED_FIFO` class at that priority,
+//! both through `PurgatoryBuilder::on_thread_start` (Linux; a negative nice
+//! value and `--fifo` need `CAP_SYS_NICE`), as an embedder would to keep
+//! expiries on time on a busy machine.
 
 use clap::Parser;
-use purgatory::{DelayedOperation, Driver, Outcome, Purgatory, TimerKind};
+use purgatory::{DelayedOperation, Driver, Outcome, Purgatory, ThreadRole, TimerKind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -35,6 +43,18 @@ struct Args {
     /// Expiration worker threads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     workers: u32,
+    /// Nice value for the purgatory's timer thread and workers (-20 to
+    /// 19; below 0 needs CAP_SYS_NICE). Unset: they run as every thread.
+    #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
+    nice: Option<i32>,
+    /// Real-time priority (SCHED_FIFO, 1 to 99) for the purgatory's timer
+    /// thread and workers; needs CAP_SYS_NICE.
+    #[arg(long, conflicts_with = "nice", value_parser = clap::value_parser!(i32).range(1..=99))]
+    fifo: Option<i32>,
+    /// The purgatory's tick, µs: an operation fires within one tick after
+    /// its deadline on an idle machine.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    tick_us: u64,
     /// Which timers to measure.
     #[arg(long, value_enum, default_value = "both")]
     timer: Which,
@@ -91,8 +111,17 @@ fn main() {
         })
         .collect();
     println!(
-        "{} operations, timeouts 1..{} ms, {} busy threads, {} expiration worker(s)",
-        args.ops, args.max_timeout_ms, args.load_threads, args.workers
+        "{} operations, timeouts 1..{} ms, {} busy threads, {} expiration worker(s), {} µs tick{}",
+        args.ops,
+        args.max_timeout_ms,
+        args.load_threads,
+        args.workers,
+        args.tick_us,
+        match (args.nice, args.fifo) {
+            (Some(n), _) => format!(", purgatory threads at nice {n}"),
+            (_, Some(p)) => format!(", purgatory threads SCHED_FIFO at {p}"),
+            _ => String::new(),
+        }
     );
     println!(
         "{:<11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
@@ -115,13 +144,19 @@ fn main() {
         if !wanted {
             continue;
         }
-        let purgatory: Purgatory<u32, Op> = Purgatory::builder("lateness")
+        let mut builder = Purgatory::builder("lateness")
             .timer(kind)
+            .tick(Duration::from_micros(args.tick_us))
             .driver(Driver::Thread {
                 expiration_threads: args.workers as usize,
-            })
-            .build()
-            .unwrap();
+            });
+        if let Some(nice) = args.nice {
+            builder = builder.on_thread_start(move |role| set_nice(role, nice));
+        }
+        if let Some(priority) = args.fifo {
+            builder = builder.on_thread_start(move |role| set_fifo(role, priority));
+        }
+        let purgatory: Purgatory<u32, Op> = builder.build().unwrap();
         let lateness = Arc::new(Mutex::new(Vec::with_capacity(args.ops as usize)));
         let span = args.max_timeout_ms.saturating_sub(1) as f64;
         for i in 0..args.ops {
@@ -159,5 +194,39 @@ fn main() {
     stop.store(true, Ordering::Relaxed);
     for t in load {
         t.join().unwrap();
+    }
+}
+
+/// Sets the calling thread's nice value; a thread that cannot have it
+/// would make the run measure something else, so the run stops.
+fn set_nice(role: ThreadRole, nice: i32) {
+    // SAFETY: `gettid` has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: plain system call on this thread's id; no memory is passed.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if rc != 0 {
+        eprintln!(
+            "setpriority({nice}) on the {role:?} thread: {}",
+            std::io::Error::last_os_error()
+        );
+        std::process::exit(2);
+    }
+}
+
+/// Puts the calling thread in `SCHED_FIFO` at `priority`; stops the run if
+/// it cannot.
+fn set_fifo(role: ThreadRole, priority: i32) {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a valid sched_param for the duration of the call;
+    // 0 is the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc != 0 {
+        eprintln!(
+            "SCHED_FIFO at {priority} on the {role:?} thread: {}",
+            std::io::Error::last_os_error()
+        );
+        std::process::exit(2);
     }
 }

@@ -206,6 +206,6 @@ pub use handle::Delayed;
 pub use metrics::PurgatoryMetrics;
 pub use operation::DelayedOperation;
 pub use outcome::Outcome;
-pub use purgatory::{Driver, Purgatory, PurgatoryBuilder};
+pub use purgatory::{Driver, Purgatory, PurgatoryBuilder, ThreadRole};
 pub use timer_queue::TimerKind;
 pub use timing_wheel::{Clock, ManualClock, SystemClock};

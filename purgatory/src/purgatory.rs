@@ -5,7 +5,7 @@
 mod builder;
 mod threads;
 
-pub use builder::{Driver, PurgatoryBuilder};
+pub use builder::{Driver, PurgatoryBuilder, ThreadRole};
 use threads::Threads;
 
 use crate::caught;

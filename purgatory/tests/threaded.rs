@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Journal, Probe, KINDS};
-use purgatory::{DelayedOperation, Driver, Outcome, Purgatory, TimerKind};
+use purgatory::{DelayedOperation, Driver, Outcome, Purgatory, ThreadRole, TimerKind};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -169,6 +169,72 @@ fn panicking_callbacks_and_drops_do_not_kill_the_timer_or_its_workers() {
         assert!(eventually(|| journal.outcomes().len() == 9));
         // Drops are logged, not counted.
         assert_eq!(p.metrics().panics, 5);
+    }
+}
+
+#[test]
+fn the_start_hook_runs_once_on_each_thread_under_its_name() {
+    for kind in KINDS {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = Arc::clone(&seen);
+        let p: Purgatory<u32, Probe> = Purgatory::builder("hooked")
+            .timer(kind)
+            .driver(Driver::Thread {
+                expiration_threads: 3,
+            })
+            .on_thread_start(move |role| {
+                let name = std::thread::current().name().map(str::to_owned);
+                recorded.lock().unwrap().push((role, name));
+            })
+            .build()
+            .unwrap();
+        let journal = Arc::new(Journal::default());
+        let never = Arc::new(AtomicBool::new(false));
+        let h = p
+            .try_complete_else_watch(
+                Probe::new(1, &never, Duration::from_millis(1), &journal),
+                &[1],
+            )
+            .unwrap();
+        assert_eq!(h.wait_timeout(PATIENCE).unwrap().outcome, Outcome::Expired);
+        assert!(eventually(|| seen.lock().unwrap().len() == 4));
+        drop(p);
+        let mut seen = std::mem::take(&mut *seen.lock().unwrap());
+        seen.sort_by_key(|(role, _)| format!("{role:?}"));
+        let expected = [
+            (ThreadRole::Expiration(0), "hooked-expiration-0"),
+            (ThreadRole::Expiration(1), "hooked-expiration-1"),
+            (ThreadRole::Expiration(2), "hooked-expiration-2"),
+            (ThreadRole::Timer, "hooked-timer"),
+        ];
+        let seen: Vec<_> = seen
+            .iter()
+            .map(|(role, name)| (*role, name.as_deref().unwrap()))
+            .collect();
+        assert_eq!(seen, expected);
+    }
+}
+
+#[test]
+fn a_panicking_start_hook_leaves_the_threads_working() {
+    for kind in KINDS {
+        let p: Purgatory<u32, Probe> = Purgatory::builder("hook-panics")
+            .timer(kind)
+            .on_thread_start(|role| panic!("no priority for {role:?}"))
+            .build()
+            .unwrap();
+        let journal = Arc::new(Journal::default());
+        let never = Arc::new(AtomicBool::new(false));
+        let h = p
+            .try_complete_else_watch(
+                Probe::new(1, &never, Duration::from_millis(5), &journal),
+                &[1],
+            )
+            .unwrap();
+        let done = h.wait_timeout(PATIENCE).expect("the threads still expire");
+        assert_eq!(done.outcome, Outcome::Expired);
+        // Not an operation's panic: not counted.
+        assert_eq!(p.metrics().panics, 0);
     }
 }
 

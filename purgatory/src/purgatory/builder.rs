@@ -34,6 +34,21 @@ pub enum Driver {
     Manual,
 }
 
+/// Which of a purgatory's threads is starting (see
+/// [`PurgatoryBuilder::on_thread_start`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ThreadRole {
+    /// The timer thread, which wakes at each deadline and takes what is due.
+    Timer,
+    /// Expiration worker number `.0`, which runs expired operations'
+    /// callbacks.
+    Expiration(usize),
+}
+
+/// What [`PurgatoryBuilder::on_thread_start`] runs.
+pub(crate) type ThreadHook = Arc<dyn Fn(ThreadRole) + Send + Sync>;
+
 /// Builds a [`Purgatory`]. Defaults: the timing wheel, a timer thread with
 /// one expiration worker, the system clock, 1 ms ticks, 32 shards.
 pub struct PurgatoryBuilder<K, O> {
@@ -45,6 +60,7 @@ pub struct PurgatoryBuilder<K, O> {
     tick: Duration,
     shards: usize,
     spare_cells: usize,
+    on_thread_start: Option<ThreadHook>,
 }
 
 impl<K, O> PurgatoryBuilder<K, O>
@@ -107,6 +123,40 @@ where
         self
     }
 
+    /// Runs `hook` on each of the purgatory's threads (with
+    /// [`Driver::Thread`]) as it starts, before it does any work: to give
+    /// the timer thread a higher priority, pin a thread to a core, or
+    /// register it with a profiler. A panic in `hook` is caught and logged;
+    /// the thread goes on.
+    ///
+    /// Under load, how late operations expire depends on how soon the timer
+    /// thread and the workers get a core once woken (see the expiry
+    /// lateness figures in the repository's BENCHMARKS.md); an embedder
+    /// with the privilege can favour them here:
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use purgatory::{DelayedOperation, Outcome, Purgatory, ThreadRole};
+    /// # struct Fetch;
+    /// # impl DelayedOperation for Fetch {
+    /// #     fn timeout(&self) -> Duration { Duration::from_millis(500) }
+    /// #     fn try_complete(&mut self) -> bool { false }
+    /// #     fn on_complete(&mut self, _: Outcome) {}
+    /// # }
+    /// let fetches: Purgatory<u32, Fetch> = Purgatory::builder("Fetch")
+    ///     .on_thread_start(|role| {
+    ///         if role == ThreadRole::Timer {
+    ///             // e.g. setpriority(PRIO_PROCESS, gettid(), -10) on Linux
+    ///         }
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    pub fn on_thread_start(mut self, hook: impl Fn(ThreadRole) + Send + Sync + 'static) -> Self {
+        self.on_thread_start = Some(Arc::new(hook));
+        self
+    }
+
     /// Starts the purgatory (and its threads, with [`Driver::Thread`]).
     ///
     /// # Errors
@@ -149,9 +199,11 @@ where
         });
         let threads = match self.driver {
             Driver::Manual => None,
-            Driver::Thread { expiration_threads } => {
-                Some(Threads::start(&shared, expiration_threads)?)
-            }
+            Driver::Thread { expiration_threads } => Some(Threads::start(
+                &shared,
+                expiration_threads,
+                self.on_thread_start,
+            )?),
         };
         Ok(Purgatory {
             shared,
@@ -180,6 +232,7 @@ where
             clock: Arc::new(SystemClock),
             tick: Duration::from_millis(1),
             shards: 32,
+            on_thread_start: None,
             spare_cells: 1024,
         }
     }

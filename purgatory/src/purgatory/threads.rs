@@ -2,7 +2,9 @@
 //! is due, and the expiration workers, which run the expired operations'
 //! callbacks; and how they are stopped, from any thread, their own included.
 
+use super::builder::{ThreadHook, ThreadRole};
 use super::Shared;
+use crate::caught;
 use crate::error::ConfigError;
 use crate::outcome::Outcome;
 use crate::timer_queue::CellRef;
@@ -32,6 +34,7 @@ impl Threads {
     pub(super) fn start<K, O>(
         shared: &Arc<Shared<K, O>>,
         workers: usize,
+        on_start: Option<ThreadHook>,
     ) -> Result<Self, ConfigError>
     where
         K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -43,9 +46,11 @@ impl Threads {
         for n in 0..workers {
             let rx: Receiver<Vec<CellRef<K, O>>> = rx.clone();
             let shared = Arc::clone(shared);
+            let on_start = on_start.clone();
             let worker = std::thread::Builder::new()
                 .name(format!("{}-expiration-{n}", shared.name))
                 .spawn(move || {
+                    starting(on_start, ThreadRole::Expiration(n), &shared.name);
                     for batch in rx {
                         shared.drive_all(batch, Request::Force(Outcome::Expired));
                     }
@@ -59,7 +64,10 @@ impl Threads {
         let timer_tx = tx.clone();
         let timer = std::thread::Builder::new()
             .name(format!("{}-timer", shared.name))
-            .spawn(move || timer_loop(&timer_shared, &timer_stop, &timer_tx))
+            .spawn(move || {
+                starting(on_start, ThreadRole::Timer, &timer_shared.name);
+                timer_loop(&timer_shared, &timer_stop, &timer_tx)
+            })
             .map_err(spawn_err)?;
         // Set once, here, before any submission can need it.
         let _ = shared.timer_thread.set(timer.thread().clone());
@@ -99,6 +107,16 @@ impl Workers {
             if !is_current(&worker) {
                 join_logged(worker, "expiration worker");
             }
+        }
+    }
+}
+
+/// Runs the embedder's hook, if any, on a thread that is starting; a
+/// panic in it is logged, and the thread goes on.
+fn starting(hook: Option<ThreadHook>, role: ThreadRole, purgatory: &str) {
+    if let Some(hook) = hook {
+        if let Err(message) = caught::catch(|| hook(role)) {
+            tracing::error!(purgatory, ?role, %message, "on_thread_start panicked");
         }
     }
 }
