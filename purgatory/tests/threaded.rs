@@ -172,6 +172,16 @@ fn panicking_callbacks_and_drops_do_not_kill_the_timer_or_its_workers() {
     }
 }
 
+/// Submits an operation that never completes by itself, with a timeout of
+/// `ms`, and waits for its answer.
+fn expiry_of_one(p: &Purgatory<u32, Probe>, ms: u64) -> Option<Outcome> {
+    let journal = Arc::new(Journal::default());
+    let never = Arc::new(AtomicBool::new(false));
+    let op = Probe::new(1, &never, Duration::from_millis(ms), &journal);
+    let h = p.try_complete_else_watch(op, &[1]).unwrap();
+    h.wait_timeout(PATIENCE).ok().map(|done| done.outcome)
+}
+
 #[test]
 fn the_start_hook_runs_once_on_each_thread_under_its_name() {
     for kind in KINDS {
@@ -188,15 +198,7 @@ fn the_start_hook_runs_once_on_each_thread_under_its_name() {
             })
             .build()
             .unwrap();
-        let journal = Arc::new(Journal::default());
-        let never = Arc::new(AtomicBool::new(false));
-        let h = p
-            .try_complete_else_watch(
-                Probe::new(1, &never, Duration::from_millis(1), &journal),
-                &[1],
-            )
-            .unwrap();
-        assert_eq!(h.wait_timeout(PATIENCE).unwrap().outcome, Outcome::Expired);
+        assert_eq!(expiry_of_one(&p, 1), Some(Outcome::Expired));
         assert!(eventually(|| seen.lock().unwrap().len() == 4));
         drop(p);
         let mut seen = std::mem::take(&mut *seen.lock().unwrap());
@@ -223,16 +225,11 @@ fn a_panicking_start_hook_leaves_the_threads_working() {
             .on_thread_start(|role| panic!("no priority for {role:?}"))
             .build()
             .unwrap();
-        let journal = Arc::new(Journal::default());
-        let never = Arc::new(AtomicBool::new(false));
-        let h = p
-            .try_complete_else_watch(
-                Probe::new(1, &never, Duration::from_millis(5), &journal),
-                &[1],
-            )
-            .unwrap();
-        let done = h.wait_timeout(PATIENCE).expect("the threads still expire");
-        assert_eq!(done.outcome, Outcome::Expired);
+        assert_eq!(
+            expiry_of_one(&p, 5),
+            Some(Outcome::Expired),
+            "still expiring"
+        );
         // Not an operation's panic: not counted.
         assert_eq!(p.metrics().panics, 0);
     }
