@@ -320,6 +320,54 @@ mod tests {
     }
 
     #[test]
+    fn threads_beyond_the_numbered_ones_share_a_magazine() {
+        // More threads alive at once than there are numbered magazines:
+        // some use the shared one, concurrently. Each keeps the cells it
+        // took last: all alive at once, no cell may be in two threads' hands.
+        let threads = thread_stripe::count() + 8;
+        let capacity = 4 * MAGAZINE;
+        let spare = Arc::new(SpareCells::new(capacity));
+        let barrier = Arc::new(std::sync::Barrier::new(threads));
+        let workers: Vec<_> = (0..threads as u64)
+            .map(|t| {
+                let (spare, barrier) = (Arc::clone(&spare), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    // Every thread holds its number while all others do.
+                    thread_stripe::current();
+                    barrier.wait();
+                    let mut kept = Vec::new();
+                    for round in 0..50 {
+                        give_back_answered(&spare, 3);
+                        kept = (0..3).map(|i| spare.cell(t, round * 3 + i)).collect();
+                    }
+                    kept
+                })
+            })
+            .collect();
+        let kept: Vec<(u64, CellRef<u32, u64>)> = workers
+            .into_iter()
+            .enumerate()
+            .flat_map(|(t, w)| w.join().unwrap().into_iter().map(move |c| (t as u64, c)))
+            .collect();
+        let mut at: Vec<usize> = kept
+            .iter()
+            .map(|(_, c)| CellRef::as_ptr(c) as usize)
+            .collect();
+        at.sort_unstable();
+        at.dedup();
+        assert_eq!(at.len(), 3 * threads, "a cell in two threads' hands");
+        for (i, (t, cell)) in kept.iter().enumerate() {
+            assert_eq!(cell.seq, 49 * 3 + (i % 3) as u64, "thread {t}'s own cell");
+            assert!(!cell.state.is_done());
+        }
+        // The depot, plus a magazine per numbered thread and the shared one.
+        assert!(spare.len() <= capacity + (thread_stripe::count() + 1) * MAGAZINE);
+        drop(kept);
+        spare.release();
+        assert_eq!(spare.len(), 0);
+    }
+
+    #[test]
     fn cells_given_back_on_one_thread_serve_submissions_on_another() {
         let spare = Arc::new(SpareCells::new(4 * MAGAZINE));
         // The answering thread fills two magazines and starts a third.
