@@ -56,6 +56,10 @@
 //! until the next deadline or non-empty wheel bucket is due (woken early
 //! when an earlier deadline is inserted) and hands expired operations to
 //! expiration workers, so a slow callback does not delay other expirations.
+//! An operation fires within a tick of its deadline when these threads get
+//! a core at once; on a busy machine they wait for one like any thread, and
+//! [`PurgatoryBuilder::on_thread_start`] lets the embedder favour them (a
+//! priority, a core of their own).
 //! With [`Driver::Manual`] there is no thread: the owner moves time with
 //! [`Purgatory::advance_clock`], usually with a [`ManualClock`], which
 //! makes tests and simulations deterministic.
