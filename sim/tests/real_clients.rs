@@ -1,7 +1,8 @@
-//! Unmodified Kafka clients against the served cluster: kcat (librdkafka)
-//! and confluent-kafka for Python (its wheel bundles librdkafka). Each test
-//! says it was skipped, and why, when its client is not installed here
-//! (`.ci/run` installs both); nothing else fails then.
+//! Unmodified Kafka clients against the served cluster: kcat (librdkafka),
+//! confluent-kafka for Python (its wheel bundles librdkafka) and
+//! kafka-python (a protocol implementation of its own). Each test says it
+//! was skipped, and why, when its client is not installed here (`.ci/run`
+//! installs them); nothing else fails then.
 
 use broker_sim::config::Fault;
 use broker_sim::live::LiveConfig;
@@ -42,6 +43,32 @@ fn quick_groups() -> LiveConfig {
     }
 }
 
+/// A cluster whose broker 1 crashes `at` after the start, with a topic
+/// `topic` of 6 partitions.
+fn crashing_at(at: Duration, topic: &str) -> Server {
+    let live = LiveConfig {
+        faults: vec![Fault::Crash { broker: 1, at }],
+        ..LiveConfig::default()
+    };
+    start(live, &[(topic, 6)])
+}
+
+/// A cluster whose broker 1 replicates each batch `delay` late and stays
+/// in the ISR all the same.
+fn slow_follower(delay: Duration, topics: &[(&str, u32)]) -> Server {
+    let live = LiveConfig {
+        faults: vec![Fault::SlowFollower {
+            broker: 1,
+            from: Duration::ZERO,
+            until: Duration::from_secs(3600),
+            delay,
+        }],
+        replica_lag: Duration::from_secs(3600),
+        ..LiveConfig::default()
+    };
+    start(live, topics)
+}
+
 /// kcat, if installed.
 fn kcat() -> Option<&'static str> {
     let found = Command::new("kcat")
@@ -58,15 +85,26 @@ fn kcat() -> Option<&'static str> {
 
 /// Whether python3 can import confluent_kafka.
 fn confluent() -> bool {
+    python_has("confluent_kafka", "confluent-kafka")
+}
+
+/// Whether python3 can import kafka (kafka-python).
+fn kafka_python() -> bool {
+    python_has("kafka", "kafka-python")
+}
+
+/// Whether python3 can import `module`, which PyPI's `package` installs;
+/// says the test is skipped if not.
+fn python_has(module: &str, package: &str) -> bool {
     let found = Command::new("python3")
-        .args(["-c", "import confluent_kafka"])
+        .args(["-c", &format!("import {module}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !found {
         eprintln!(
-            "skipped: python3 with confluent-kafka is not installed (PyPI 'confluent-kafka'; .ci/run installs it)"
+            "skipped: python3 with {package} is not installed (PyPI '{package}'; .ci/run installs it)"
         );
     }
     found
@@ -169,16 +207,7 @@ fn after_a_leader_crashes_clients_retry_on_the_new_leader_and_nothing_acknowledg
         return;
     }
     let crash_at = Duration::from_millis(1500);
-    let server = start(
-        LiveConfig {
-            faults: vec![Fault::Crash {
-                broker: 1,
-                at: crash_at,
-            }],
-            ..LiveConfig::default()
-        },
-        &[("crashy", 6)],
-    );
+    let server = crashing_at(crash_at, "crashy");
     let r = confluent_client(&["roundtrip", &bootstrap(&server), "crashy", "8000"]);
     // The crash fell inside the production.
     assert!(
@@ -197,28 +226,97 @@ fn after_a_leader_crashes_clients_retry_on_the_new_leader_and_nothing_acknowledg
 }
 
 #[test]
+fn an_idempotent_producer_across_a_leader_crash_has_each_record_stored_once() {
+    if !confluent() {
+        return;
+    }
+    let crash_at = Duration::from_millis(1500);
+    let server = crashing_at(crash_at, "crashy");
+    let r = confluent_client(&["idempotent", &bootstrap(&server), "crashy", "8000", "30000"]);
+    assert!(
+        r["produce_seconds"].as_f64().unwrap() > crash_at.as_secs_f64(),
+        "{r}"
+    );
+    assert_eq!(r["acked"], 8000, "{r}");
+    assert_eq!(r["read_back"], 8000, "{r}");
+    assert_eq!(r["read_twice"], 0, "{r}");
+    passes(server);
+}
+
+#[test]
 fn acks_all_to_a_lagging_follower_times_out_at_the_request_timeout() {
     if !confluent() {
         return;
     }
-    let server = start(
-        LiveConfig {
-            faults: vec![Fault::SlowFollower {
-                broker: 1,
-                from: Duration::ZERO,
-                until: Duration::from_secs(3600),
-                delay: Duration::from_secs(60),
-            }],
-            replica_lag: Duration::from_secs(3600),
-            ..LiveConfig::default()
-        },
-        &[("slow", 1)],
-    );
+    let server = slow_follower(Duration::from_secs(60), &[("slow", 1)]);
     let r = confluent_client(&["timeout", &bootstrap(&server), "slow", "800"]);
     assert_eq!(r["error"], "REQUEST_TIMED_OUT", "{r}");
     assert!(r["seconds"].as_f64().unwrap() >= 0.8, "{r}");
     let checks = &server.cluster().checks;
     assert!(checks.expired.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+    passes(server);
+}
+
+#[test]
+fn an_idempotent_producer_resending_timed_out_batches_has_each_record_stored_once() {
+    if !confluent() {
+        return;
+    }
+    // The follower takes 700 ms per batch and the producer waits 250 ms
+    // for an answer: each batch times out in the purgatory and is sent
+    // again, with the same sequence numbers, before it is replicated.
+    let server = slow_follower(Duration::from_millis(700), &[("resent", 2)]);
+    let r = confluent_client(&["idempotent", &bootstrap(&server), "resent", "300", "250"]);
+    assert_eq!(r["acked"], 300, "{r}");
+    assert_eq!(r["read_back"], 300, "{r}");
+    assert_eq!(r["read_twice"], 0, "each record stored once: {r}");
+    let checks = &server.cluster().checks;
+    let resent = checks.duplicates.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(resent >= 1, "some batch was sent again: {r}");
+    let stored: i64 = server
+        .cluster()
+        .topic("resent")
+        .unwrap()
+        .partitions
+        .iter()
+        .map(|p| p.log.lock().log_end())
+        .sum();
+    assert_eq!(stored, 300, "{r}");
+    passes(server);
+}
+
+#[test]
+fn kafka_python_creates_a_topic_produces_idempotently_and_consumes_in_a_group() {
+    if !kafka_python() {
+        return;
+    }
+    let server = start(quick_groups(), &[]);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/kafka_python_client.py"
+    );
+    let out = Command::new("python3")
+        .args([script, "all", &bootstrap(&server), "from-python", "2000"])
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let r: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(r["created_errors"], serde_json::json!([0]), "{r}");
+    assert_eq!(r["idempotent"], true, "its default: {r}");
+    assert_eq!(r["acked"], 2000, "{r}");
+    assert_eq!(r["read_back"], 2000, "{r}");
+    assert_eq!(r["read_twice"], 0, "{r}");
+    assert_eq!(r["after_commit"], 0, "the group's commits held: {r}");
+    let cluster = server.cluster();
+    assert_eq!(cluster.topic("from-python").unwrap().partitions.len(), 3);
+    let checks = &cluster.checks;
+    assert!(
+        checks
+            .producer_ids
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
     passes(server);
 }
 

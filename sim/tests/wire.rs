@@ -5,17 +5,21 @@
 
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::client::{batch, values, Client};
+use broker_sim::wire::client::{batch, idempotent_batch, values, Client};
 use broker_sim::wire::Limits;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiVersionsRequest, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, MetadataRequest,
-    ProduceRequest, ProduceResponse, TopicName,
+    ApiVersionsRequest, BrokerId, CreateTopicsRequest, FetchRequest, FetchResponse,
+    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, ProduceResponse,
+    TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -357,8 +361,12 @@ fn api_versions_advertises_what_is_implemented_and_refuses_other_versions() {
     assert_eq!(max(11), Some((0, 7)), "JoinGroup");
     assert_eq!(max(10), Some((0, 3)), "FindCoordinator");
     assert_eq!(max(9), Some((1, 7)), "OffsetFetch");
-    // Transactions are not built.
-    assert_eq!(max(22), None, "InitProducerId");
+    // Idempotent producers' ids, short of the second version of
+    // transactions; topics created by an admin client.
+    assert_eq!(max(22), Some((0, 4)), "InitProducerId");
+    assert_eq!(max(19), Some((2, 7)), "CreateTopics");
+    // Transactions' own APIs are not built.
+    assert_eq!(max(24), None, "AddPartitionsToTxn");
     // An ApiVersions version from the future (v99, correlation id 42, no
     // client id): answered at v0 with the error and the versions there are.
     let mut raw = Vec::new();
@@ -630,5 +638,211 @@ fn acks_all_below_min_insync_is_refused_and_a_shrink_answers_parked_produces() {
         PRODUCE_V,
     );
     assert_eq!(partition_errors(&r)[0].1, 0);
+    passes(server);
+}
+
+#[test]
+fn an_idempotent_producer_gets_an_id_and_a_resent_batch_is_stored_once() {
+    let server = server_with(one_broker(), &[("idem", 1)], Limits::default());
+    let mut c = leader(&server, "idem", 0);
+    let init = |c: &mut Client, transactional: Option<&str>| {
+        let mut r = InitProducerIdRequest::default();
+        r.transactional_id =
+            transactional.map(|t| TransactionalId(StrBytes::from_string(t.to_string())));
+        r.transaction_timeout_ms = 60_000;
+        let a = c.call(&r, 4);
+        (a.error_code, a.producer_id.0, a.producer_epoch)
+    };
+    let (error, id, epoch) = init(&mut c, None);
+    assert_eq!((error, epoch), (0, 0));
+    assert!(id >= 0);
+    assert_ne!(init(&mut c, None).1, id, "a fresh id each time");
+    // No transaction coordinator here.
+    assert_eq!(
+        init(&mut c, Some("tx")).0,
+        ResponseError::CoordinatorNotAvailable.code()
+    );
+    let mut send = |values: &[&[u8]], epoch: i16, seq: i32| {
+        let r = c.call(
+            &produce(
+                "idem",
+                &[(0, idempotent_batch(values, id, epoch, seq))],
+                -1,
+                5_000,
+            ),
+            PRODUCE_V,
+        );
+        let (_, error, base) = partition_errors(&r)[0];
+        (error, base)
+    };
+    assert_eq!(send(&[b"a", b"b"], 0, 0), (0, 0));
+    // Sent again (its answer lost, say): the same offsets, nothing stored.
+    assert_eq!(send(&[b"a", b"b"], 0, 0), (0, 0));
+    assert_eq!(send(&[b"c"], 0, 2), (0, 2));
+    assert_eq!(
+        send(&[b"x"], 0, 5),
+        (ResponseError::OutOfOrderSequenceNumber.code(), -1)
+    );
+    // A new epoch starts at 0 and fences the old one.
+    assert_eq!(send(&[b"d"], 1, 0), (0, 3));
+    assert_eq!(
+        send(&[b"x"], 0, 3),
+        (ResponseError::InvalidProducerEpoch.code(), -1)
+    );
+    let r = c.call(&fetch("idem", &[(0, 0)], 0, 0), FETCH_V);
+    let read: Vec<Vec<u8>> = values(&fetched(&r)[0].3)
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(
+        read,
+        [b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]
+    );
+    assert_eq!(
+        server
+            .cluster()
+            .checks
+            .duplicates
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    passes(server);
+}
+
+#[test]
+fn create_topics_creates_what_it_can_and_says_why_for_the_rest() {
+    let server = server(Duration::ZERO, &[("orders", 1)]);
+    let mut c = Client::connect(server.addrs()[1]);
+    let topic = |n: &str, partitions: i32, rf: i16| {
+        let mut t = CreatableTopic::default();
+        t.name = name(n);
+        t.num_partitions = partitions;
+        t.replication_factor = rf;
+        t
+    };
+    let mut manual = topic("manual", -1, -1);
+    manual.assignments = [(0, [2, 1]), (1, [1, 0])]
+        .into_iter()
+        .map(|(i, brokers)| {
+            let mut a = CreatableReplicaAssignment::default();
+            a.partition_index = i;
+            a.broker_ids = brokers.into_iter().map(BrokerId).collect();
+            a
+        })
+        .collect();
+    let mut bad_assignment = topic("bad-assignment", -1, -1);
+    bad_assignment.assignments = manual.assignments.clone();
+    bad_assignment.assignments[1].partition_index = 0;
+    let mut configured = topic("configured", 1, 1);
+    let mut config = CreatableTopicConfig::default();
+    config.name = StrBytes::from_static_str("retention.ms");
+    configured.configs = vec![config];
+    let mut r = CreateTopicsRequest::default();
+    r.timeout_ms = 5_000;
+    r.topics = vec![
+        topic("wide", 4, 2),
+        topic("defaults", -1, -1),
+        manual,
+        topic("twice", 1, 1),
+        topic("twice", 1, 1),
+        topic("orders", 1, 1),
+        topic("bad name!", 1, 1),
+        topic("too-many-replicas", 1, 9),
+        topic("no-partitions", 0, 1),
+        configured,
+        bad_assignment,
+    ];
+    let answer = c.call(&r, 5);
+    let got: Vec<(String, i16, i32, i16)> = answer
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.error_code,
+                t.num_partitions,
+                t.replication_factor,
+            )
+        })
+        .collect();
+    let e = |e: ResponseError| e.code();
+    let default_partitions = server.cluster().cfg.partitions as i32;
+    assert_eq!(
+        got,
+        [
+            ("wide".into(), 0, 4, 2),
+            ("defaults".into(), 0, default_partitions, 3),
+            ("manual".into(), 0, 2, 2),
+            ("twice".into(), e(ResponseError::InvalidRequest), -1, -1),
+            ("twice".into(), e(ResponseError::InvalidRequest), -1, -1),
+            (
+                "orders".into(),
+                e(ResponseError::TopicAlreadyExists),
+                -1,
+                -1
+            ),
+            (
+                "bad name!".into(),
+                e(ResponseError::InvalidTopicException),
+                -1,
+                -1
+            ),
+            (
+                "too-many-replicas".into(),
+                e(ResponseError::InvalidReplicationFactor),
+                -1,
+                -1
+            ),
+            (
+                "no-partitions".into(),
+                e(ResponseError::InvalidPartitions),
+                -1,
+                -1
+            ),
+            ("configured".into(), e(ResponseError::InvalidConfig), -1, -1),
+            (
+                "bad-assignment".into(),
+                e(ResponseError::InvalidReplicaAssignment),
+                -1,
+                -1
+            ),
+        ]
+    );
+    assert!(answer.topics[3].error_message.is_some());
+    let cluster = server.cluster();
+    let leaders = |t: &str| -> Vec<(Option<u32>, Vec<u32>)> {
+        cluster
+            .topic(t)
+            .unwrap()
+            .partitions
+            .iter()
+            .map(|p| {
+                let log = p.log.lock();
+                (log.leader, log.replicas.clone())
+            })
+            .collect()
+    };
+    assert_eq!(
+        leaders("manual"),
+        [(Some(2), vec![2, 1]), (Some(1), vec![1, 0])]
+    );
+    assert_eq!(leaders("wide").len(), 4);
+    for name in ["twice", "bad-assignment", "configured", "no-partitions"] {
+        assert!(cluster.topic(name).is_none(), "{name}");
+    }
+    // Validation only: answered as if created, nothing created.
+    let mut r = CreateTopicsRequest::default();
+    r.topics = vec![topic("checked", 2, 1)];
+    r.validate_only = true;
+    let answer = c.call(&r, 5);
+    assert_eq!(answer.topics[0].error_code, 0);
+    assert!(cluster.topic("checked").is_none());
+    // A new topic takes produces at once.
+    let mut c = leader(&server, "wide", 3);
+    let r = c.call(
+        &produce("wide", &[(3, batch(&[b"x"]))], -1, 5_000),
+        PRODUCE_V,
+    );
+    assert_eq!(partition_errors(&r)[0], (3, 0, 0));
     passes(server);
 }

@@ -38,6 +38,14 @@ pub struct Checks {
     pub cancelled: AtomicU64,
     /// Parked operations answered by the shutdown.
     pub shut_down: AtomicU64,
+    /// InitProducerId requests (each answered with a new producer id, but
+    /// for a transactional one).
+    pub producer_ids: AtomicU64,
+    /// CreateTopics requests.
+    pub create_topics_requests: AtomicU64,
+    /// Produce batches an idempotent producer sent again, answered with
+    /// where they were first stored and not stored twice.
+    pub duplicates: AtomicU64,
     /// Records acknowledged to `acks=all` producers.
     pub acked_records: AtomicU64,
     /// Produce partitions answered with an error, by none of the above.
@@ -161,6 +169,8 @@ impl Checks {
             ("metadata requests", &self.metadata_requests),
             ("list-offsets requests", &self.list_offsets_requests),
             ("consumer-group requests", &self.group_requests),
+            ("init-producer-id requests", &self.producer_ids),
+            ("create-topics requests", &self.create_topics_requests),
             ("group sessions expired", &self.sessions_expired),
             ("parked in the purgatory", &self.parked),
             ("  completed by their condition", &self.completed),
@@ -168,6 +178,7 @@ impl Checks {
             ("  cancelled", &self.cancelled),
             ("  answered at shutdown", &self.shut_down),
             ("records acknowledged (acks=all)", &self.acked_records),
+            ("resent batches stored once", &self.duplicates),
             ("produce partition errors", &self.produce_errors),
         ]
         .into_iter()

@@ -1,15 +1,18 @@
 //! One served topic-partition: its stored record batches, byte-exact with
-//! their offsets assigned, and its replication state (replicas, ISR, each
-//! replica's log end, the high watermark).
+//! their offsets assigned, its idempotent producers' state, and its
+//! replication state (replicas, ISR, each replica's log end, the high
+//! watermark).
 
+use super::producers::{ProducerBatch, Producers, SequenceError, Verdict};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::RecordBatchDecoder;
 use std::time::Instant;
 
 /// The v2 record batch header fields read here: the base offset (8 bytes)
 /// and the batch length (4 bytes) that follows it. Everything else is the
-/// crate's to decode.
+/// crate's to decode, but for the last offset delta, at this offset.
 const LOG_OVERHEAD: usize = 12;
+const LAST_OFFSET_DELTA: usize = 23;
 
 /// A batch as stored: its offsets and its bytes, base offset assigned.
 #[derive(Debug, Clone)]
@@ -20,6 +23,20 @@ pub struct StoredBatch {
     pub end: i64,
     /// The whole batch, as the producer sent it but for the base offset.
     pub bytes: Bytes,
+    /// Its producer id, epoch and sequence numbers, if it has a producer id.
+    pub producer: Option<ProducerBatch>,
+}
+
+/// Where an append's records are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// Offset of the first record.
+    pub base: i64,
+    /// One past the offset of the last record.
+    pub end: i64,
+    /// The batch was stored before (an idempotent producer resent it):
+    /// nothing was stored now, and `base..end` are where it was.
+    pub duplicate: bool,
 }
 
 /// Why an append was refused.
@@ -29,6 +46,12 @@ pub enum AppendError {
     Corrupt,
     /// Larger than the partition accepts (Kafka's `message.max.bytes`).
     TooLarge,
+    /// An idempotent producer's batch that does not follow its last one.
+    OutOfOrderSequence,
+    /// A batch from an older epoch of its producer than one stored.
+    InvalidProducerEpoch,
+    /// A transactional or control batch: this broker runs no transactions.
+    Transactional,
 }
 
 /// The state of one partition, under its lock.
@@ -55,6 +78,8 @@ pub struct PartitionLog {
     pub batches: Vec<StoredBatch>,
     /// Bytes stored, summed over batches.
     pub bytes: u64,
+    /// The idempotent producers that wrote here.
+    pub producers: Producers,
 }
 
 impl PartitionLog {
@@ -71,6 +96,7 @@ impl PartitionLog {
             hw_moved_at: None,
             batches: Vec::new(),
             bytes: 0,
+            producers: Producers::default(),
         }
     }
 
@@ -85,10 +111,12 @@ impl PartitionLog {
     }
 
     /// Appends the batches in `records` on the leader, assigning offsets
-    /// from the log end; returns (base offset, end offset). Each batch is
-    /// checked by the crate's decoder (v2 magic, CRC32C) before anything is
-    /// stored, so a bad request stores nothing.
-    pub fn append(&mut self, records: &Bytes, max_bytes: usize) -> Result<(i64, i64), AppendError> {
+    /// from the log end. Each batch is checked by the crate's decoder (v2
+    /// magic, CRC32C) and, if it has a producer id, against its producer's
+    /// sequence numbers, before anything is stored, so a refused request
+    /// stores nothing; a batch its producer resent stores nothing either,
+    /// and the answer says where it was stored first.
+    pub fn append(&mut self, records: &Bytes, max_bytes: usize) -> Result<Appended, AppendError> {
         if records.len() > max_bytes {
             return Err(AppendError::TooLarge);
         }
@@ -115,21 +143,53 @@ impl PartitionLog {
             if info.record_count <= 0 || !check.is_empty() {
                 return Err(AppendError::Corrupt);
             }
-            pieces.push((batch, i64::from(info.record_count)));
+            if info.transactional || info.control {
+                return Err(AppendError::Transactional);
+            }
+            let delta = batch
+                .get(LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4)
+                .map(|d| i32::from_be_bytes([d[0], d[1], d[2], d[3]]))
+                .ok_or(AppendError::Corrupt)?;
+            let producer = ProducerBatch::new(
+                info.producer_id,
+                info.producer_epoch,
+                info.base_sequence,
+                delta,
+            );
+            pieces.push((batch, i64::from(info.record_count), producer));
         }
         if pieces.is_empty() {
             return Err(AppendError::Corrupt);
         }
+        let idempotent: Vec<ProducerBatch> = pieces.iter().filter_map(|p| p.2).collect();
+        if !idempotent.is_empty() {
+            match self.producers.check(&idempotent) {
+                Ok(Verdict::Append) => {}
+                Ok(Verdict::Duplicate(base, end)) => {
+                    return Ok(Appended {
+                        base,
+                        end,
+                        duplicate: true,
+                    })
+                }
+                Err(SequenceError::OutOfOrder) => return Err(AppendError::OutOfOrderSequence),
+                Err(SequenceError::OldEpoch) => return Err(AppendError::InvalidProducerEpoch),
+            }
+        }
         let base = self.log_end();
         let mut next = base;
-        for (batch, count) in pieces {
+        for (batch, count, producer) in pieces {
             let mut bytes = BytesMut::from(&batch[..]);
             bytes[..8].copy_from_slice(&next.to_be_bytes());
             self.bytes += bytes.len() as u64;
+            if let Some(p) = producer {
+                self.producers.record(p, next, next + count);
+            }
             self.batches.push(StoredBatch {
                 base: next,
                 end: next + count,
                 bytes: bytes.freeze(),
+                producer,
             });
             next += count;
         }
@@ -137,15 +197,29 @@ impl PartitionLog {
             self.replica_leo[i] = next;
         }
         self.advance_hw();
-        Ok((base, next))
+        Ok(Appended {
+            base,
+            end: next,
+            duplicate: false,
+        })
     }
 
     /// Cuts the log back to `end` (a new leader's log end): batches past it
     /// go, and no replica is counted as having more.
     pub fn truncate(&mut self, end: i64) {
         let keep = self.batches.partition_point(|b| b.end <= end);
+        let cut = keep < self.batches.len();
         for b in self.batches.drain(keep..) {
             self.bytes -= b.bytes.len() as u64;
+        }
+        if cut {
+            // The producers' state is what the batches left say.
+            self.producers.clear();
+            for b in &self.batches {
+                if let Some(p) = b.producer {
+                    self.producers.record(p, b.base, b.end);
+                }
+            }
         }
         let end = self.log_end();
         for leo in &mut self.replica_leo {
@@ -218,15 +292,22 @@ impl PartitionLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::client::batch;
+    use crate::wire::client::{batch, idempotent_batch};
 
     #[test]
     fn appends_assign_offsets_and_reads_stop_at_the_high_watermark() {
         let now = Instant::now();
         let mut log = PartitionLog::new(vec![0, 1], now);
         let first = batch(&[b"a", b"b"]);
-        assert_eq!(log.append(&first, 1 << 20), Ok((0, 2)));
-        assert_eq!(log.append(&batch(&[b"c"]), 1 << 20), Ok((2, 3)));
+        assert_eq!(
+            log.append(&first, 1 << 20).map(|a| (a.base, a.end)),
+            Ok((0, 2))
+        );
+        assert_eq!(
+            log.append(&batch(&[b"c"]), 1 << 20)
+                .map(|a| (a.base, a.end)),
+            Ok((2, 3))
+        );
         // The follower has nothing yet.
         assert_eq!((log.hw, log.read_len(0, 1 << 20)), (0, 0));
         assert_eq!(log.hw_moved_at, None);
@@ -280,5 +361,41 @@ mod tests {
         );
         assert_eq!(log.append(&good, 4), Err(AppendError::TooLarge));
         assert!(log.batches.is_empty());
+    }
+
+    #[test]
+    fn a_resent_idempotent_batch_is_stored_once_also_after_a_truncation() {
+        let mut log = PartitionLog::new(vec![0, 1], Instant::now());
+        let first = idempotent_batch(&[b"a", b"b"], 42, 0, 0);
+        let second = idempotent_batch(&[b"c"], 42, 0, 2);
+        let stored = |a: Result<Appended, AppendError>| a.map(|a| (a.base, a.end, a.duplicate));
+        assert_eq!(stored(log.append(&first, 1 << 20)), Ok((0, 2, false)));
+        assert_eq!(stored(log.append(&second, 1 << 20)), Ok((2, 3, false)));
+        assert_eq!(stored(log.append(&first, 1 << 20)), Ok((0, 2, true)));
+        assert_eq!(log.batches.len(), 2);
+        // Out of order, from a fenced epoch, transactional: nothing stored.
+        let gap = idempotent_batch(&[b"x"], 42, 0, 5);
+        assert_eq!(
+            log.append(&gap, 1 << 20),
+            Err(AppendError::OutOfOrderSequence)
+        );
+        let old = idempotent_batch(&[b"x"], 42, 0, 3);
+        log.append(&idempotent_batch(&[b"d"], 42, 1, 0), 1 << 20)
+            .unwrap();
+        assert_eq!(
+            log.append(&old, 1 << 20),
+            Err(AppendError::InvalidProducerEpoch)
+        );
+        assert_eq!(log.batches.len(), 3);
+        // A new leader without the last two batches: the producer's state
+        // is the first batch's again, so the second is new there.
+        log.truncate(2);
+        assert_eq!(stored(log.append(&first, 1 << 20)), Ok((0, 2, true)));
+        assert_eq!(stored(log.append(&second, 1 << 20)), Ok((2, 3, false)));
+        assert_eq!(log.producers.len(), 1);
+        // A producer without idempotence is not tracked.
+        log.append(&batch(&[b"e"]), 1 << 20).unwrap();
+        log.append(&batch(&[b"e"]), 1 << 20).unwrap();
+        assert_eq!(log.batches.len(), 4);
     }
 }

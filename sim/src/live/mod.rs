@@ -5,18 +5,21 @@
 //! [`Service`](crate::wire::Service) behind the wire front) and knows
 //! nothing of sockets.
 
+mod admin;
 mod checks;
 mod group_service;
 mod groups;
 mod log;
 mod ops;
+mod producers;
 mod replication;
 mod service;
 mod topics;
 
 pub use checks::Checks;
 pub use groups::{GroupConfig, GroupState};
-pub use log::{AppendError, PartitionLog, StoredBatch};
+pub use log::{AppendError, Appended, PartitionLog, StoredBatch};
+pub use producers::{ProducerBatch, Producers, SequenceError, Verdict};
 pub use service::{BrokerService, APIS};
 pub use topics::{valid_topic_name, Partition, Topic};
 
@@ -26,7 +29,7 @@ use parking_lot::RwLock;
 use purgatory::{Driver, Purgatory, TimerKind};
 use replication::FollowerQueue;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -100,6 +103,8 @@ pub struct LiveCluster {
     pub brokers: Vec<Broker>,
     topics: RwLock<HashMap<Arc<str>, Arc<Topic>>>,
     next_key: AtomicU32,
+    /// The next producer id InitProducerId hands out.
+    next_producer_id: AtomicI64,
     /// What the checks counted.
     pub checks: Arc<Checks>,
     /// Consumer groups, served by the leader of each group's offsets
@@ -165,6 +170,7 @@ impl LiveCluster {
             brokers,
             topics: RwLock::new(HashMap::new()),
             next_key: AtomicU32::new(0),
+            next_producer_id: AtomicI64::new(0),
             checks,
             groups,
             endpoints: RwLock::new(Vec::new()),
@@ -233,18 +239,41 @@ impl LiveCluster {
     /// replication factor, leaders spread over the brokers), or returns it
     /// if it exists.
     pub fn create_topic(&self, name: &str, partitions: u32) -> Arc<Topic> {
+        let replicas = self.spread(partitions, self.cfg.replication_factor);
+        match self.create_topic_with(name, replicas) {
+            Ok(topic) | Err(topic) => topic,
+        }
+    }
+
+    /// Replica lists for `partitions` new partitions of `replication_factor`
+    /// replicas (at most one per broker), their leaders spread over the
+    /// brokers.
+    pub(crate) fn spread(&self, partitions: u32, replication_factor: u32) -> Vec<Vec<u32>> {
+        let n = self.cfg.brokers;
+        let rf = replication_factor.min(n);
+        let first = self.next_key.load(Ordering::Relaxed);
+        (0..partitions)
+            .map(|i| (0..rf).map(|r| (first + i + r) % n).collect())
+            .collect()
+    }
+
+    /// Creates `name` with a partition for each replica list (the first
+    /// replica its leader); `Err` with the topic if it exists already.
+    pub(crate) fn create_topic_with(
+        &self,
+        name: &str,
+        replicas: Vec<Vec<u32>>,
+    ) -> Result<Arc<Topic>, Arc<Topic>> {
         let mut topics = self.topics.write();
         if let Some(t) = topics.get(name) {
-            return Arc::clone(t);
+            return Err(Arc::clone(t));
         }
         let name: Arc<str> = Arc::from(name);
-        let n = self.cfg.brokers;
-        let rf = self.cfg.replication_factor.min(n);
-        let first = self.next_key.load(Ordering::Relaxed);
         let now = Instant::now();
-        let partitions = (0..partitions)
-            .map(|i| {
-                let replicas = (0..rf).map(|r| (first + i + r) % n).collect();
+        let partitions = replicas
+            .into_iter()
+            .enumerate()
+            .map(|(i, replicas)| {
                 Arc::new(Partition {
                     key: self.next_key.fetch_add(1, Ordering::Relaxed),
                     topic: Arc::clone(&name),
@@ -258,7 +287,12 @@ impl LiveCluster {
             partitions,
         });
         topics.insert(name, Arc::clone(&topic));
-        topic
+        Ok(topic)
+    }
+
+    /// A producer id never handed out before in this cluster.
+    pub(crate) fn new_producer_id(&self) -> i64 {
+        self.next_producer_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// After an append of `p` up to `end` on its leader: sends the batch on

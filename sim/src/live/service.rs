@@ -44,8 +44,10 @@ pub struct BrokerService {
 /// by id only, which this broker does not assign; clients negotiate down.
 /// FindCoordinator v4 and OffsetFetch v8 ask about several groups at once,
 /// which is not built; OffsetCommit v9 and JoinGroup v8 belong to the newer
-/// consumer protocol's era and are left out too.
-pub const APIS: [(ApiKey, i16, i16); 11] = [
+/// consumer protocol's era and are left out too. CreateTopics starts at v2,
+/// the first the codecs have; InitProducerId v5 belongs to the second
+/// version of transactions, which are not served.
+pub const APIS: [(ApiKey, i16, i16); 13] = [
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
@@ -57,6 +59,8 @@ pub const APIS: [(ApiKey, i16, i16); 11] = [
     (ApiKey::LeaveGroup, 0, 4),
     (ApiKey::OffsetCommit, 2, 8),
     (ApiKey::OffsetFetch, 1, 7),
+    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
 ];
 
 /// A produced partition's index, and its base offset or error code.
@@ -111,6 +115,14 @@ impl Service for BrokerService {
             RequestKind::OffsetCommit(r) => Some(ResponseKind::OffsetCommit(self.offset_commit(r))),
             RequestKind::OffsetFetch(r) => {
                 Some(ResponseKind::OffsetFetch(self.offset_fetch(r, version)))
+            }
+            RequestKind::InitProducerId(r) => {
+                Checks::bump(&self.checks().producer_ids);
+                Some(ResponseKind::InitProducerId(self.init_producer_id(r)))
+            }
+            RequestKind::CreateTopics(r) => {
+                Checks::bump(&self.checks().create_topics_requests);
+                Some(ResponseKind::CreateTopics(self.create_topics(r, version)))
             }
             // The front refuses what `apis` does not list.
             _ => None,
@@ -410,21 +422,35 @@ impl BrokerService {
                 return Err(code(ResponseError::NotEnoughReplicas));
             }
             let hw = log.hw;
-            let (base, end) = log
+            let appended = log
                 .append(&records, self.cluster.cfg.message_max_bytes)
                 .map_err(|e| match e {
                     AppendError::Corrupt => code(ResponseError::CorruptMessage),
                     AppendError::TooLarge => code(ResponseError::MessageTooLarge),
+                    AppendError::OutOfOrderSequence => {
+                        code(ResponseError::OutOfOrderSequenceNumber)
+                    }
+                    AppendError::InvalidProducerEpoch => code(ResponseError::InvalidProducerEpoch),
+                    AppendError::Transactional => code(ResponseError::InvalidTxnState),
                 })?;
-            let followers: Vec<u32> = log
-                .replicas
-                .iter()
-                .copied()
-                .filter(|&r| Some(r) != log.leader)
-                .collect();
-            (base, end, followers, log.hw != hw)
+            if appended.duplicate {
+                Checks::bump(&self.checks().duplicates);
+            }
+            // A resent batch adds nothing to replicate.
+            let followers: Vec<u32> = if appended.duplicate {
+                Vec::new()
+            } else {
+                log.replicas
+                    .iter()
+                    .copied()
+                    .filter(|&r| Some(r) != log.leader)
+                    .collect()
+            };
+            (appended.base, appended.end, followers, log.hw != hw)
         };
-        self.cluster.replicate_later(&p, &followers, end);
+        if !followers.is_empty() {
+            self.cluster.replicate_later(&p, &followers, end);
+        }
         if hw_moved {
             moved.push(Arc::clone(&p));
         }

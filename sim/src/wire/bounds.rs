@@ -281,8 +281,29 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             w.string()?; // group_id
             w.topics(4, |w| w.skip(4))?;
         }
-        // ApiVersions, FindCoordinator (up to v3) and Heartbeat have no
-        // arrays; other APIs are refused before decoding.
+        ApiKey::CreateTopics => {
+            let min_topic = w.min_len(2) + 4 + 2 + 2 * w.min_len(4) + w.min_tags();
+            w.array(min_topic, |w| {
+                w.string()?; // name
+                w.skip(4 + 2)?; // num_partitions, replication_factor
+                let min_assignment = 4 + w.min_len(4) + w.min_tags();
+                w.array(min_assignment, |w| {
+                    w.skip(4)?; // partition_index
+                    w.array(4, |w| w.skip(4))?; // broker_ids
+                    w.tags()
+                })?;
+                let min_config = 2 * w.min_len(2) + w.min_tags();
+                w.array(min_config, |w| {
+                    w.string()?; // name
+                    w.string()?; // value
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+        }
+        // ApiVersions, FindCoordinator (up to v3), Heartbeat and
+        // InitProducerId have no arrays; other APIs are refused before
+        // decoding.
         _ => return Ok(()),
     }
     // The rest (trailing fields, tagged fields) holds no array the
@@ -324,5 +345,24 @@ mod tests {
         // Flexible: a compact count of 2^28.
         let body = [0x80, 0x80, 0x80, 0x80, 0x01];
         assert!(check(ApiKey::Metadata, 9, true, &body).is_err());
+    }
+
+    #[test]
+    fn create_topics_counts_are_checked_at_every_level() {
+        // v2: one topic "t", 1 partition, replication factor 1, then an
+        // assignment array announcing 2^31 - 1 entries.
+        let mut body = vec![0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 1];
+        let good = {
+            let mut b = body.clone();
+            b.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]); // no assignments, no configs
+            b.extend_from_slice(&[0, 0, 0x13, 0x88, 0]); // timeout_ms, validate_only
+            b
+        };
+        assert!(check(ApiKey::CreateTopics, 2, false, &good).is_ok());
+        body.extend_from_slice(&0x7fff_ffffi32.to_be_bytes());
+        assert!(check(ApiKey::CreateTopics, 2, false, &body).is_err());
+        // Topics announcing more than the frame holds.
+        let body = 0x0100_0000i32.to_be_bytes();
+        assert!(check(ApiKey::CreateTopics, 2, false, &body).is_err());
     }
 }

@@ -148,8 +148,20 @@ impl AsyncClient {
     }
 }
 
-/// A v2 record batch holding `values`, uncompressed.
+/// A v2 record batch holding `values`, uncompressed, from a producer
+/// without idempotence.
 pub fn batch(values: &[&[u8]]) -> Bytes {
+    encode_batch(values, -1, -1, -1)
+}
+
+/// A v2 record batch holding `values`, uncompressed, from idempotent
+/// producer `producer_id` at `epoch`, its first record numbered
+/// `first_seq`.
+pub fn idempotent_batch(values: &[&[u8]], producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
+    encode_batch(values, producer_id, epoch, first_seq)
+}
+
+fn encode_batch(values: &[&[u8]], producer_id: i64, producer_epoch: i16, first_seq: i32) -> Bytes {
     let records: Vec<Record> = values
         .iter()
         .enumerate()
@@ -157,11 +169,15 @@ pub fn batch(values: &[&[u8]]) -> Bytes {
             transactional: false,
             control: false,
             partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            sequence: if first_seq < 0 {
+                -1
+            } else {
+                first_seq + i as i32
+            },
             timestamp: 0,
             key: None,
             value: Some(Bytes::copy_from_slice(v)),

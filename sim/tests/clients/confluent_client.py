@@ -4,6 +4,11 @@
         Produce COUNT records with acks=all, a few per millisecond, then
         read every partition from the start. Prints one JSON line: how many
         were acknowledged, how many of those were read back, the errors.
+    confluent_client.py idempotent BOOTSTRAP TOPIC COUNT TIMEOUT_MS
+        As roundtrip, with enable.idempotence and request.timeout.ms
+        TIMEOUT_MS: a batch whose answer times out is sent again with the
+        same sequence numbers. Also says how many records were read more
+        than once.
     confluent_client.py timeout BOOTSTRAP TOPIC TIMEOUT_MS
         Produce one record with acks=all, request.timeout.ms TIMEOUT_MS and
         no retries, to a partition whose followers do not keep up. Prints
@@ -26,13 +31,14 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 
-def roundtrip(bootstrap, topic, count):
+def roundtrip(bootstrap, topic, count, extra=None):
     producer = Producer({
         "bootstrap.servers": bootstrap,
         "acks": "all",
         "linger.ms": 2,
         "retry.backoff.ms": 50,
         "message.timeout.ms": 30000,
+        **(extra or {}),
     })
     acked, errors = [], []
     start = time.time()
@@ -60,6 +66,7 @@ def roundtrip(bootstrap, topic, count):
     metadata = consumer.list_topics(topic, timeout=10)
     consumer.assign([TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions])
     read = set()
+    read_twice = 0
     deadline = time.time() + 30
     idle = 0
     while time.time() < deadline and idle < 5:
@@ -69,12 +76,15 @@ def roundtrip(bootstrap, topic, count):
             continue
         if msg.error():
             continue
-        read.add(msg.value().decode())
+        value = msg.value().decode()
+        read_twice += value in read
+        read.add(value)
     consumer.close()
     lost = sorted(set(acked) - read)
     print(json.dumps({
         "acked": len(acked),
         "read_back": len(set(acked) & read),
+        "read_twice": read_twice,
         "lost": lost[:10],
         "errors": sorted(set(errors)),
         "produce_seconds": produce_seconds,
@@ -143,5 +153,10 @@ if __name__ == "__main__":
         produce(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
     elif mode == "group":
         group(bootstrap, topic, float(sys.argv[4]), sys.argv[5])
+    elif mode == "idempotent":
+        roundtrip(bootstrap, topic, int(sys.argv[4]), {
+            "enable.idempotence": True,
+            "request.timeout.ms": int(sys.argv[5]),
+        })
     else:
         {"roundtrip": roundtrip, "timeout": timeout}[mode](bootstrap, topic, int(sys.argv[4]))

@@ -1,0 +1,216 @@
+//! The broker side of the requests that set things up rather than move
+//! data: InitProducerId, which gives an idempotent producer its id, and
+//! CreateTopics, which an admin client sends. Either broker answers them:
+//! the cluster model they change is one.
+
+use super::service::BrokerService;
+use super::topics::valid_topic_name;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::{
+    CreateTopicsRequest, CreateTopicsResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ProducerId,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::HashSet;
+
+/// The most partitions one CreateTopics may ask for in a topic (as many
+/// as `--partitions` accepts).
+const MAX_PARTITIONS: i32 = 100_000;
+
+/// Why a topic was not created: an error code and Kafka's kind of message.
+type Refusal = (ResponseError, String);
+
+impl BrokerService {
+    /// A new producer id at epoch 0, for a producer with idempotence on;
+    /// transactions (a transactional id) have no coordinator here.
+    pub(crate) fn init_producer_id(&self, r: InitProducerIdRequest) -> InitProducerIdResponse {
+        let mut response = InitProducerIdResponse::default();
+        if r.transactional_id.is_some() {
+            response.error_code = ResponseError::CoordinatorNotAvailable.code();
+            response.producer_id = ProducerId(-1);
+            response.producer_epoch = -1;
+            return response;
+        }
+        // Kafka gives an idempotent producer a fresh id whether or not it
+        // names its current one (asking for a new epoch after an error).
+        response.producer_id = ProducerId(self.cluster.new_producer_id());
+        response.producer_epoch = 0;
+        response
+    }
+
+    /// Creates each topic asked for that can be, as the controller does,
+    /// and says why for each that cannot; nothing is created with
+    /// `validate_only`.
+    pub(crate) fn create_topics(
+        &self,
+        r: CreateTopicsRequest,
+        version: i16,
+    ) -> CreateTopicsResponse {
+        let mut seen = HashSet::new();
+        let repeated: HashSet<String> = r
+            .topics
+            .iter()
+            .map(|t| t.name.0.to_string())
+            .filter(|name| !seen.insert(name.clone()))
+            .collect();
+        let mut response = CreateTopicsResponse::default();
+        response.topics = r
+            .topics
+            .into_iter()
+            .map(|topic| {
+                let name = topic.name.0.to_string();
+                let mut out = CreatableTopicResult::default();
+                out.name = topic.name.clone();
+                let created = if repeated.contains(&name) {
+                    Err((
+                        ResponseError::InvalidRequest,
+                        format!("Topic '{name}' is named more than once in the request."),
+                    ))
+                } else {
+                    self.create_one(&name, &topic, r.validate_only)
+                };
+                match created {
+                    Ok((partitions, replication_factor)) => {
+                        if version >= 5 {
+                            out.num_partitions = partitions;
+                            out.replication_factor = replication_factor;
+                            out.configs = Some(Vec::new());
+                        }
+                    }
+                    Err((error, message)) => {
+                        out.error_code = error.code();
+                        out.error_message = Some(StrBytes::from_string(message));
+                        out.num_partitions = -1;
+                        out.replication_factor = -1;
+                    }
+                }
+                out
+            })
+            .collect();
+        response
+    }
+
+    /// Checks one topic of a CreateTopics and creates it unless
+    /// `validate_only`; its partitions and replication factor.
+    fn create_one(
+        &self,
+        name: &str,
+        topic: &CreatableTopic,
+        validate_only: bool,
+    ) -> Result<(i32, i16), Refusal> {
+        let cluster = &self.cluster;
+        if !valid_topic_name(name) {
+            return Err((
+                ResponseError::InvalidTopicException,
+                format!("'{name}' is not a valid topic name: 1 to 249 characters of a-z, A-Z, 0-9, '.', '_' and '-', other than '.' and '..'."),
+            ));
+        }
+        if cluster.topic(name).is_some() {
+            return Err((
+                ResponseError::TopicAlreadyExists,
+                format!("Topic '{name}' already exists."),
+            ));
+        }
+        if let Some(config) = topic.configs.first() {
+            return Err((
+                ResponseError::InvalidConfig,
+                format!(
+                    "This broker takes no topic configs; '{}' was given for '{name}'.",
+                    config.name
+                ),
+            ));
+        }
+        let brokers = cluster.cfg.brokers;
+        let replicas = if topic.assignments.is_empty() {
+            let partitions = match topic.num_partitions {
+                -1 => cluster.cfg.partitions as i32,
+                n if (1..=MAX_PARTITIONS).contains(&n) => n,
+                n => {
+                    return Err((
+                        ResponseError::InvalidPartitions,
+                        format!("Number of partitions must be between 1 and {MAX_PARTITIONS}, or -1 for the default; it was {n}."),
+                    ))
+                }
+            };
+            let replication_factor = match topic.replication_factor {
+                -1 => cluster.cfg.replication_factor.min(brokers),
+                n if n >= 1 && (n as u32) <= brokers => n as u32,
+                n => {
+                    return Err((
+                        ResponseError::InvalidReplicationFactor,
+                        format!("Replication factor must be between 1 and the {brokers} brokers, or -1 for the default; it was {n}."),
+                    ))
+                }
+            };
+            cluster.spread(partitions as u32, replication_factor)
+        } else {
+            self.assigned_replicas(topic)?
+        };
+        let partitions = replicas.len() as i32;
+        let replication_factor = replicas.first().map_or(0, |r| r.len() as i16);
+        if !validate_only && cluster.create_topic_with(name, replicas).is_err() {
+            return Err((
+                ResponseError::TopicAlreadyExists,
+                format!("Topic '{name}' already exists."),
+            ));
+        }
+        Ok((partitions, replication_factor))
+    }
+
+    /// The replica lists a CreateTopics assigns by hand: every partition
+    /// from 0 once, each with the same number of distinct live-or-not
+    /// brokers of this cluster; the counts must then be left at -1.
+    fn assigned_replicas(&self, topic: &CreatableTopic) -> Result<Vec<Vec<u32>>, Refusal> {
+        let invalid = |why: String| Err((ResponseError::InvalidReplicaAssignment, why));
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            return Err((
+                ResponseError::InvalidRequest,
+                "Both the number of partitions and the replication factor must be -1 when replicas are assigned.".to_string(),
+            ));
+        }
+        let n = topic.assignments.len();
+        if n > MAX_PARTITIONS as usize {
+            return invalid(format!(
+                "{n} partitions assigned; at most {MAX_PARTITIONS}."
+            ));
+        }
+        let mut replicas: Vec<Option<Vec<u32>>> = vec![None; n];
+        for a in &topic.assignments {
+            let index = a.partition_index;
+            let Some(slot) = usize::try_from(index)
+                .ok()
+                .and_then(|i| replicas.get_mut(i))
+            else {
+                return invalid(format!("Partition {index} is out of 0..{n}."));
+            };
+            if slot.is_some() {
+                return invalid(format!("Partition {index} is assigned twice."));
+            }
+            let mut brokers = Vec::with_capacity(a.broker_ids.len());
+            for b in &a.broker_ids {
+                match u32::try_from(b.0) {
+                    Ok(id) if id < self.cluster.cfg.brokers && !brokers.contains(&id) => {
+                        brokers.push(id)
+                    }
+                    _ => {
+                        return invalid(format!(
+                            "Partition {index}: broker {} is not one of this cluster's {} or is named twice.",
+                            b.0, self.cluster.cfg.brokers
+                        ))
+                    }
+                }
+            }
+            if brokers.is_empty() {
+                return invalid(format!("Partition {index} has no replicas."));
+            }
+            *slot = Some(brokers);
+        }
+        let replicas: Vec<Vec<u32>> = replicas.into_iter().flatten().collect();
+        if replicas.iter().any(|r| r.len() != replicas[0].len()) {
+            return invalid("Every partition must have as many replicas.".to_string());
+        }
+        Ok(replicas)
+    }
+}

@@ -1,0 +1,261 @@
+//! Idempotent producers' state in one partition, as Kafka keeps it: for
+//! each producer id, its epoch and the sequence ranges and offsets of its
+//! last five batches.
+//!
+//! A producer with `enable.idempotence` (the default of Kafka's Java
+//! client since 3.0, and of other clients that follow it) numbers its
+//! batches per partition and resends a batch whose answer it did not get.
+//! The leader uses this state to store each batch once: a resent batch
+//! that matches one of the last five is answered with the offsets it was
+//! first stored at, a batch that skips or repeats older numbers is refused
+//! as out of order, and a batch from an older epoch of the producer is
+//! refused as fenced off. The state lives with the partition, not with its
+//! leader, so it survives a leader change; a truncation rebuilds it from
+//! the batches left.
+
+use std::collections::{HashMap, VecDeque};
+
+/// How many of a producer's last batches are remembered to recognise a
+/// resent one (Kafka's number; a producer has at most five requests in
+/// flight per connection with idempotence on).
+const BATCHES_RETAINED: usize = 5;
+
+/// The producer fields of a v2 batch header that matter here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerBatch {
+    /// The producer id, at least 0 (a batch without one is not tracked).
+    pub producer_id: i64,
+    /// The producer's epoch.
+    pub epoch: i16,
+    /// The sequence number of the batch's first record.
+    pub first_seq: i32,
+    /// The sequence number of its last record.
+    pub last_seq: i32,
+}
+
+impl ProducerBatch {
+    /// The fields of a batch whose first record has sequence `first_seq`
+    /// and whose last record is `last_offset_delta` records further; `None`
+    /// for a batch without a producer id (a producer without idempotence).
+    pub fn new(
+        producer_id: i64,
+        epoch: i16,
+        first_seq: i32,
+        last_offset_delta: i32,
+    ) -> Option<Self> {
+        (producer_id >= 0).then(|| ProducerBatch {
+            producer_id,
+            epoch,
+            first_seq,
+            last_seq: add_sequence(first_seq, last_offset_delta),
+        })
+    }
+}
+
+/// `seq` advanced by `n`, wrapping from `i32::MAX` to 0 as Kafka's
+/// sequence numbers do.
+fn add_sequence(seq: i32, n: i32) -> i32 {
+    let n = n.max(0);
+    if seq > i32::MAX - n {
+        n - (i32::MAX - seq) - 1
+    } else {
+        seq + n
+    }
+}
+
+/// Why an idempotent batch was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceError {
+    /// Its first sequence number does not follow the producer's last one
+    /// (OUT_OF_ORDER_SEQUENCE_NUMBER).
+    OutOfOrder,
+    /// It comes from an older epoch of the producer than one already
+    /// stored (INVALID_PRODUCER_EPOCH).
+    OldEpoch,
+}
+
+/// What an append's batches are, checked against the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// New batches, in sequence: store them.
+    Append,
+    /// A resent batch, stored before at these offsets (base, end): store
+    /// nothing and answer with them.
+    Duplicate(i64, i64),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Stored {
+    first_seq: i32,
+    last_seq: i32,
+    base: i64,
+    end: i64,
+}
+
+#[derive(Debug)]
+struct Producer {
+    epoch: i16,
+    /// The last batches stored, oldest first.
+    batches: VecDeque<Stored>,
+}
+
+/// The state of every producer that wrote to one partition with a
+/// producer id.
+#[derive(Debug, Default)]
+pub struct Producers {
+    by_id: HashMap<i64, Producer>,
+}
+
+impl Producers {
+    /// Checks one append's batches, in order, as Kafka's leader does: a
+    /// batch matching one of its producer's last stored batches makes the
+    /// whole append a duplicate of it; otherwise each must follow its
+    /// producer's last sequence number (or the one before it in this
+    /// append), start at 0 in a new epoch, and not come from an older
+    /// epoch. A producer this partition has no state for may start at any
+    /// number.
+    pub fn check(&self, batches: &[ProducerBatch]) -> Result<Verdict, SequenceError> {
+        // (epoch, last sequence) of producers written earlier in this append.
+        let mut pending: Vec<(i64, i16, i32)> = Vec::new();
+        for batch in batches {
+            let stored = self.by_id.get(&batch.producer_id);
+            if let Some(p) = stored.filter(|p| p.epoch == batch.epoch) {
+                let same =
+                    |s: &&Stored| s.first_seq == batch.first_seq && s.last_seq == batch.last_seq;
+                if let Some(s) = p.batches.iter().find(same) {
+                    return Ok(Verdict::Duplicate(s.base, s.end));
+                }
+            }
+            let earlier = pending
+                .iter()
+                .rev()
+                .find(|(id, _, _)| *id == batch.producer_id)
+                .map(|&(_, epoch, last)| (epoch, Some(last)));
+            let current =
+                earlier.or_else(|| stored.map(|p| (p.epoch, p.batches.back().map(|s| s.last_seq))));
+            if let Some((epoch, last)) = current {
+                if batch.epoch < epoch {
+                    return Err(SequenceError::OldEpoch);
+                }
+                let follows = if batch.epoch != epoch {
+                    batch.first_seq == 0
+                } else {
+                    last.is_none_or(|last| batch.first_seq == add_sequence(last, 1))
+                };
+                if !follows {
+                    return Err(SequenceError::OutOfOrder);
+                }
+            }
+            pending.push((batch.producer_id, batch.epoch, batch.last_seq));
+        }
+        Ok(Verdict::Append)
+    }
+
+    /// Records `batch`, stored at offsets `base..end`.
+    pub fn record(&mut self, batch: ProducerBatch, base: i64, end: i64) {
+        let p = self.by_id.entry(batch.producer_id).or_insert(Producer {
+            epoch: batch.epoch,
+            batches: VecDeque::with_capacity(BATCHES_RETAINED),
+        });
+        if p.epoch != batch.epoch {
+            p.epoch = batch.epoch;
+            p.batches.clear();
+        }
+        if p.batches.len() == BATCHES_RETAINED {
+            p.batches.pop_front();
+        }
+        p.batches.push_back(Stored {
+            first_seq: batch.first_seq,
+            last_seq: batch.last_seq,
+            base,
+            end,
+        });
+    }
+
+    /// Forgets everything: the caller records the batches that are left.
+    pub fn clear(&mut self) {
+        self.by_id.clear();
+    }
+
+    /// Producers with state here.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Whether no producer has state here.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(producer_id: i64, epoch: i16, first_seq: i32, records: i32) -> ProducerBatch {
+        ProducerBatch::new(producer_id, epoch, first_seq, records - 1).unwrap()
+    }
+
+    #[test]
+    fn batches_in_sequence_are_appended_and_a_resent_one_is_recognised() {
+        let mut p = Producers::default();
+        // A producer this partition has not seen may start anywhere.
+        assert_eq!(p.check(&[b(7, 0, 40, 3)]), Ok(Verdict::Append));
+        p.record(b(7, 0, 40, 3), 100, 103);
+        assert_eq!(p.check(&[b(7, 0, 43, 2)]), Ok(Verdict::Append));
+        p.record(b(7, 0, 43, 2), 103, 105);
+        // Resent: answered with the offsets it was stored at.
+        assert_eq!(p.check(&[b(7, 0, 40, 3)]), Ok(Verdict::Duplicate(100, 103)));
+        assert_eq!(p.check(&[b(7, 0, 43, 2)]), Ok(Verdict::Duplicate(103, 105)));
+        // A gap, or a repeat that matches no stored batch.
+        assert_eq!(p.check(&[b(7, 0, 46, 1)]), Err(SequenceError::OutOfOrder));
+        assert_eq!(p.check(&[b(7, 0, 41, 1)]), Err(SequenceError::OutOfOrder));
+        // Another producer has its own numbers.
+        assert_eq!(p.check(&[b(8, 0, 0, 1)]), Ok(Verdict::Append));
+        // Several batches in one append follow each other.
+        assert_eq!(
+            p.check(&[b(7, 0, 45, 2), b(8, 3, 0, 1), b(7, 0, 47, 1)]),
+            Ok(Verdict::Append)
+        );
+        assert_eq!(
+            p.check(&[b(7, 0, 45, 2), b(7, 0, 45, 1)]),
+            Err(SequenceError::OutOfOrder)
+        );
+        assert_eq!(p.len(), 1);
+    }
+
+    #[test]
+    fn only_the_last_five_batches_are_recognised() {
+        let mut p = Producers::default();
+        for i in 0..7 {
+            p.record(b(1, 0, i, 1), i64::from(i), i64::from(i) + 1);
+        }
+        assert_eq!(p.check(&[b(1, 0, 2, 1)]), Ok(Verdict::Duplicate(2, 3)));
+        assert_eq!(p.check(&[b(1, 0, 1, 1)]), Err(SequenceError::OutOfOrder));
+        assert_eq!(p.check(&[b(1, 0, 7, 1)]), Ok(Verdict::Append));
+    }
+
+    #[test]
+    fn a_new_epoch_starts_at_zero_and_fences_the_old_one() {
+        let mut p = Producers::default();
+        p.record(b(1, 2, 0, 5), 0, 5);
+        assert_eq!(p.check(&[b(1, 3, 5, 1)]), Err(SequenceError::OutOfOrder));
+        assert_eq!(p.check(&[b(1, 3, 0, 1)]), Ok(Verdict::Append));
+        p.record(b(1, 3, 0, 1), 5, 6);
+        assert_eq!(p.check(&[b(1, 2, 5, 1)]), Err(SequenceError::OldEpoch));
+        // The old epoch's batches are forgotten with it.
+        assert_eq!(p.check(&[b(1, 2, 0, 5)]), Err(SequenceError::OldEpoch));
+        assert_eq!(p.check(&[b(1, 3, 1, 1)]), Ok(Verdict::Append));
+    }
+
+    #[test]
+    fn sequence_numbers_wrap_to_zero() {
+        let mut p = Producers::default();
+        let last = b(1, 0, i32::MAX - 1, 2);
+        assert_eq!(last.last_seq, i32::MAX);
+        p.record(last, 0, 2);
+        assert_eq!(p.check(&[b(1, 0, 0, 1)]), Ok(Verdict::Append));
+        assert_eq!(b(1, 0, i32::MAX, 3).last_seq, 1);
+        assert_eq!(ProducerBatch::new(-1, -1, -1, 0), None);
+    }
+}

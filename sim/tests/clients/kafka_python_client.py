@@ -1,0 +1,82 @@
+"""A kafka-python client for broker-sim's wire tests: a second, independent
+implementation of the protocol (pure Python, not librdkafka), with its
+defaults (its producer is idempotent unless told otherwise).
+
+    kafka_python_client.py all BOOTSTRAP TOPIC COUNT
+        Create TOPIC with 3 partitions through the admin client, produce
+        COUNT records with acks=all, consume them in a consumer group and
+        commit, then consume again in the same group (nothing should be
+        left). Prints one JSON line; the caller judges it.
+
+Exits 0 when it ran.
+"""
+import json
+import sys
+import time
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+
+
+def consume(bootstrap, topic, group, want, seconds):
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        fetch_max_wait_ms=200,
+    )
+    values = []
+    deadline = time.time() + seconds
+    while time.time() < deadline and len(values) < want:
+        for records in consumer.poll(timeout_ms=500).values():
+            values.extend(r.value.decode() for r in records)
+    consumer.commit()
+    consumer.close()
+    return values
+
+
+def created_errors(created):
+    """The error codes of create_topics' answer: a dict since kafka-python
+    3.0, a response object before."""
+    if isinstance(created, dict):
+        return [t["error_code"] for t in created["topics"]]
+    return [t[1] for t in created.topic_errors]
+
+
+def all_apis(bootstrap, topic, count):
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    created = admin.create_topics([NewTopic(topic, 3, 3)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2)
+    futures = [producer.send(topic, f"record-{i}".encode()) for i in range(count)]
+    producer.flush(60)
+    acked, errors = [], []
+    for i, f in enumerate(futures):
+        try:
+            f.get(timeout=30)
+            acked.append(f"record-{i}")
+        except Exception as e:  # the caller reports what failed
+            errors.append(type(e).__name__)
+    idempotent = bool(producer.config.get("enable_idempotence"))
+    producer.close()
+    read = consume(bootstrap, topic, "kafka-python-readers", len(acked), 30)
+    again = consume(bootstrap, topic, "kafka-python-readers", 1, 3)
+    print(json.dumps({
+        "created_errors": created_errors(created),
+        "idempotent": idempotent,
+        "acked": len(acked),
+        "read_back": len(set(acked) & set(read)),
+        "read_twice": len(read) - len(set(read)),
+        "after_commit": len(again),
+        "errors": sorted(set(errors)),
+    }))
+
+
+if __name__ == "__main__":
+    mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
+    if mode == "all":
+        all_apis(bootstrap, topic, int(sys.argv[4]))
+    else:
+        sys.exit(f"unknown mode {mode}")
