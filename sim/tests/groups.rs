@@ -16,8 +16,9 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse,
-    LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest, TopicName,
+    DescribeGroupsRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
+    JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
+    OffsetFetchRequest, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::net::SocketAddr;
@@ -167,6 +168,92 @@ fn two_members_join_one_round_and_split_the_partitions() {
     let (state, generation, ids) = server.cluster().group_view("readers").unwrap();
     assert_eq!((state, generation, ids.len()), (GroupState::Stable, 1, 2));
     assert!(members.iter().all(|(m, _)| ids.contains(m)));
+    passes(server);
+}
+
+#[test]
+fn admin_tools_list_and_describe_the_groups_a_broker_coordinates() {
+    let server = server(Duration::from_millis(300));
+    let (addr, members) = two_members(&server, "readers");
+    // Each broker lists the groups it coordinates, and only those.
+    let mut listed = Vec::new();
+    for &broker in server.addrs() {
+        let mut r = ListGroupsRequest::default();
+        r.states_filter = vec![s("stable")];
+        let got = Client::connect(broker).call(&r, 4);
+        assert_eq!(got.error_code, 0);
+        for g in &got.groups {
+            listed.push((broker, g.group_id.0.to_string(), g.group_state.to_string()));
+            assert_eq!(g.protocol_type.as_str(), "consumer");
+        }
+        r.states_filter = vec![s("Empty")];
+        assert!(Client::connect(broker).call(&r, 4).groups.is_empty());
+    }
+    assert_eq!(
+        listed,
+        [(addr, "readers".to_string(), "Stable".to_string())]
+    );
+    let mut r = DescribeGroupsRequest::default();
+    r.groups = vec![GroupId(s("readers"))];
+    r.include_authorized_operations = true;
+    let got = Client::connect(addr).call(&r, 5);
+    let readers = &got.groups[0];
+    assert_eq!(
+        (
+            readers.error_code,
+            readers.group_state.as_str(),
+            readers.protocol_data.as_str()
+        ),
+        (0, "Stable", "range")
+    );
+    assert!(readers.authorized_operations > 0);
+    let mut described: Vec<(String, Bytes, Bytes)> = readers
+        .members
+        .iter()
+        .map(|m| {
+            assert_eq!(
+                m.client_id.as_str(),
+                "wire-test",
+                "the JoinGroup's client id"
+            );
+            (
+                m.member_id.to_string(),
+                m.member_metadata.clone(),
+                m.member_assignment.clone(),
+            )
+        })
+        .collect();
+    described.sort();
+    let mut expected = vec![
+        (
+            members[0].0.clone(),
+            Bytes::from_static(b"subscription"),
+            Bytes::from_static(b"p0,p1"),
+        ),
+        (
+            members[1].0.clone(),
+            Bytes::from_static(b"subscription"),
+            Bytes::from_static(b"p2,p3"),
+        ),
+    ];
+    expected.sort();
+    assert_eq!(described, expected);
+    // Another broker is not its coordinator; a group nobody made is Dead
+    // at its own.
+    let mut unknown = DescribeGroupsRequest::default();
+    unknown.groups = vec![GroupId(s("nobody"))];
+    let got = Client::connect(coordinator(&server, "nobody")).call(&unknown, 5);
+    assert_eq!(
+        (got.groups[0].error_code, got.groups[0].group_state.as_str()),
+        (0, "Dead")
+    );
+    assert!(got.groups[0].members.is_empty());
+    let elsewhere = *server.addrs().iter().find(|&&a| a != addr).unwrap();
+    let got = Client::connect(elsewhere).call(&r, 5);
+    assert_eq!(
+        got.groups[0].error_code,
+        ResponseError::NotCoordinator.code()
+    );
     passes(server);
 }
 

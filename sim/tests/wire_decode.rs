@@ -18,11 +18,11 @@ proptest! {
     /// bytes: the body decoders are reached, not just the key check.
     #[test]
     fn random_bodies_after_a_valid_header_decode_or_are_refused(
-        api in 0usize..12,
+        api in 0usize..16,
         version in 0i16..13,
         body in proptest::collection::vec(any::<u8>(), 0..512),
     ) {
-        let key: i16 = [0, 1, 2, 3, 18, 8, 9, 10, 11, 12, 13, 14][api];
+        let key: i16 = [0, 1, 2, 3, 18, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 22][api];
         let mut frame = Vec::new();
         frame.extend_from_slice(&key.to_be_bytes());
         frame.extend_from_slice(&version.to_be_bytes());
@@ -40,6 +40,9 @@ mod well_formed {
     use broker_sim::live::APIS;
     use broker_sim::wire::decode_request;
     use bytes::{Bytes, BytesMut};
+    use kafka_protocol::messages::create_topics_request::{
+        CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+    };
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
     use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
     use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -52,9 +55,11 @@ mod well_formed {
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
     use kafka_protocol::messages::{
-        ApiKey, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
-        LeaveGroupRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-        OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest, TopicName,
+        ApiKey, BrokerId, CreateTopicsRequest, DescribeGroupsRequest, FetchRequest,
+        FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
+        LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+        OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest,
+        TopicName, TransactionalId,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -284,6 +289,51 @@ mod well_formed {
                                 })
                                 .collect(),
                         );
+                        frame(api, version, &r)
+                    }
+                    ApiKey::ListGroups => {
+                        let mut r = ListGroupsRequest::default();
+                        if version >= 4 {
+                            r.states_filter = vec![StrBytes::from_static_str("Stable")];
+                        }
+                        if version >= 5 {
+                            r.types_filter = vec![StrBytes::from_static_str("classic")];
+                        }
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DescribeGroups => {
+                        let mut r = DescribeGroupsRequest::default();
+                        r.groups = vec![group(), GroupId(StrBytes::from_static_str("g-2"))];
+                        r.include_authorized_operations = version >= 3;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::InitProducerId => {
+                        let mut r = InitProducerIdRequest::default();
+                        r.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
+                        r.transaction_timeout_ms = 60_000;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::CreateTopics => {
+                        let mut r = CreateTopicsRequest::default();
+                        r.topics = ["a", "bb"]
+                            .iter()
+                            .map(|t| {
+                                let mut ct = CreatableTopic::default();
+                                ct.name = name(t);
+                                ct.num_partitions = -1;
+                                ct.replication_factor = -1;
+                                let mut a = CreatableReplicaAssignment::default();
+                                a.broker_ids = vec![BrokerId(0), BrokerId(1)];
+                                ct.assignments = vec![a];
+                                let mut c = CreatableTopicConfig::default();
+                                c.name = StrBytes::from_static_str("retention.ms");
+                                c.value = Some(StrBytes::from_static_str("1000"));
+                                ct.configs = vec![c];
+                                ct
+                            })
+                            .collect();
+                        r.timeout_ms = 5_000;
+                        r.validate_only = true;
                         frame(api, version, &r)
                     }
                     _ => unreachable!(),

@@ -159,6 +159,7 @@ impl BrokerService {
                 .members
                 .entry(member_id.clone())
                 .or_insert_with(|| Member {
+                    client_id: client_id.to_string(),
                     session_timeout: session,
                     rebalance_timeout: rebalance,
                     protocols: Vec::new(),

@@ -7,6 +7,7 @@
 
 mod admin;
 mod checks;
+mod group_admin;
 mod group_service;
 mod groups;
 mod log;

@@ -47,7 +47,7 @@ pub struct BrokerService {
 /// consumer protocol's era and are left out too. CreateTopics starts at v2,
 /// the first the codecs have; InitProducerId v5 belongs to the second
 /// version of transactions, which are not served.
-pub const APIS: [(ApiKey, i16, i16); 13] = [
+pub const APIS: [(ApiKey, i16, i16); 15] = [
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
@@ -59,6 +59,8 @@ pub const APIS: [(ApiKey, i16, i16); 13] = [
     (ApiKey::LeaveGroup, 0, 4),
     (ApiKey::OffsetCommit, 2, 8),
     (ApiKey::OffsetFetch, 1, 7),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
 ];
@@ -115,6 +117,10 @@ impl Service for BrokerService {
             RequestKind::OffsetCommit(r) => Some(ResponseKind::OffsetCommit(self.offset_commit(r))),
             RequestKind::OffsetFetch(r) => {
                 Some(ResponseKind::OffsetFetch(self.offset_fetch(r, version)))
+            }
+            RequestKind::ListGroups(r) => Some(ResponseKind::ListGroups(self.list_groups(r))),
+            RequestKind::DescribeGroups(r) => {
+                Some(ResponseKind::DescribeGroups(self.describe_groups(r)))
             }
             RequestKind::InitProducerId(r) => {
                 Checks::bump(&self.checks().producer_ids);

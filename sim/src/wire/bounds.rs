@@ -281,6 +281,20 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             w.string()?; // group_id
             w.topics(4, |w| w.skip(4))?;
         }
+        ApiKey::ListGroups => {
+            if version >= 4 {
+                let min = w.min_len(2);
+                w.array(min, |w| w.string())?; // states_filter
+            }
+            if version >= 5 {
+                let min = w.min_len(2);
+                w.array(min, |w| w.string())?; // types_filter
+            }
+        }
+        ApiKey::DescribeGroups => {
+            let min = w.min_len(2);
+            w.array(min, |w| w.string())?; // groups
+        }
         ApiKey::CreateTopics => {
             let min_topic = w.min_len(2) + 4 + 2 + 2 * w.min_len(4) + w.min_tags();
             w.array(min_topic, |w| {

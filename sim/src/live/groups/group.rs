@@ -23,8 +23,22 @@ pub enum GroupState {
     Stable,
 }
 
+impl GroupState {
+    /// Kafka's name for it, as ListGroups and DescribeGroups give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+        }
+    }
+}
+
 /// A member of a group.
 pub struct Member {
+    /// The client id of its JoinGroup, for DescribeGroups.
+    pub client_id: String,
     pub session_timeout: Duration,
     pub rebalance_timeout: Duration,
     /// (protocol name, metadata), in the member's order of preference.

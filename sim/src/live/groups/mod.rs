@@ -119,6 +119,12 @@ impl GroupCoordinator {
         g
     }
 
+    /// The group, if it exists (unlike [`group`](Self::group), which
+    /// makes it).
+    pub fn find(&self, id: &str) -> Option<Arc<Mutex<Group>>> {
+        self.groups.lock().get(id).cloned()
+    }
+
     /// Every group id.
     pub fn group_ids(&self) -> Vec<Arc<str>> {
         self.groups.lock().keys().cloned().collect()

@@ -1,0 +1,129 @@
+//! What admin tools ask about consumer groups: ListGroups (the groups a
+//! broker coordinates) and DescribeGroups (a group's state, protocol and
+//! members with their assignments), as Kafka's coordinator answers them.
+
+use super::checks::Checks;
+use super::groups::GroupState;
+use super::service::BrokerService;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{
+    DescribeGroupsRequest, DescribeGroupsResponse, GroupId, ListGroupsRequest, ListGroupsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+/// Every group here speaks the classic group protocol (JoinGroup and
+/// SyncGroup), the type ListGroups v5 reports.
+const CLASSIC: &str = "classic";
+
+/// What an authorizer with no ACLs allows on a group: READ, DELETE and
+/// DESCRIBE, as bits of Kafka's `AclOperation` codes.
+const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+impl BrokerService {
+    /// The groups this broker coordinates, in the states and of the types
+    /// asked for (all when a filter is empty), by id.
+    pub(crate) fn list_groups(&self, r: ListGroupsRequest) -> ListGroupsResponse {
+        Checks::bump(&self.cluster.checks.group_requests);
+        let wanted = |filter: &[StrBytes], value: &str| {
+            filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(value))
+        };
+        let groups = &self.cluster.groups;
+        let mut ids = groups.group_ids();
+        ids.sort();
+        let mut response = ListGroupsResponse::default();
+        response.groups = ids
+            .into_iter()
+            .filter(|id| self.cluster.group_coordinator(id) == Some(self.id))
+            .filter_map(|id| {
+                let group = groups.find(&id)?;
+                let g = group.lock();
+                let state = g.state.name();
+                if !wanted(&r.states_filter, state) || !wanted(&r.types_filter, CLASSIC) {
+                    return None;
+                }
+                let mut listed = ListedGroup::default();
+                listed.group_id = GroupId(text(&id));
+                listed.protocol_type = text(g.protocol_type.as_deref().unwrap_or(""));
+                listed.group_state = text(state);
+                listed.group_type = text(CLASSIC);
+                Some(listed)
+            })
+            .collect();
+        response
+    }
+
+    /// Each group asked about: NOT_COORDINATOR unless this broker
+    /// coordinates it, "Dead" with no members if it does not exist;
+    /// otherwise its state and members. As Kafka does, the protocol and
+    /// the members' metadata and assignments are given only once the group
+    /// is Stable (before that they are being renegotiated).
+    pub(crate) fn describe_groups(&self, r: DescribeGroupsRequest) -> DescribeGroupsResponse {
+        Checks::bump(&self.cluster.checks.group_requests);
+        let mut response = DescribeGroupsResponse::default();
+        response.groups = r
+            .groups
+            .into_iter()
+            .map(|id| {
+                let mut out = DescribedGroup::default();
+                out.authorized_operations = if r.include_authorized_operations {
+                    GROUP_OPERATIONS
+                } else {
+                    i32::MIN
+                };
+                let name = id.0.to_string();
+                out.group_id = id;
+                match self.cluster.group_coordinator(&name) {
+                    Some(b) if b == self.id => {}
+                    Some(_) => {
+                        out.error_code = ResponseError::NotCoordinator.code();
+                        return out;
+                    }
+                    None => {
+                        out.error_code = ResponseError::CoordinatorNotAvailable.code();
+                        return out;
+                    }
+                }
+                let Some(group) = self.cluster.groups.find(&name) else {
+                    out.group_state = text("Dead");
+                    return out;
+                };
+                let g = group.lock();
+                out.group_state = text(g.state.name());
+                out.protocol_type = text(g.protocol_type.as_deref().unwrap_or(""));
+                let stable = g.state == GroupState::Stable;
+                let protocol = g.protocol.as_deref().filter(|_| stable);
+                out.protocol_data = text(protocol.unwrap_or(""));
+                out.members = g
+                    .members
+                    .iter()
+                    .map(|(member_id, m)| {
+                        let mut d = DescribedGroupMember::default();
+                        d.member_id = text(member_id);
+                        d.client_id = text(&m.client_id);
+                        // The front does not tell the services who is
+                        // connected; Kafka gives "/address".
+                        d.client_host = text("");
+                        if let Some(protocol) = protocol {
+                            d.member_metadata = m
+                                .protocols
+                                .iter()
+                                .find(|(name, _)| name == protocol)
+                                .map(|(_, metadata)| metadata.clone())
+                                .unwrap_or_default();
+                            d.member_assignment = m.assignment.clone();
+                        }
+                        d
+                    })
+                    .collect();
+                out
+            })
+            .collect();
+        response
+    }
+}
