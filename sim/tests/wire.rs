@@ -15,10 +15,14 @@ use kafka_protocol::messages::create_topics_request::{
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiVersionsRequest, BrokerId, CreateTopicsRequest, FetchRequest, FetchResponse,
-    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, ProduceResponse,
+    ApiVersionsRequest, BrokerId, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest,
+    FetchResponse, FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProduceResponse,
     TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -844,5 +848,95 @@ fn create_topics_creates_what_it_can_and_says_why_for_the_rest() {
         PRODUCE_V,
     );
     assert_eq!(partition_errors(&r)[0], (3, 0, 0));
+    passes(server);
+}
+
+#[test]
+fn deleting_a_topic_answers_what_is_parked_on_it_and_forgets_it() {
+    // Followers 10 s behind: an acks=all produce stays parked.
+    let server = server(Duration::from_secs(10), &[("doomed", 1), ("kept", 1)]);
+    let mut producer = leader(&server, "doomed", 0);
+    let mut fetcher = leader(&server, "doomed", 0);
+    let parked_produce = producer.send(
+        &produce("doomed", &[(0, batch(&[b"x"]))], -1, 30_000),
+        PRODUCE_V,
+    );
+    let parked_fetch = fetcher.send(&fetch("doomed", &[(0, 0)], 30_000, 1 << 20), FETCH_V);
+    // A group's committed offsets in both topics (a simple consumer's
+    // commit, generation -1).
+    let group = "offsets-keeper";
+    let mut find = FindCoordinatorRequest::default();
+    find.key = StrBytes::from_static_str(group);
+    let found = Client::connect(server.addrs()[0]).call(&find, 2);
+    let mut coordinator = Client::connect(
+        format!("{}:{}", found.host.as_str(), found.port)
+            .parse()
+            .unwrap(),
+    );
+    let mut commit = OffsetCommitRequest::default();
+    commit.group_id = GroupId(StrBytes::from_static_str(group));
+    commit.generation_id_or_member_epoch = -1;
+    commit.topics = ["doomed", "kept"]
+        .iter()
+        .map(|t| {
+            let mut p = OffsetCommitRequestPartition::default();
+            p.committed_offset = 7;
+            let mut topic = OffsetCommitRequestTopic::default();
+            topic.name = name(t);
+            topic.partitions = vec![p];
+            topic
+        })
+        .collect();
+    assert!(coordinator
+        .call(&commit, 2)
+        .topics
+        .iter()
+        .all(|t| t.partitions[0].error_code == 0));
+    std::thread::sleep(Duration::from_millis(200));
+    let mut delete = DeleteTopicsRequest::default();
+    delete.topic_names = vec![name("doomed"), name("never-was")];
+    delete.timeout_ms = 5_000;
+    let start = Instant::now();
+    let deleted = Client::connect(server.addrs()[2]).call(&delete, 4);
+    let errors: Vec<i16> = deleted.responses.iter().map(|r| r.error_code).collect();
+    assert_eq!(
+        errors,
+        [0, ResponseError::UnknownTopicOrPartition.code()],
+        "{deleted:?}"
+    );
+    // What was parked on it is answered at once, not at its timeout.
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    let (id, r) = producer.recv::<ProduceRequest>(PRODUCE_V);
+    assert_eq!((id, partition_errors(&r)[0].1), (parked_produce, unknown));
+    let (id, r) = fetcher.recv::<FetchRequest>(FETCH_V);
+    assert_eq!((id, fetched(&r)[0].1), (parked_fetch, unknown));
+    assert!(start.elapsed() < Duration::from_secs(5));
+    // Gone from Metadata (nothing creates it again unasked), refused to
+    // produce, and its offsets forgotten; the other topic's stay.
+    let mut m = MetadataRequest::default();
+    m.topics = None;
+    let topics = Client::connect(server.addrs()[0])
+        .call(&m, METADATA_V)
+        .topics;
+    let names: Vec<String> = topics
+        .iter()
+        .map(|t| t.name.as_ref().unwrap().0.to_string())
+        .collect();
+    assert_eq!(names, ["kept"]);
+    let r = producer.call(
+        &produce("doomed", &[(0, batch(&[b"y"]))], -1, 5_000),
+        PRODUCE_V,
+    );
+    assert_eq!(partition_errors(&r)[0].1, unknown);
+    let mut fetch_offsets = OffsetFetchRequest::default();
+    fetch_offsets.group_id = GroupId(StrBytes::from_static_str(group));
+    fetch_offsets.topics = None;
+    let committed: Vec<String> = coordinator
+        .call(&fetch_offsets, 2)
+        .topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .collect();
+    assert_eq!(committed, ["kept"]);
     passes(server);
 }

@@ -18,11 +18,11 @@ proptest! {
     /// bytes: the body decoders are reached, not just the key check.
     #[test]
     fn random_bodies_after_a_valid_header_decode_or_are_refused(
-        api in 0usize..16,
+        api in 0usize..17,
         version in 0i16..13,
         body in proptest::collection::vec(any::<u8>(), 0..512),
     ) {
-        let key: i16 = [0, 1, 2, 3, 18, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 22][api];
+        let key: i16 = [0, 1, 2, 3, 18, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 20, 22][api];
         let mut frame = Vec::new();
         frame.extend_from_slice(&key.to_be_bytes());
         frame.extend_from_slice(&version.to_be_bytes());
@@ -43,6 +43,7 @@ mod well_formed {
     use kafka_protocol::messages::create_topics_request::{
         CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
     };
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
     use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
     use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -55,11 +56,11 @@ mod well_formed {
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
     use kafka_protocol::messages::{
-        ApiKey, BrokerId, CreateTopicsRequest, DescribeGroupsRequest, FetchRequest,
-        FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
-        LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-        OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest,
-        TopicName, TransactionalId,
+        ApiKey, BrokerId, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
+        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest,
+        JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+        MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
+        SyncGroupRequest, TopicName, TransactionalId,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -334,6 +335,23 @@ mod well_formed {
                             .collect();
                         r.timeout_ms = 5_000;
                         r.validate_only = true;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DeleteTopics => {
+                        let mut r = DeleteTopicsRequest::default();
+                        if version >= 6 {
+                            r.topics = [Some(name("a")), None]
+                                .into_iter()
+                                .map(|n| {
+                                    let mut t = DeleteTopicState::default();
+                                    t.name = n;
+                                    t
+                                })
+                                .collect();
+                        } else {
+                            r.topic_names = vec![name("a"), name("bb")];
+                        }
+                        r.timeout_ms = 5_000;
                         frame(api, version, &r)
                     }
                     _ => unreachable!(),

@@ -1,16 +1,17 @@
 //! The broker side of the requests that set things up rather than move
 //! data: InitProducerId, which gives an idempotent producer its id, and
-//! CreateTopics, which an admin client sends. Either broker answers them:
-//! the cluster model they change is one.
+//! CreateTopics and DeleteTopics, which an admin client sends. Any broker
+//! answers them: the cluster model they change is one.
 
 use super::service::BrokerService;
 use super::topics::valid_topic_name;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, CreateTopicsResponse, InitProducerIdRequest, InitProducerIdResponse,
-    ProducerId,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::collections::HashSet;
@@ -212,5 +213,42 @@ impl BrokerService {
             return invalid("Every partition must have as many replicas.".to_string());
         }
         Ok(replicas)
+    }
+
+    /// Deletes each topic named (by name before v6, by name or id since):
+    /// UNKNOWN_TOPIC_OR_PARTITION for a name that does not exist, and
+    /// UNKNOWN_TOPIC_ID for an id, since this broker assigns none.
+    pub(crate) fn delete_topics(&self, r: DeleteTopicsRequest) -> DeleteTopicsResponse {
+        let named = r
+            .topic_names
+            .into_iter()
+            .map(|n| (Some(n), Default::default()));
+        let states = r.topics.into_iter().map(|t| (t.name, t.topic_id));
+        let mut response = DeleteTopicsResponse::default();
+        response.responses = named
+            .chain(states)
+            .map(|(name, topic_id)| {
+                let mut out = DeletableTopicResult::default();
+                out.topic_id = topic_id;
+                let refused = match &name {
+                    None => Some((
+                        ResponseError::UnknownTopicId,
+                        "This broker assigns no topic ids: name the topic.".to_string(),
+                    )),
+                    Some(n) if self.cluster.delete_topic(&n.0).is_some() => None,
+                    Some(n) => Some((
+                        ResponseError::UnknownTopicOrPartition,
+                        format!("Topic '{}' does not exist.", n.0),
+                    )),
+                };
+                out.name = name;
+                if let Some((error, message)) = refused {
+                    out.error_code = error.code();
+                    out.error_message = Some(StrBytes::from_string(message));
+                }
+                out
+            })
+            .collect();
+        response
     }
 }

@@ -41,8 +41,8 @@ pub struct Checks {
     /// InitProducerId requests (each answered with a new producer id, but
     /// for a transactional one).
     pub producer_ids: AtomicU64,
-    /// CreateTopics requests.
-    pub create_topics_requests: AtomicU64,
+    /// CreateTopics and DeleteTopics requests.
+    pub admin_requests: AtomicU64,
     /// Produce batches an idempotent producer sent again, answered with
     /// where they were first stored and not stored twice.
     pub duplicates: AtomicU64,
@@ -170,7 +170,7 @@ impl Checks {
             ("list-offsets requests", &self.list_offsets_requests),
             ("consumer-group requests", &self.group_requests),
             ("init-producer-id requests", &self.producer_ids),
-            ("create-topics requests", &self.create_topics_requests),
+            ("create/delete-topics requests", &self.admin_requests),
             ("group sessions expired", &self.sessions_expired),
             ("parked in the purgatory", &self.parked),
             ("  completed by their condition", &self.completed),

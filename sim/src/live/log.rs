@@ -80,6 +80,9 @@ pub struct PartitionLog {
     pub bytes: u64,
     /// The idempotent producers that wrote here.
     pub producers: Producers,
+    /// Its topic was deleted: it has no leader, and requests still holding
+    /// it are answered UNKNOWN_TOPIC_OR_PARTITION.
+    pub deleted: bool,
 }
 
 impl PartitionLog {
@@ -97,6 +100,7 @@ impl PartitionLog {
             batches: Vec::new(),
             bytes: 0,
             producers: Producers::default(),
+            deleted: false,
         }
     }
 

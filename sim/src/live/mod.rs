@@ -291,6 +291,30 @@ impl LiveCluster {
         Ok(topic)
     }
 
+    /// Deletes `name`, if it exists: its partitions lose their leader, the
+    /// requests parked on them are answered (UNKNOWN_TOPIC_OR_PARTITION),
+    /// and the groups forget their offsets in it. A request that looked
+    /// the topic up just before finds it deleted when it reads or appends.
+    pub(crate) fn delete_topic(&self, name: &str) -> Option<Arc<Topic>> {
+        let topic = self.topics.write().remove(name)?;
+        for p in &topic.partitions {
+            let mut log = p.log.lock();
+            log.deleted = true;
+            log.leader = None;
+            log.isr.clear();
+        }
+        // Parked requests wait at their partition's leader, but a cancel
+        // where nothing waits costs a lookup, and no leader is missed.
+        for broker in &self.brokers {
+            for p in &topic.partitions {
+                broker.produce.cancel_for_key(&p.key);
+                broker.fetch.cancel_for_key(&p.key);
+            }
+        }
+        self.groups.forget_topic(name);
+        Some(topic)
+    }
+
     /// A producer id never handed out before in this cluster.
     pub(crate) fn new_producer_id(&self) -> i64 {
         self.next_producer_id.fetch_add(1, Ordering::Relaxed)

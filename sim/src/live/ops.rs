@@ -40,7 +40,9 @@ impl DelayedOperation for WireProduce {
     fn try_complete(&mut self) -> bool {
         for part in self.parts.iter_mut().filter(|p| p.error.is_none()) {
             let log = part.partition.log.lock();
-            if log.leader != Some(self.broker) {
+            if log.deleted {
+                part.error = Some(ResponseError::UnknownTopicOrPartition.code());
+            } else if log.leader != Some(self.broker) {
                 part.error = Some(ResponseError::NotLeaderOrFollower.code());
             } else if log.hw >= part.required {
                 // As Kafka's checkEnoughReplicasReachOffset: the high
@@ -69,7 +71,13 @@ impl DelayedOperation for WireProduce {
             Outcome::Cancelled | Outcome::Shutdown => ResponseError::NotLeaderOrFollower,
         };
         for part in &mut self.parts {
-            part.error.get_or_insert(undecided.code());
+            let gone = part.partition.log.lock().deleted;
+            let error = if gone {
+                ResponseError::UnknownTopicOrPartition
+            } else {
+                undecided
+            };
+            part.error.get_or_insert(error.code());
         }
     }
 }
@@ -132,6 +140,10 @@ impl DelayedOperation for WireFetch {
         for part in &mut self.parts {
             let log = part.partition.log.lock();
             part.hw = log.hw;
+            if log.deleted {
+                part.error = ResponseError::UnknownTopicOrPartition.code();
+                continue;
+            }
             // A broker going down answers as one that no longer leads: the
             // client fetches again elsewhere.
             if log.leader != Some(self.broker) || outcome == Outcome::Shutdown {

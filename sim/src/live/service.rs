@@ -47,7 +47,7 @@ pub struct BrokerService {
 /// consumer protocol's era and are left out too. CreateTopics starts at v2,
 /// the first the codecs have; InitProducerId v5 belongs to the second
 /// version of transactions, which are not served.
-pub const APIS: [(ApiKey, i16, i16); 15] = [
+pub const APIS: [(ApiKey, i16, i16); 16] = [
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
@@ -63,6 +63,7 @@ pub const APIS: [(ApiKey, i16, i16); 15] = [
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
 ];
 
 /// A produced partition's index, and its base offset or error code.
@@ -127,8 +128,12 @@ impl Service for BrokerService {
                 Some(ResponseKind::InitProducerId(self.init_producer_id(r)))
             }
             RequestKind::CreateTopics(r) => {
-                Checks::bump(&self.checks().create_topics_requests);
+                Checks::bump(&self.checks().admin_requests);
                 Some(ResponseKind::CreateTopics(self.create_topics(r, version)))
+            }
+            RequestKind::DeleteTopics(r) => {
+                Checks::bump(&self.checks().admin_requests);
+                Some(ResponseKind::DeleteTopics(self.delete_topics(r)))
             }
             // The front refuses what `apis` does not list.
             _ => None,
@@ -421,6 +426,9 @@ impl BrokerService {
         let records = records.ok_or(code(ResponseError::CorruptMessage))?;
         let (base, end, followers, hw_moved) = {
             let mut log = p.log.lock();
+            if log.deleted {
+                return Err(code(ResponseError::UnknownTopicOrPartition));
+            }
             if log.leader != Some(self.id) {
                 return Err(code(ResponseError::NotLeaderOrFollower));
             }
@@ -484,7 +492,9 @@ impl BrokerService {
             for q in &topic.partitions {
                 let checked = self.partition(&topic.topic.0, q.partition).and_then(|p| {
                     let log = p.log.lock();
-                    if log.leader != Some(self.id) {
+                    if log.deleted {
+                        Err(code(ResponseError::UnknownTopicOrPartition))
+                    } else if log.leader != Some(self.id) {
                         Err(code(ResponseError::NotLeaderOrFollower))
                     } else if q.fetch_offset < 0 || q.fetch_offset > log.log_end() {
                         Err(code(ResponseError::OffsetOutOfRange))

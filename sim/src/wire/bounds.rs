@@ -295,6 +295,19 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             let min = w.min_len(2);
             w.array(min, |w| w.string())?; // groups
         }
+        ApiKey::DeleteTopics => {
+            if version >= 6 {
+                let min = w.min_len(2) + 16 + w.min_tags();
+                w.array(min, |w| {
+                    w.string()?; // name
+                    w.skip(16)?; // topic_id
+                    w.tags()
+                })?;
+            } else {
+                let min = w.min_len(2);
+                w.array(min, |w| w.string())?; // topic_names
+            }
+        }
         ApiKey::CreateTopics => {
             let min_topic = w.min_len(2) + 4 + 2 + 2 * w.min_len(4) + w.min_tags();
             w.array(min_topic, |w| {

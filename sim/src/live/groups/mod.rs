@@ -363,6 +363,15 @@ impl GroupCoordinator {
         self.run(id, actions);
     }
 
+    /// Drops every group's committed offsets in `topic` (it was deleted).
+    pub fn forget_topic(&self, topic: &str) {
+        for id in self.group_ids() {
+            if let Some(group) = self.find(&id) {
+                group.lock().offsets.retain(|(t, _), _| t != topic);
+            }
+        }
+    }
+
     /// The coordinator's broker died: its groups lose their members (their
     /// waits are answered with NOT_COORDINATOR and they rejoin at the new
     /// coordinator) and keep their committed offsets.
