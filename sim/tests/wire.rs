@@ -5,7 +5,7 @@
 
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::client::{batch, idempotent_batch, values, Client};
+use broker_sim::wire::client::{batch, idempotent_batch, timed_batch, values, Client};
 use broker_sim::wire::Limits;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -938,5 +938,36 @@ fn deleting_a_topic_answers_what_is_parked_on_it_and_forgets_it() {
         .map(|t| t.name.0.to_string())
         .collect();
     assert_eq!(committed, ["kept"]);
+    passes(server);
+}
+
+#[test]
+fn list_offsets_finds_offsets_by_time() {
+    let server = server_with(one_broker(), &[("timed", 1)], Limits::default());
+    let mut c = leader(&server, "timed", 0);
+    let records = timed_batch(&[(1_000, b"a"), (3_000, b"b"), (2_000, b"c")]);
+    let r = c.call(&produce("timed", &[(0, records)], -1, 5_000), PRODUCE_V);
+    assert_eq!(partition_errors(&r)[0], (0, 0, 0));
+    let at = |c: &mut Client, timestamp: i64, version: i16| {
+        let mut p = ListOffsetsPartition::default();
+        p.timestamp = timestamp;
+        let mut t = ListOffsetsTopic::default();
+        t.name = name("timed");
+        t.partitions = vec![p];
+        let mut r = ListOffsetsRequest::default();
+        r.replica_id = BrokerId(-1);
+        r.topics = vec![t];
+        let a = &c.call(&r, version).topics[0].partitions[0];
+        (a.error_code, a.offset, a.timestamp)
+    };
+    assert_eq!(at(&mut c, 0, 5), (0, 0, 1_000));
+    assert_eq!(at(&mut c, 1_500, 5), (0, 1, 3_000));
+    assert_eq!(at(&mut c, 3_001, 5), (0, -1, -1), "none that late");
+    assert_eq!(at(&mut c, -2, 5), (0, 0, -1), "earliest");
+    assert_eq!(at(&mut c, -1, 5), (0, 3, -1), "latest");
+    assert_eq!(at(&mut c, -3, 7), (0, 1, 3_000), "the largest timestamp");
+    let invalid = ResponseError::InvalidRequest.code();
+    assert_eq!(at(&mut c, -3, 6), (invalid, -1, -1), "from v7 only");
+    assert_eq!(at(&mut c, -7, 7), (invalid, -1, -1));
     passes(server);
 }

@@ -13,6 +13,9 @@ use std::time::Instant;
 /// crate's to decode, but for the last offset delta, at this offset.
 const LOG_OVERHEAD: usize = 12;
 const LAST_OFFSET_DELTA: usize = 23;
+/// The batch header's timestamps: its first record's, and its largest.
+const BASE_TIMESTAMP: usize = 27;
+const MAX_TIMESTAMP: usize = 35;
 
 /// A batch as stored: its offsets and its bytes, base offset assigned.
 #[derive(Debug, Clone)]
@@ -287,16 +290,75 @@ impl PartitionLog {
         &self.batches[start..end]
     }
 
+    /// ListOffsets by time: the first offset below the high watermark
+    /// whose record's timestamp is at least `timestamp`, with that
+    /// timestamp (Kafka's `offsetsForTimes`); `None` if no record is that
+    /// late.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Option<(i64, i64)> {
+        let batch = self
+            .committed()
+            .iter()
+            .find(|b| header_i64(&b.bytes, MAX_TIMESTAMP) >= timestamp)?;
+        Some(first_record_at_or_after(batch, timestamp))
+    }
+
+    /// ListOffsets' MAX_TIMESTAMP: the offset below the high watermark of
+    /// the record with the largest timestamp (the first such), with it.
+    pub fn offset_of_max_timestamp(&self) -> Option<(i64, i64)> {
+        let mut latest: Option<&StoredBatch> = None;
+        for b in self.committed() {
+            let ts = header_i64(&b.bytes, MAX_TIMESTAMP);
+            if latest.is_none_or(|l| ts > header_i64(&l.bytes, MAX_TIMESTAMP)) {
+                latest = Some(b);
+            }
+        }
+        let batch = latest?;
+        Some(first_record_at_or_after(
+            batch,
+            header_i64(&batch.bytes, MAX_TIMESTAMP),
+        ))
+    }
+
+    /// The batches wholly below the high watermark.
+    fn committed(&self) -> &[StoredBatch] {
+        &self.batches[..self.batches.partition_point(|b| b.end <= self.hw)]
+    }
+
     /// Index of the first batch whose end is past `offset`.
     fn first_batch(&self, offset: i64) -> usize {
         self.batches.partition_point(|b| b.end <= offset)
     }
 }
 
+/// The big-endian `i64` at `at` in a batch's header (its bytes were checked
+/// to hold a whole v2 header when it was stored).
+fn header_i64(bytes: &[u8], at: usize) -> i64 {
+    bytes
+        .get(at..at + 8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(-1, i64::from_be_bytes)
+}
+
+/// The first record of `batch` whose timestamp is at least `timestamp`
+/// (the batch's largest is), with its timestamp. The records of a
+/// compressed batch are not decompressed here: it answers with its first
+/// offset and first timestamp, which may be earlier than asked (a consumer
+/// seeking by time then reads a few records more).
+fn first_record_at_or_after(batch: &StoredBatch, timestamp: i64) -> (i64, i64) {
+    let mut bytes = batch.bytes.clone();
+    let found = RecordBatchDecoder::decode(&mut bytes).ok().and_then(|set| {
+        set.records
+            .into_iter()
+            .find(|r| r.timestamp >= timestamp)
+            .map(|r| (r.offset, r.timestamp))
+    });
+    found.unwrap_or((batch.base, header_i64(&batch.bytes, BASE_TIMESTAMP)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::client::{batch, idempotent_batch};
+    use crate::wire::client::{batch, idempotent_batch, timed_batch};
 
     #[test]
     fn appends_assign_offsets_and_reads_stop_at_the_high_watermark() {
@@ -401,5 +463,33 @@ mod tests {
         log.append(&batch(&[b"e"]), 1 << 20).unwrap();
         log.append(&batch(&[b"e"]), 1 << 20).unwrap();
         assert_eq!(log.batches.len(), 4);
+    }
+
+    #[test]
+    fn offsets_by_time_find_the_first_record_that_late_below_the_high_watermark() {
+        let mut log = PartitionLog::new(vec![0, 1], Instant::now());
+        log.append(
+            &timed_batch(&[(100, b"a"), (300, b"b"), (200, b"c")]),
+            1 << 20,
+        )
+        .unwrap();
+        log.append(&timed_batch(&[(250, b"d"), (400, b"e")]), 1 << 20)
+            .unwrap();
+        // Nothing is committed yet: nothing is found.
+        assert_eq!(log.offset_for_timestamp(0), None);
+        assert_eq!(log.offset_of_max_timestamp(), None);
+        log.replica_leo[1] = 3;
+        log.advance_hw();
+        assert_eq!(log.offset_for_timestamp(0), Some((0, 100)));
+        assert_eq!(log.offset_for_timestamp(150), Some((1, 300)));
+        assert_eq!(log.offset_for_timestamp(300), Some((1, 300)));
+        // The second batch is not below the high watermark yet.
+        assert_eq!(log.offset_for_timestamp(350), None);
+        assert_eq!(log.offset_of_max_timestamp(), Some((1, 300)));
+        log.replica_leo[1] = 5;
+        log.advance_hw();
+        assert_eq!(log.offset_for_timestamp(350), Some((4, 400)));
+        assert_eq!(log.offset_for_timestamp(401), None);
+        assert_eq!(log.offset_of_max_timestamp(), Some((4, 400)));
     }
 }

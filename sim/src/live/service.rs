@@ -274,13 +274,22 @@ impl BrokerService {
                                     if version >= 4 {
                                         a.leader_epoch = log.epoch;
                                     }
-                                    match q.timestamp {
-                                        -2 => a.offset = 0,
+                                    let found = match q.timestamp {
+                                        -2 => Some((0, -1)),
                                         // Latest: the high watermark, which
                                         // is also the last stable offset.
-                                        -1 => a.offset = log.hw,
-                                        // No timestamp index: "no such offset".
-                                        _ => {}
+                                        -1 => Some((log.hw, -1)),
+                                        -3 if version >= 7 => log.offset_of_max_timestamp(),
+                                        t if t >= 0 => log.offset_for_timestamp(t),
+                                        _ => {
+                                            a.error_code = code(ResponseError::InvalidRequest);
+                                            None
+                                        }
+                                    };
+                                    // None: "no such offset" (-1, -1).
+                                    if let Some((offset, timestamp)) = found {
+                                        a.offset = offset;
+                                        a.timestamp = timestamp;
                                     }
                                 }
                             }

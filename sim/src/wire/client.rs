@@ -151,21 +151,33 @@ impl AsyncClient {
 /// A v2 record batch holding `values`, uncompressed, from a producer
 /// without idempotence.
 pub fn batch(values: &[&[u8]]) -> Bytes {
-    encode_batch(values, -1, -1, -1)
+    let timed: Vec<(i64, &[u8])> = values.iter().map(|v| (0, *v)).collect();
+    encode_batch(&timed, -1, -1, -1)
 }
 
 /// A v2 record batch holding `values`, uncompressed, from idempotent
 /// producer `producer_id` at `epoch`, its first record numbered
 /// `first_seq`.
 pub fn idempotent_batch(values: &[&[u8]], producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
-    encode_batch(values, producer_id, epoch, first_seq)
+    let timed: Vec<(i64, &[u8])> = values.iter().map(|v| (0, *v)).collect();
+    encode_batch(&timed, producer_id, epoch, first_seq)
 }
 
-fn encode_batch(values: &[&[u8]], producer_id: i64, producer_epoch: i16, first_seq: i32) -> Bytes {
-    let records: Vec<Record> = values
+/// A v2 record batch, uncompressed, of (timestamp in ms, value) records.
+pub fn timed_batch(records: &[(i64, &[u8])]) -> Bytes {
+    encode_batch(records, -1, -1, -1)
+}
+
+fn encode_batch(
+    timed: &[(i64, &[u8])],
+    producer_id: i64,
+    producer_epoch: i16,
+    first_seq: i32,
+) -> Bytes {
+    let records: Vec<Record> = timed
         .iter()
         .enumerate()
-        .map(|(i, v)| Record {
+        .map(|(i, (timestamp, v))| Record {
             transactional: false,
             control: false,
             partition_leader_epoch: 0,
@@ -178,7 +190,7 @@ fn encode_batch(values: &[&[u8]], producer_id: i64, producer_epoch: i16, first_s
             } else {
                 first_seq + i as i32
             },
-            timestamp: 0,
+            timestamp: *timestamp,
             key: None,
             value: Some(Bytes::copy_from_slice(v)),
             headers: Default::default(),
