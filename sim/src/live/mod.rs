@@ -1,9 +1,11 @@
 //! The cluster that real Kafka clients talk to: brokers with produce and
 //! fetch purgatories, topics whose partitions store record batches
-//! byte-exact, and simulated followers that replicate them and move the
-//! high watermark. It answers decoded requests (`service.rs`, the
-//! [`Service`](crate::wire::Service) behind the wire front) and knows
-//! nothing of sockets.
+//! byte-exact (with their idempotent producers' sequence state), and
+//! simulated followers that replicate them and move the high watermark.
+//! It answers decoded requests (the [`Service`](crate::wire::Service)
+//! behind the wire front: `service.rs` for data, `group_service.rs` and
+//! `group_admin.rs` for consumer groups, `admin.rs` for producer ids and
+//! topics) and knows nothing of sockets.
 
 mod admin;
 mod checks;
