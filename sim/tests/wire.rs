@@ -666,6 +666,10 @@ fn an_idempotent_producer_gets_an_id_and_a_resent_batch_is_stored_once() {
         init(&mut c, Some("tx")).0,
         ResponseError::CoordinatorNotAvailable.code()
     );
+    assert_eq!(
+        init(&mut c, Some("")).0,
+        ResponseError::InvalidRequest.code()
+    );
     let mut send = |values: &[&[u8]], epoch: i16, seq: i32| {
         let r = c.call(
             &produce(

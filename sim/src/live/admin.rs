@@ -28,8 +28,14 @@ impl BrokerService {
     /// transactions (a transactional id) have no coordinator here.
     pub(crate) fn init_producer_id(&self, r: InitProducerIdRequest) -> InitProducerIdResponse {
         let mut response = InitProducerIdResponse::default();
-        if r.transactional_id.is_some() {
-            response.error_code = ResponseError::CoordinatorNotAvailable.code();
+        if let Some(id) = &r.transactional_id {
+            // An empty one is malformed, as Kafka's coordinator says.
+            let error = if id.0.is_empty() {
+                ResponseError::InvalidRequest
+            } else {
+                ResponseError::CoordinatorNotAvailable
+            };
+            response.error_code = error.code();
             response.producer_id = ProducerId(-1);
             response.producer_epoch = -1;
             return response;
