@@ -975,3 +975,55 @@ fn list_offsets_finds_offsets_by_time() {
     assert_eq!(at(&mut c, -7, 7), (invalid, -1, -1));
     passes(server);
 }
+
+#[test]
+fn a_topic_made_after_a_crash_is_led_and_replicated_by_live_brokers_only() {
+    use broker_sim::config::Fault;
+    let server = server_with(
+        LiveConfig {
+            faults: vec![Fault::Crash {
+                broker: 1,
+                at: Duration::from_millis(100),
+            }],
+            ..LiveConfig::default()
+        },
+        &[],
+        Limits::default(),
+    );
+    let cluster = server.cluster();
+    assert!(eventually(|| !cluster.brokers[1]
+        .alive
+        .load(std::sync::atomic::Ordering::Acquire)));
+    // One topic by CreateTopics, one on first use.
+    let mut t = CreatableTopic::default();
+    t.name = name("after");
+    t.num_partitions = 6;
+    t.replication_factor = 3;
+    let mut r = CreateTopicsRequest::default();
+    r.topics = vec![t];
+    let created = Client::connect(server.addrs()[0]).call(&r, 5);
+    assert_eq!(created.topics[0].error_code, 0);
+    leader(&server, "on-first-use", 0);
+    for topic in ["after", "on-first-use"] {
+        for p in &cluster.topic(topic).unwrap().partitions {
+            let log = p.log.lock();
+            assert!(
+                matches!(log.leader, Some(0 | 2)),
+                "{topic}: {:?}",
+                log.leader
+            );
+            assert!(!log.isr.contains(&1), "{topic}: {:?}", log.isr);
+            assert_eq!(log.replicas.len(), 3, "the dead broker stays a replica");
+        }
+        // acks=all is answered: the live replicas make min.insync.
+        for index in 0..cluster.topic(topic).unwrap().partitions.len() as i32 {
+            let mut c = leader(&server, topic, index);
+            let r = c.call(
+                &produce(topic, &[(index, batch(&[b"x"]))], -1, 10_000),
+                PRODUCE_V,
+            );
+            assert_eq!(partition_errors(&r)[0], (index, 0, 0), "{topic}");
+        }
+    }
+    passes(server);
+}

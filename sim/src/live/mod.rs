@@ -281,7 +281,7 @@ impl LiveCluster {
                     key: self.next_key.fetch_add(1, Ordering::Relaxed),
                     topic: Arc::clone(&name),
                     index: i as i32,
-                    log: parking_lot::Mutex::new(PartitionLog::new(replicas, now)),
+                    log: parking_lot::Mutex::new(self.new_log(replicas, now)),
                 })
             })
             .collect();
@@ -315,6 +315,21 @@ impl LiveCluster {
         }
         self.groups.forget_topic(name);
         Some(topic)
+    }
+
+    /// An empty partition on `replicas`, led by the first live one, with
+    /// the live ones in sync: a crashed broker neither leads nor counts
+    /// towards the ISR of a partition made after it went down.
+    fn new_log(&self, replicas: Vec<u32>, now: Instant) -> PartitionLog {
+        let mut log = PartitionLog::new(replicas, now);
+        let alive = |b: &u32| {
+            self.brokers
+                .get(*b as usize)
+                .is_some_and(|broker| broker.alive.load(Ordering::Acquire))
+        };
+        log.isr.retain(alive);
+        log.leader = log.isr.first().copied();
+        log
     }
 
     /// A producer id never handed out before in this cluster.
