@@ -286,7 +286,7 @@ fn an_idempotent_producer_resending_timed_out_batches_has_each_record_stored_onc
 }
 
 #[test]
-fn kafka_python_creates_a_topic_produces_idempotently_and_consumes_in_a_group() {
+fn kafka_python_creates_a_topic_produces_idempotently_consumes_in_a_group_and_cleans_up() {
     if !kafka_python() {
         return;
     }
@@ -308,8 +308,28 @@ fn kafka_python_creates_a_topic_produces_idempotently_and_consumes_in_a_group() 
     assert_eq!(r["read_back"], 2000, "{r}");
     assert_eq!(r["read_twice"], 0, "{r}");
     assert_eq!(r["after_commit"], 0, "the group's commits held: {r}");
+    // Its admin client lists and describes the groups, then deletes the
+    // topic.
+    let groups = &r["groups"];
+    assert_eq!(
+        groups["listed"],
+        serde_json::json!(["kafka-python-readers", "watchers"]),
+        "{r}"
+    );
+    let described = &groups["described"];
+    assert_eq!(described["group_state"], "Stable", "{r}");
+    assert_eq!(described["protocol_type"], "consumer", "{r}");
+    let member = &described["members"][0];
+    assert_eq!(member["client_id"], "watcher-1", "{r}");
+    assert_eq!(
+        member["member_assignment"]["assigned_partitions"][0]["partitions"],
+        serde_json::json!([0, 1, 2]),
+        "{r}"
+    );
+    assert_eq!(r["deleted_errors"], serde_json::json!([0]), "{r}");
+    assert_eq!(r["topic_left"], false, "{r}");
     let cluster = server.cluster();
-    assert_eq!(cluster.topic("from-python").unwrap().partitions.len(), 3);
+    assert!(cluster.topic("from-python").is_none(), "deleted");
     let checks = &cluster.checks;
     assert!(
         checks

@@ -6,7 +6,8 @@ defaults (its producer is idempotent unless told otherwise).
         Create TOPIC with 3 partitions through the admin client, produce
         COUNT records with acks=all, consume them in a consumer group and
         commit, then consume again in the same group (nothing should be
-        left). Prints one JSON line; the caller judges it.
+        left); list and describe the groups while a member is in, then
+        delete the topic. Prints one JSON line; the caller judges it.
 
 Exits 0 when it ran.
 """
@@ -63,6 +64,13 @@ def all_apis(bootstrap, topic, count):
     producer.close()
     read = consume(bootstrap, topic, "kafka-python-readers", len(acked), 30)
     again = consume(bootstrap, topic, "kafka-python-readers", 1, 3)
+    groups = describe_a_live_group(bootstrap, topic)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    deleted = admin.delete_topics([topic])
+    deleted_errors = [t["error_code"] for t in deleted["topics"]] if isinstance(deleted, dict) \
+        else [t[1] for t in deleted.topic_error_codes]
+    left = topic in admin.list_topics()
+    admin.close()
     print(json.dumps({
         "created_errors": created_errors(created),
         "idempotent": idempotent,
@@ -71,7 +79,28 @@ def all_apis(bootstrap, topic, count):
         "read_twice": len(read) - len(set(read)),
         "after_commit": len(again),
         "errors": sorted(set(errors)),
+        "groups": groups,
+        "deleted_errors": deleted_errors,
+        "topic_left": left,
     }))
+
+
+def describe_a_live_group(bootstrap, topic):
+    """Lists and describes the groups while one member is in "watchers":
+    the listed group ids, and the described group's state and members'
+    assignments (partitions of TOPIC)."""
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="watchers",
+                             client_id="watcher-1")
+    deadline = time.time() + 30
+    while time.time() < deadline and not consumer.assignment():
+        consumer.poll(timeout_ms=200)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    listed = sorted(g["group_id"] if isinstance(g, dict) else g[0] for g in admin.list_groups())
+    described = admin.describe_groups(["watchers"])
+    admin.close()
+    consumer.close()
+    group = described["watchers"] if isinstance(described, dict) else described[0]
+    return {"listed": listed, "described": json.loads(json.dumps(group, default=str))}
 
 
 if __name__ == "__main__":
