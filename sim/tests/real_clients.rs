@@ -85,19 +85,23 @@ fn kcat() -> Option<&'static str> {
 
 /// Whether python3 can import confluent_kafka.
 fn confluent() -> bool {
-    python_has("confluent_kafka", "confluent-kafka")
+    python_has("import confluent_kafka", "confluent-kafka")
 }
 
-/// Whether python3 can import kafka (kafka-python).
+/// Whether python3 has kafka-python 3 or later (its script needs 3's
+/// admin answers and idempotent default).
 fn kafka_python() -> bool {
-    python_has("kafka", "kafka-python")
+    python_has(
+        "import kafka; assert int(kafka.__version__.split('.')[0]) >= 3",
+        "kafka-python>=3",
+    )
 }
 
-/// Whether python3 can import `module`, which PyPI's `package` installs;
-/// says the test is skipped if not.
-fn python_has(module: &str, package: &str) -> bool {
+/// Whether python3 runs `check` (an import), which PyPI's `package`
+/// satisfies; says the test is skipped if not.
+fn python_has(check: &str, package: &str) -> bool {
     let found = Command::new("python3")
-        .args(["-c", &format!("import {module}")])
+        .args(["-c", check])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -333,7 +337,7 @@ fn kafka_python_creates_a_topic_produces_idempotently_consumes_in_a_group_and_cl
     let checks = &cluster.checks;
     assert!(
         checks
-            .producer_ids
+            .init_producer_id_requests
             .load(std::sync::atomic::Ordering::Relaxed)
             >= 1
     );

@@ -108,17 +108,22 @@ impl BrokerService {
         validate_only: bool,
     ) -> Result<(i32, i16), Refusal> {
         let cluster = &self.cluster;
+        let exists = || {
+            Err((
+                ResponseError::TopicAlreadyExists,
+                format!("Topic '{name}' already exists."),
+            ))
+        };
         if !valid_topic_name(name) {
             return Err((
                 ResponseError::InvalidTopicException,
                 format!("'{name}' is not a valid topic name: 1 to 249 characters of a-z, A-Z, 0-9, '.', '_' and '-', other than '.' and '..'."),
             ));
         }
+        // Before the checks below, and again at creation (another request
+        // may create it in between).
         if cluster.topic(name).is_some() {
-            return Err((
-                ResponseError::TopicAlreadyExists,
-                format!("Topic '{name}' already exists."),
-            ));
+            return exists();
         }
         if let Some(config) = topic.configs.first() {
             return Err((
@@ -158,10 +163,7 @@ impl BrokerService {
         let partitions = replicas.len() as i32;
         let replication_factor = replicas.first().map_or(0, |r| r.len() as i16);
         if !validate_only && cluster.create_topic_with(name, replicas).is_err() {
-            return Err((
-                ResponseError::TopicAlreadyExists,
-                format!("Topic '{name}' already exists."),
-            ));
+            return exists();
         }
         Ok((partitions, replication_factor))
     }

@@ -40,7 +40,7 @@ pub struct Checks {
     pub shut_down: AtomicU64,
     /// InitProducerId requests (each answered with a new producer id, but
     /// for a transactional one).
-    pub producer_ids: AtomicU64,
+    pub init_producer_id_requests: AtomicU64,
     /// CreateTopics and DeleteTopics requests.
     pub admin_requests: AtomicU64,
     /// Produce batches an idempotent producer sent again, answered with
@@ -169,7 +169,7 @@ impl Checks {
             ("metadata requests", &self.metadata_requests),
             ("list-offsets requests", &self.list_offsets_requests),
             ("consumer-group requests", &self.group_requests),
-            ("init-producer-id requests", &self.producer_ids),
+            ("init-producer-id requests", &self.init_producer_id_requests),
             ("create/delete-topics requests", &self.admin_requests),
             ("group sessions expired", &self.sessions_expired),
             ("parked in the purgatory", &self.parked),

@@ -3,6 +3,7 @@
 //! members with their assignments), as Kafka's coordinator answers them.
 
 use super::checks::Checks;
+use super::group_service::text;
 use super::groups::GroupState;
 use super::service::BrokerService;
 use kafka_protocol::error::ResponseError;
@@ -20,10 +21,6 @@ const CLASSIC: &str = "classic";
 /// What an authorizer with no ACLs allows on a group: READ, DELETE and
 /// DESCRIBE, as bits of Kafka's `AclOperation` codes.
 const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
-
-fn text(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
 
 impl BrokerService {
     /// The groups this broker coordinates, in the states and of the types

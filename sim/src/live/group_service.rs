@@ -30,7 +30,7 @@ fn code(e: ResponseError) -> i16 {
     e.code()
 }
 
-fn text(s: &str) -> StrBytes {
+pub(crate) fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 

@@ -305,18 +305,14 @@ impl PartitionLog {
     /// ListOffsets' MAX_TIMESTAMP: the offset below the high watermark of
     /// the record with the largest timestamp (the first such), with it.
     pub fn offset_of_max_timestamp(&self) -> Option<(i64, i64)> {
-        let mut latest: Option<&StoredBatch> = None;
-        for b in self.committed() {
-            let ts = header_i64(&b.bytes, MAX_TIMESTAMP);
-            if latest.is_none_or(|l| ts > header_i64(&l.bytes, MAX_TIMESTAMP)) {
-                latest = Some(b);
-            }
-        }
-        let batch = latest?;
-        Some(first_record_at_or_after(
-            batch,
-            header_i64(&batch.bytes, MAX_TIMESTAMP),
-        ))
+        // `max_by_key` keeps the last of equals: reversed, the first.
+        let (max, batch) = self
+            .committed()
+            .iter()
+            .rev()
+            .map(|b| (header_i64(&b.bytes, MAX_TIMESTAMP), b))
+            .max_by_key(|&(ts, _)| ts)?;
+        Some(first_record_at_or_after(batch, max))
     }
 
     /// The batches wholly below the high watermark.

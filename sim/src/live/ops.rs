@@ -70,14 +70,14 @@ impl DelayedOperation for WireProduce {
             // client refreshes its metadata and retries.
             Outcome::Cancelled | Outcome::Shutdown => ResponseError::NotLeaderOrFollower,
         };
-        for part in &mut self.parts {
-            let gone = part.partition.log.lock().deleted;
-            let error = if gone {
+        // Only parts the condition left undecided look at their log again.
+        for part in self.parts.iter_mut().filter(|p| p.error.is_none()) {
+            let error = if part.partition.log.lock().deleted {
                 ResponseError::UnknownTopicOrPartition
             } else {
                 undecided
             };
-            part.error.get_or_insert(error.code());
+            part.error = Some(error.code());
         }
     }
 }

@@ -115,9 +115,7 @@ impl Producers {
     /// epoch. A producer this partition has no state for may start at any
     /// number.
     pub fn check(&self, batches: &[ProducerBatch]) -> Result<Verdict, SequenceError> {
-        // (epoch, last sequence) of producers written earlier in this append.
-        let mut pending: Vec<(i64, i16, i32)> = Vec::new();
-        for batch in batches {
+        for (i, batch) in batches.iter().enumerate() {
             let stored = self.by_id.get(&batch.producer_id);
             if let Some(p) = stored.filter(|p| p.epoch == batch.epoch) {
                 let same =
@@ -126,11 +124,12 @@ impl Producers {
                     return Ok(Verdict::Duplicate(s.base, s.end));
                 }
             }
-            let earlier = pending
+            // The producer's last batch: earlier in this append, or stored.
+            let earlier = batches[..i]
                 .iter()
                 .rev()
-                .find(|(id, _, _)| *id == batch.producer_id)
-                .map(|&(_, epoch, last)| (epoch, Some(last)));
+                .find(|b| b.producer_id == batch.producer_id)
+                .map(|b| (b.epoch, Some(b.last_seq)));
             let current =
                 earlier.or_else(|| stored.map(|p| (p.epoch, p.batches.back().map(|s| s.last_seq))));
             if let Some((epoch, last)) = current {
@@ -146,7 +145,6 @@ impl Producers {
                     return Err(SequenceError::OutOfOrder);
                 }
             }
-            pending.push((batch.producer_id, batch.epoch, batch.last_seq));
         }
         Ok(Verdict::Append)
     }

@@ -124,7 +124,7 @@ impl Service for BrokerService {
                 Some(ResponseKind::DescribeGroups(self.describe_groups(r)))
             }
             RequestKind::InitProducerId(r) => {
-                Checks::bump(&self.checks().producer_ids);
+                Checks::bump(&self.checks().init_producer_id_requests);
                 Some(ResponseKind::InitProducerId(self.init_producer_id(r)))
             }
             RequestKind::CreateTopics(r) => {

@@ -151,13 +151,12 @@ impl AsyncClient {
 /// A v2 record batch holding `values`, uncompressed, from a producer
 /// without idempotence.
 pub fn batch(values: &[&[u8]]) -> Bytes {
-    let timed: Vec<(i64, &[u8])> = values.iter().map(|v| (0, *v)).collect();
-    encode_batch(&timed, -1, -1, -1)
+    idempotent_batch(values, -1, -1, -1)
 }
 
 /// A v2 record batch holding `values`, uncompressed, from idempotent
 /// producer `producer_id` at `epoch`, its first record numbered
-/// `first_seq`.
+/// `first_seq` (-1 for all three: a producer without idempotence).
 pub fn idempotent_batch(values: &[&[u8]], producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
     let timed: Vec<(i64, &[u8])> = values.iter().map(|v| (0, *v)).collect();
     encode_batch(&timed, producer_id, epoch, first_seq)
