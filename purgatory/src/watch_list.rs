@@ -6,64 +6,24 @@
 //! that need an order (checks run oldest first) sort what they collect by
 //! submission number.
 //!
-//! # Where an insert lands
-//! A list shared by every request is written by two cores in turn: the
-//! submitting one inserts, the completing one removes. A slab that chains
-//! its vacant slots through the slots themselves gives an insert the slot
-//! the other core vacated last, and must read that slot (a line on the
-//! other core) to learn the next vacant one. Here the vacant slots are
-//! numbers on two stacks beside the slots: removals push onto
-//! `vacated_slots`, inserts pop from `free`, and when `free` runs out it
-//! takes the vacated ones (or, if fewer than a batch are there, a batch of
-//! slots never used). So the slot an insert takes next is known one insert
-//! ahead and no removal changes it: each insert asks for the next one's
-//! line (see `unchecked/prefetch.rs`), and reads the stack, sixteen numbers
-//! to a line, in order. Nor is there a count of entries that both cores
-//! would write: it is what the stacks do not hold.
-//!
-//! # Giving slots back
 //! A list shared by every request (a busy partition, or a group of keys)
 //! grows with a burst, and a list that never empties would keep the
 //! burst's slots. Entries cannot move (an operation holds its index), so
 //! once at most a quarter of the slots are occupied and at least half were
 //! vacated since, the list gives back the vacant slots above its last
-//! entry and restacks the vacant ones lowest first, so that new entries
+//! entry and rebuilds its free list lowest slot first, so that new entries
 //! pack low and the next shrink can go further. The removals it waited for
 //! pay for that pass. An entry high in the list holds the slots below it
 //! until it goes.
 
-use crate::unchecked::prefetch;
+use slab::Slab;
 
 /// Lists with fewer slots than this are never shrunk (until they empty and
 /// are dropped).
 const MIN_SHRUNK: usize = 1024;
 
-/// How many slots an insert that finds `free` empty stacks at a time: the
-/// most vacated slots it waits for before taking them rather than fresh
-/// ones, and the fresh ones it stacks.
-const REFILL: usize = 32;
-
-/// Slot numbers are kept as `u32`, half the room of an index on the stacks.
-/// A slot above (in a list of 2^32 slots: 64 GiB of them) is taken fresh
-/// and, once vacated, not again until the list shrinks. (Low in the unit
-/// tests, which then reach that path with a few hundred slots.)
-const STACKED: usize = if cfg!(test) { 64 } else { u32::MAX as usize };
-
-// `repr(C)`: the fields inserts use first, so that they share the cache line
-// of the list's lock (see `watchers.rs`); the removals' own after them.
-#[repr(C)]
 pub(crate) struct WatchList<T> {
-    /// Every slot, occupied or not. Each vacant one below `fresh` is on one
-    /// of the stacks (or counted in `lost`); none from `fresh` up was used.
-    slots: Box<[Option<T>]>,
-    /// Vacant slots for inserts to take, the next one on top.
-    free: Vec<u32>,
-    /// Slots vacated since `free` was last refilled from here.
-    vacated_slots: Vec<u32>,
-    /// The lowest slot never used since the list last grew or shrank.
-    fresh: usize,
-    /// Vacant slots too high to stack.
-    lost: usize,
+    slots: Slab<T>,
     /// Removals since the list last shrank.
     vacated: usize,
 }
@@ -71,11 +31,7 @@ pub(crate) struct WatchList<T> {
 impl<T> Default for WatchList<T> {
     fn default() -> Self {
         WatchList {
-            slots: Box::default(),
-            free: Vec::new(),
-            vacated_slots: Vec::new(),
-            fresh: 0,
-            lost: 0,
+            slots: Slab::new(),
             vacated: 0,
         }
     }
@@ -86,84 +42,20 @@ impl<T> WatchList<T> {
     /// where it is stored (only a hint to prefetch: the storage moves when
     /// the list grows).
     pub(crate) fn push(&mut self, value: T) -> (usize, usize) {
-        if self.free.is_empty() {
-            self.refill();
-        }
-        let index = match self.free.pop() {
-            Some(i) => i as usize,
-            None => self.take_fresh(),
-        };
-        self.slots[index] = Some(value);
-        prefetch::for_write(
-            self.free
-                .last()
-                .map_or(0, |&next| self.address(next as usize)),
-        );
-        (index, self.address(index))
-    }
-
-    /// Refills `free`: with the vacated slots if enough are there (in a
-    /// list of more than a few slots) that the inserts will not come back
-    /// for more at once, else with fresh ones.
-    #[cold]
-    fn refill(&mut self) {
-        if self.vacated_slots.len() >= (self.slots.len() / 8).clamp(1, REFILL) {
-            std::mem::swap(&mut self.free, &mut self.vacated_slots);
-            return;
-        }
-        if self.fresh == self.slots.len() {
-            self.grow();
-        }
-        let end = (self.fresh + REFILL).min(self.slots.len()).min(STACKED);
-        if self.fresh < end {
-            self.free.extend((self.fresh..end).rev().map(|i| i as u32));
-            self.fresh = end;
-        }
-    }
-
-    /// The lowest fresh slot, taken without stacking (only above
-    /// `STACKED`).
-    #[cold]
-    fn take_fresh(&mut self) -> usize {
-        if self.fresh == self.slots.len() {
-            self.grow();
-        }
-        self.fresh += 1;
-        self.fresh - 1
-    }
-
-    /// Doubles the slots.
-    #[cold]
-    fn grow(&mut self) {
-        let new = (self.slots.len() * 2).max(4);
-        let mut slots = Vec::with_capacity(new);
-        slots.extend(std::mem::take(&mut self.slots));
-        slots.resize_with(new, || None);
-        self.slots = slots.into_boxed_slice();
-    }
-
-    /// The address of slot `index` (only ever prefetched).
-    fn address(&self, index: usize) -> usize {
-        self.slots.as_ptr().wrapping_add(index) as usize
+        let index = self.slots.insert(value);
+        let address = self.slots.get(index).map_or(0, |v| v as *const T as usize);
+        (index, address)
     }
 
     /// Removes the value at `index`, if there is one and `is_it` accepts it.
     pub(crate) fn remove_if(&mut self, index: usize, is_it: impl FnOnce(&T) -> bool) -> Option<T> {
-        let slot = self.slots.get_mut(index)?;
-        if !slot.as_ref().is_some_and(is_it) {
-            return None;
-        }
-        let value = slot.take();
-        self.vacate(index);
-        self.vacated(1);
-        value
-    }
-
-    /// Puts the slot `index`, just emptied, on the removals' stack.
-    fn vacate(&mut self, index: usize) {
-        match u32::try_from(index) {
-            Ok(index) if index as usize != STACKED => self.vacated_slots.push(index),
-            _ => self.lost += 1,
+        match self.slots.get(index) {
+            Some(value) if is_it(value) => {
+                let value = self.slots.remove(index);
+                self.vacated(1);
+                Some(value)
+            }
+            _ => None,
         }
     }
 
@@ -171,8 +63,9 @@ impl<T> WatchList<T> {
     #[inline]
     fn vacated(&mut self, n: usize) {
         self.vacated += n;
-        let capacity = self.slots.len();
-        if self.len() < capacity / 4 && self.vacated >= capacity / 2 && capacity >= MIN_SHRUNK {
+        let capacity = self.slots.capacity();
+        if self.slots.len() < capacity / 4 && self.vacated >= capacity / 2 && capacity >= MIN_SHRUNK
+        {
             self.shrink();
         }
     }
@@ -181,73 +74,51 @@ impl<T> WatchList<T> {
     /// gave back at least half of the vacant slots starts a new count: one
     /// held up by an entry high in the list is tried again at the next
     /// removal, which costs little while that entry stays (nothing to
-    /// trim, nothing to restack).
+    /// trim, nothing to relink).
     #[cold]
     fn shrink(&mut self) {
-        let (capacity, len) = (self.slots.len(), self.len());
-        let in_use = self
-            .slots
-            .iter()
-            .rposition(Option::is_some)
-            .map_or(0, |i| i + 1);
-        if in_use < capacity {
-            let mut slots = std::mem::take(&mut self.slots).into_vec();
-            slots.truncate(in_use);
-            self.slots = slots.into_boxed_slice();
-            // Lowest on top: new entries pack low, and the next shrink can
-            // go further.
-            self.free = (0..in_use.min(STACKED))
-                .rev()
-                .filter(|&i| self.slots[i].is_none())
-                .map(|i| i as u32)
-                .collect();
-            self.vacated_slots = Vec::new();
-            self.fresh = in_use;
-            self.lost = in_use - len - self.free.len();
-        }
-        if self.slots.len() <= len + (capacity - len) / 2 {
+        let (capacity, len) = (self.slots.capacity(), self.slots.len());
+        self.slots.shrink_to_fit();
+        if self.slots.capacity() <= len + (capacity - len) / 2 {
             self.vacated = 0;
         }
     }
 
     /// Removes the values `keep` rejects, into `removed`.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&T) -> bool, removed: &mut Vec<T>) {
-        let mut vacant = Vec::new();
-        for (index, slot) in self.slots.iter_mut().enumerate() {
-            if slot.as_ref().is_some_and(|v| !keep(v)) {
-                removed.extend(slot.take());
-                vacant.push(index);
-            }
-        }
-        let n = vacant.len();
-        vacant.into_iter().for_each(|index| self.vacate(index));
-        self.vacated(n);
+        let doomed: Vec<usize> = self
+            .slots
+            .iter()
+            .filter(|(_, v)| !keep(v))
+            .map(|(i, _)| i)
+            .collect();
+        let before = removed.len();
+        removed.extend(doomed.into_iter().map(|i| self.slots.remove(i)));
+        self.vacated(removed.len() - before);
     }
 
     /// The values, in slot order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        self.slots.iter().flatten()
+        self.slots.iter().map(|(_, v)| v)
     }
 
-    /// Entries held: every slot not on a stack. (Not a field, which both the
-    /// inserting and the removing cores would write.)
     pub(crate) fn len(&self) -> usize {
-        self.fresh - self.free.len() - self.vacated_slots.len() - self.lost
+        self.slots.len()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.slots.is_empty()
     }
 
     /// All values, emptying the list.
     pub(crate) fn into_values(self) -> Vec<T> {
-        self.slots.into_vec().into_iter().flatten().collect()
+        self.slots.into_iter().map(|(_, v)| v).collect()
     }
 
     /// Slots allocated now, occupied or not.
     #[cfg(test)]
     fn capacity(&self) -> usize {
-        self.slots.len()
+        self.slots.capacity()
     }
 }
 
@@ -269,37 +140,17 @@ mod tests {
         left.sort();
         assert_eq!(left, [0, 2, 4]);
         assert_eq!(list.len(), 3);
-        // Freed indices are reused (once the fresh ones are taken): why a
-        // holder of an old index must check what is there before removing it.
-        let pushed: Vec<(usize, usize)> = (10..15).map(|v| list.push(v)).collect();
-        for &(index, address) in &pushed {
-            assert_eq!(address, &list.slots[index] as *const Option<i32> as usize);
-        }
-        let again = pushed.iter().map(|&(index, _)| index);
-        assert!(again.clone().any(|i| i == ids[1]) && again.clone().any(|i| i == ids[3]));
-        for index in again {
-            assert!(list.remove_if(index, |_| true).is_some());
-        }
+        // Freed indices are reused: why a holder of an old index must check
+        // what is there before removing it.
+        let (again, address) = list.push(9);
+        assert_eq!(
+            address,
+            list.slots.get(again).unwrap() as *const i32 as usize
+        );
+        assert!(again == ids[1] || again == ids[3]);
+        assert_eq!(list.remove_if(again, |_| true), Some(9));
         assert!(!list.is_empty());
         assert_eq!(list.into_values().len(), 3);
-    }
-
-    #[test]
-    fn removals_do_not_change_which_slot_the_next_insert_takes() {
-        let mut list = WatchList::default();
-        let ids: Vec<usize> = (0..4).map(|v| list.push(v).0).collect();
-        list.remove_if(ids[1], |_| true);
-        list.remove_if(ids[3], |_| true);
-        // `free` ran out: the slots vacated so far are stacked, 3 on top.
-        assert_eq!(list.push(10).0, ids[3]);
-        // Vacated after that: not taken before slot 1, already in line.
-        list.remove_if(ids[0], |_| true);
-        assert_eq!(list.push(11).0, ids[1]);
-        assert_eq!(list.push(12).0, ids[0]);
-        assert_eq!(list.push(13).0, 4, "nothing vacant: a new slot");
-        let mut values: Vec<i32> = list.iter().copied().collect();
-        values.sort();
-        assert_eq!(values, [2, 10, 11, 12, 13]);
     }
 
     proptest::proptest! {

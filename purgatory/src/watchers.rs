@@ -47,11 +47,8 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 /// A key's list, or a group's.
-// `repr(C)` here and in `ListState` and `WatchList`: the `Arc`'s counts,
-// the lock word and the fields an insert uses (40 bytes) come first, so that
-// in a list starting on a cache line they share one, which a watch and a
-// completion each take from the other core once. The fields only removals
-// write come next, on a line of their own.
+// `repr(C)` with the lock first keeps the lock word on the cache line of
+// the `Arc`'s counts, which every watch and completion touch anyway.
 #[repr(C)]
 pub(crate) struct List<K, O> {
     state: Mutex<ListState<K, O>>,
@@ -64,7 +61,6 @@ enum Name<K> {
     Group(Box<[K]>),
 }
 
-#[repr(C)]
 struct ListState<K, O> {
     entries: WatchList<Entry<K, O>>,
     /// Taken out of its map: nothing is added any more.
@@ -169,19 +165,8 @@ impl<K, O> List<K, O> {
         })
     }
 
-    /// Adds `entry`; returns its link, which holds a reference to `list`.
-    fn push(list: &ListRef<K, O>, entry: Entry<K, O>) -> Link<K, O> {
-        let mut state = list.state.lock();
-        let (index, address) = state.entries.push(entry);
-        // Under the lock: the count shares its cache line (see `List`),
-        // which this thread holds until it unlocks.
-        let list = Arc::clone(list);
-        drop(state);
-        Link {
-            list,
-            index,
-            address,
-        }
+    fn push(&self, entry: Entry<K, O>) -> (usize, usize) {
+        self.state.lock().entries.push(entry)
     }
 }
 
@@ -448,10 +433,18 @@ where
 {
     // The shard's read lock is held while the list is locked, so the list
     // cannot be detached in between (detaching needs the write lock).
+    let link = |list: &ListRef<K, O>| {
+        let (index, address) = list.push(entry);
+        Link {
+            list: Arc::clone(list),
+            index,
+            address,
+        }
+    };
     if let Some(list) = map.get(name) {
-        return List::push(&list, entry);
+        return link(&list);
     }
-    List::push(&map.entry(owned_name()).or_insert_with(create), entry)
+    link(&map.entry(owned_name()).or_insert_with(create))
 }
 
 /// Operations in submission order (outside any lock): checks and
