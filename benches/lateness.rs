@@ -12,6 +12,10 @@
 //! cargo bench --bench lateness -- --fifo 1          # ... or in a real-time class
 //! ```
 //!
+//! Beside each timer's figures, the same for the operations that fell due
+//! while the submitting thread was still inserting ("in burst") and for
+//! the rest ("after"): the burst is load of its own.
+//!
 //! `--nice` sets the nice value of the purgatory's timer thread and
 //! workers, `--fifo` puts them in the `SCHED_FIFO` class at that priority,
 //! both through `PurgatoryBuilder::on_thread_start` (Linux; a negative nice
@@ -51,6 +55,10 @@ struct Args {
     /// thread and workers; needs CAP_SYS_NICE.
     #[arg(long, conflicts_with = "nice", value_parser = clap::value_parser!(i32).range(1..=99))]
     fifo: Option<i32>,
+    /// Puts the submitting thread in SCHED_FIFO at `--fifo`'s priority as
+    /// well (so that nothing of equal weight preempts it mid-burst).
+    #[arg(long, requires = "fifo")]
+    fifo_submitter: bool,
     /// The purgatory's tick, µs: an operation fires within one tick after
     /// its deadline on an idle machine.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -73,7 +81,8 @@ enum Which {
 struct Op {
     deadline: Instant,
     timeout: Duration,
-    lateness: Arc<Mutex<Vec<i64>>>,
+    /// Each expiry's deadline and lateness (ns; negative: early).
+    lateness: Arc<Mutex<Vec<(Instant, i64)>>>,
 }
 
 impl DelayedOperation for Op {
@@ -90,7 +99,7 @@ impl DelayedOperation for Op {
                 Some(d) => d.as_nanos() as i64,
                 None => -(self.deadline.duration_since(now).as_nanos() as i64),
             };
-            self.lateness.lock().unwrap().push(late);
+            self.lateness.lock().unwrap().push((self.deadline, late));
         }
     }
 }
@@ -154,9 +163,12 @@ fn main() {
             builder = builder.on_thread_start(move |role| set_nice(role, nice));
         }
         if let Some(priority) = args.fifo {
-            builder = builder.on_thread_start(move |role| set_fifo(role, priority));
+            builder = builder.on_thread_start(move |role| set_fifo(&format!("{role:?}"), priority));
         }
         let purgatory: Purgatory<u32, Op> = builder.build().unwrap();
+        if let (true, Some(priority)) = (args.fifo_submitter, args.fifo) {
+            set_fifo("submitting", priority);
+        }
         let lateness = Arc::new(Mutex::new(Vec::with_capacity(args.ops as usize)));
         let span = args.max_timeout_ms.saturating_sub(1) as f64;
         for i in 0..args.ops {
@@ -170,25 +182,53 @@ fn main() {
             // The handle is dropped: the operation answers through its callback.
             drop(purgatory.try_complete_else_watch(op, &[i % 64]).unwrap());
         }
+        let burst_end = Instant::now();
         let deadline =
             Instant::now() + Duration::from_millis(args.max_timeout_ms) + Duration::from_secs(30);
         while purgatory.delayed() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let mut late = lateness.lock().unwrap().clone();
-        late.sort_unstable();
-        let q = |q: f64| late[((late.len() - 1) as f64 * q).round() as usize] as f64 / 1e6;
+        let expired = lateness.lock().unwrap().clone();
+        let sorted = |during: Option<bool>| {
+            let mut late: Vec<i64> = expired
+                .iter()
+                .filter(|(deadline, _)| during.is_none_or(|d| (*deadline < burst_end) == d))
+                .map(|&(_, late)| late)
+                .collect();
+            late.sort_unstable();
+            late
+        };
+        let q = |late: &[i64], q: f64| match late.len() {
+            0 => f64::NAN,
+            n => late[((n - 1) as f64 * q).round() as usize] as f64 / 1e6,
+        };
+        let late = sorted(None);
         let early = late.iter().filter(|&&l| l < 0).count();
         println!(
             "{:<11} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7}",
             name,
-            q(0.5),
-            q(0.9),
-            q(0.99),
-            q(0.999),
-            q(1.0),
+            q(&late, 0.5),
+            q(&late, 0.9),
+            q(&late, 0.99),
+            q(&late, 0.999),
+            q(&late, 1.0),
             early
         );
+        // Operations that fell due while this thread was still submitting,
+        // apart from the others: the submission burst is load of its own.
+        for (label, during) in [("  in burst", true), ("  after", false)] {
+            let part = sorted(Some(during));
+            println!(
+                "{:<11} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7}",
+                label,
+                q(&part, 0.5),
+                q(&part, 0.9),
+                q(&part, 0.99),
+                q(&part, 0.999),
+                q(&part, 1.0),
+                format!("n={}", part.len())
+            );
+        }
         assert_eq!(late.len(), args.ops as usize, "every operation expired");
     }
     stop.store(true, Ordering::Relaxed);
@@ -215,7 +255,7 @@ fn set_nice(role: ThreadRole, nice: i32) {
 
 /// Puts the calling thread in `SCHED_FIFO` at `priority`; stops the run if
 /// it cannot.
-fn set_fifo(role: ThreadRole, priority: i32) {
+fn set_fifo(role: &str, priority: i32) {
     let param = libc::sched_param {
         sched_priority: priority,
     };
@@ -224,7 +264,7 @@ fn set_fifo(role: ThreadRole, priority: i32) {
     let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
     if rc != 0 {
         eprintln!(
-            "SCHED_FIFO at {priority} on the {role:?} thread: {}",
+            "SCHED_FIFO at {priority} on the {role} thread: {}",
             std::io::Error::last_os_error()
         );
         std::process::exit(2);
