@@ -193,13 +193,15 @@ fn the_start_hook_runs_once_on_each_thread_under_its_name() {
                 expiration_threads: 3,
             })
             .on_thread_start(move |role| {
+                // A slow hook: `build` still returns only once it is done.
+                std::thread::sleep(Duration::from_millis(20));
                 let name = std::thread::current().name().map(str::to_owned);
                 recorded.lock().unwrap().push((role, name));
             })
             .build()
             .unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 4, "every hook ran by `build`");
         assert_eq!(expiry_of_one(&p, 1), Some(Outcome::Expired));
-        assert!(eventually(|| seen.lock().unwrap().len() == 4));
         drop(p);
         let mut seen = std::mem::take(&mut *seen.lock().unwrap());
         seen.sort_by_key(|(role, _)| format!("{role:?}"));

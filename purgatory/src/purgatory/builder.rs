@@ -127,7 +127,8 @@ where
     /// [`Driver::Thread`]) as it starts, before it does any work: to give
     /// the timer thread a higher priority, pin a thread to a core, or
     /// register it with a profiler. A panic in `hook` is caught and logged;
-    /// the thread goes on.
+    /// the thread goes on. [`build`](Self::build) returns once every thread
+    /// has run `hook`, so it applies to every operation submitted after.
     ///
     /// Under load, how late operations expire depends on how soon the timer
     /// thread and the workers get a core once woken (see the expiry
@@ -157,7 +158,9 @@ where
         self
     }
 
-    /// Starts the purgatory (and its threads, with [`Driver::Thread`]).
+    /// Starts the purgatory (and its threads, with [`Driver::Thread`]:
+    /// it returns once they run, each past its
+    /// [`on_thread_start`](Self::on_thread_start) hook).
     ///
     /// # Errors
     /// A zero tick, shard count, worker count or purge interval, or a

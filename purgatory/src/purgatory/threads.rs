@@ -42,15 +42,19 @@ impl Threads {
     {
         let (tx, rx) = crossbeam_channel::unbounded::<Vec<CellRef<K, O>>>();
         let spawn_err = |e: std::io::Error| ConfigError::Spawn(e.to_string());
+        // Each thread reports once it has run the hook; see the end.
+        let (started_tx, started) = crossbeam_channel::bounded::<()>(workers + 1);
         let mut worker_threads = Vec::with_capacity(workers);
         for n in 0..workers {
             let rx: Receiver<Vec<CellRef<K, O>>> = rx.clone();
             let shared = Arc::clone(shared);
             let on_start = on_start.clone();
+            let started = started_tx.clone();
             let worker = std::thread::Builder::new()
                 .name(format!("{}-expiration-{n}", shared.name))
                 .spawn(move || {
                     starting(on_start, ThreadRole::Expiration(n), &shared.name);
+                    let _ = started.send(());
                     for batch in rx {
                         shared.drive_all(batch, Request::Force(Outcome::Expired));
                     }
@@ -66,11 +70,23 @@ impl Threads {
             .name(format!("{}-timer", shared.name))
             .spawn(move || {
                 starting(on_start, ThreadRole::Timer, &timer_shared.name);
+                let _ = started_tx.send(());
                 timer_loop(&timer_shared, &timer_stop, &timer_tx)
             })
             .map_err(spawn_err)?;
         // Set once, here, before any submission can need it.
         let _ = shared.timer_thread.set(timer.thread().clone());
+        // Returns once every thread runs, its hook done: operations
+        // submitted from then on are served by threads as the hook made
+        // them (a priority raised there counts from the first one), not by
+        // threads still waiting for their first turn on a busy machine. A
+        // thread's hook that panicked has reported too; `recv` fails only
+        // if a thread is gone, which then has nothing left to wait for.
+        for _ in 0..=workers {
+            if started.recv().is_err() {
+                break;
+            }
+        }
         Ok(Threads {
             stop,
             timer,
