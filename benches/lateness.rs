@@ -198,36 +198,14 @@ fn main() {
             late.sort_unstable();
             late
         };
-        let q = |late: &[i64], q: f64| match late.len() {
-            0 => f64::NAN,
-            n => late[((n - 1) as f64 * q).round() as usize] as f64 / 1e6,
-        };
         let late = sorted(None);
         let early = late.iter().filter(|&&l| l < 0).count();
-        println!(
-            "{:<11} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7}",
-            name,
-            q(&late, 0.5),
-            q(&late, 0.9),
-            q(&late, 0.99),
-            q(&late, 0.999),
-            q(&late, 1.0),
-            early
-        );
+        print_row(name, &late, &early.to_string());
         // Operations that fell due while this thread was still submitting,
         // apart from the others: the submission burst is load of its own.
         for (label, during) in [("  in burst", true), ("  after", false)] {
             let part = sorted(Some(during));
-            println!(
-                "{:<11} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7}",
-                label,
-                q(&part, 0.5),
-                q(&part, 0.9),
-                q(&part, 0.99),
-                q(&part, 0.999),
-                q(&part, 1.0),
-                format!("n={}", part.len())
-            );
+            print_row(label, &part, &format!("n={}", part.len()));
         }
         assert_eq!(late.len(), args.ops as usize, "every operation expired");
     }
@@ -235,6 +213,25 @@ fn main() {
     for t in load {
         t.join().unwrap();
     }
+}
+
+/// One line of the table: `late` (sorted, ns) at p50, p90, p99, p99.9 and
+/// its largest, in ms, then `last`.
+fn print_row(label: &str, late: &[i64], last: &str) {
+    let q = |q: f64| match late.len() {
+        0 => f64::NAN,
+        n => late[((n - 1) as f64 * q).round() as usize] as f64 / 1e6,
+    };
+    println!(
+        "{:<11} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7}",
+        label,
+        q(0.5),
+        q(0.9),
+        q(0.99),
+        q(0.999),
+        q(1.0),
+        last
+    );
 }
 
 /// Sets the calling thread's nice value; a thread that cannot have it

@@ -76,17 +76,10 @@ impl Threads {
             .map_err(spawn_err)?;
         // Set once, here, before any submission can need it.
         let _ = shared.timer_thread.set(timer.thread().clone());
-        // Returns once every thread runs, its hook done: operations
-        // submitted from then on are served by threads as the hook made
-        // them (a priority raised there counts from the first one), not by
-        // threads still waiting for their first turn on a busy machine. A
-        // thread's hook that panicked has reported too; `recv` fails only
-        // if a thread is gone, which then has nothing left to wait for.
-        for _ in 0..=workers {
-            if started.recv().is_err() {
-                break;
-            }
-        }
+        // Returns once every thread has run its hook (a panicking one
+        // included), so that a priority raised there counts from the first
+        // operation, not from the thread's first turn on a busy machine.
+        started.iter().take(workers + 1).for_each(drop);
         Ok(Threads {
             stop,
             timer,
