@@ -3,6 +3,7 @@
 //! `builder.rs`, its timer thread and workers in `threads.rs`.
 
 mod builder;
+mod handoff;
 mod threads;
 
 pub use builder::{Driver, PurgatoryBuilder, ThreadRole};

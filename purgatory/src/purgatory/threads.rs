@@ -3,6 +3,7 @@
 //! callbacks; and how they are stopped, from any thread, their own included.
 
 use super::builder::{ThreadHook, ThreadRole};
+use super::handoff::{self, Receiver, Sender};
 use super::Shared;
 use crate::caught;
 use crate::error::ConfigError;
@@ -10,7 +11,6 @@ use crate::outcome::Outcome;
 use crate::timer_queue::CellRef;
 use crate::unchecked::Request;
 use crate::DelayedOperation;
-use crossbeam_channel::{Receiver, Sender};
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -40,7 +40,7 @@ impl Threads {
         K: Hash + Eq + Clone + Send + Sync + 'static,
         O: DelayedOperation,
     {
-        let (tx, rx) = crossbeam_channel::unbounded::<Vec<CellRef<K, O>>>();
+        let (tx, rx) = handoff::queue::<Vec<CellRef<K, O>>>();
         let spawn_err = |e: std::io::Error| ConfigError::Spawn(e.to_string());
         // Each thread reports once it has run the hook; see the end.
         let (started_tx, started) = crossbeam_channel::bounded::<()>(workers + 1);
@@ -55,7 +55,7 @@ impl Threads {
                 .spawn(move || {
                     starting(on_start, ThreadRole::Expiration(n), &shared.name);
                     let _ = started.send(());
-                    for batch in rx {
+                    for batch in &rx {
                         shared.drive_all(batch, Request::Force(Outcome::Expired));
                     }
                 })
