@@ -133,7 +133,10 @@ where
     /// Under load, how late operations expire depends on how soon the timer
     /// thread and the workers get a core once woken (see the expiry
     /// lateness figures in the repository's BENCHMARKS.md); an embedder
-    /// with the privilege can favour them here:
+    /// with the privilege can favour them here. Without it, Linux 6.12 and
+    /// later let a thread ask for a shorter scheduler slice at its nice
+    /// value (`sched_setattr` with `sched_runtime`, as the `lateness`
+    /// bench's `--slice-us` does), which helps less.
     ///
     /// ```
     /// # use std::time::Duration;
