@@ -190,6 +190,7 @@ mod completer;
 mod error;
 mod handle;
 mod metrics;
+mod no_yield_lock;
 mod operation;
 mod outcome;
 mod purgatory;

@@ -42,10 +42,10 @@
 //! more magazine, under its lock.
 
 use crate::cell::Cell;
+use crate::no_yield_lock::Mutex;
 use crate::thread_stripe;
 use crate::timer_queue::CellRef;
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
 
 /// Cells in a full magazine: the depot's lock is taken once per this many
 /// submissions (and answers), and a thread keeps at most this many idle.

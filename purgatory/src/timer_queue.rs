@@ -7,8 +7,8 @@
 //! reference to a cell drops the user's operation).
 
 use crate::cell::{Cell, FIRED, NO_TIMER};
+use crate::no_yield_lock::Mutex;
 use crate::wheel_timer::WheelTimer;
-use parking_lot::Mutex;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering;

@@ -35,12 +35,12 @@
 //! moved, and entries removed under it are dropped after it is released.
 
 use crate::cell::Cell;
+use crate::no_yield_lock::Mutex;
 use crate::recent_key_sets::RecentKeySets;
 use crate::timer_queue::CellRef;
 use crate::unchecked::prefetch;
 use crate::watch_list::WatchList;
 use dashmap::DashMap;
-use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::borrow::Borrow;
 use std::hash::Hash;
