@@ -83,7 +83,8 @@
 //! `tikv-jemallocator` crate as its global allocator), or to cap glibc's
 //! arenas (`MALLOC_ARENA_MAX`), which slowed the growth to 4.2%. An hour
 //! at 100,000 operations in flight with jemalloc kept the resident size
-//! within 3.3% in ten-second means (BENCHMARKS.md); jemalloc's
+//! within 3.0-4.2% in ten-second means, in each of three such hours
+//! (BENCHMARKS.md); jemalloc's
 //! `dirty_decay_ms:0,muzzy_decay_ms:0` kept it a further 1-1.5 MiB lower,
 //! and its swings narrower, at the same rate in five minutes.
 //!
@@ -109,7 +110,12 @@
 //! operation is checked, so the lock cycles behind Kafka's purgatory
 //! deadlocks (KAFKA-3994, KAFKA-5970, KAFKA-7697, KAFKA-8334) cannot form.
 //! Cells removed under a lock are dropped after it is released, so not even
-//! an operation's `Drop` runs under one.
+//! an operation's `Drop` runs under one. A thread that finds the timer's, a
+//! watch list's or the spare cells' lock held spins briefly and then sleeps
+//! until it is released; it never yields its core, which on a busy machine
+//! would leave the timer thread or an expiration worker queued behind
+//! other threads for a scheduler slice per yield (BENCHMARKS.md, "Expiry
+//! lateness").
 //!
 //! # Example: produce with `acks=all`, fetch with `min.bytes`
 //! ```
