@@ -83,8 +83,9 @@
 //! `tikv-jemallocator` crate as its global allocator), or to cap glibc's
 //! arenas (`MALLOC_ARENA_MAX`), which slowed the growth to 4.2%. An hour
 //! at 100,000 operations in flight with jemalloc kept the resident size
-//! within 3.0-4.2% in ten-second means, in each of three such hours
-//! (BENCHMARKS.md); jemalloc's
+//! within 3.0-4.2% in ten-second means in each of the three hours judged
+//! that way (BENCHMARKS.md, beside two earlier hours whose single
+//! one-second samples reached 10% above the first minute); jemalloc's
 //! `dirty_decay_ms:0,muzzy_decay_ms:0` kept it a further 1-1.5 MiB lower,
 //! and its swings narrower, at the same rate in five minutes.
 //!

@@ -10,13 +10,15 @@
 //! slice, so the waiter, once the lock is free, queues behind every
 //! runnable thread for about a millisecond a yield; a sleeper woken by the
 //! unlock is placed at once. `cargo bench --bench lateness -- --timer
-//! wheel` with two busy threads: about 3 yields a run instead of 44-71,
-//! and a lower p99 inside the submission burst (BENCHMARKS.md).
+//! wheel` with two busy threads: 1-5 yields a run instead of 44-167, and
+//! a lower p99 inside the submission burst (BENCHMARKS.md).
 //!
 //! This is `std::sync::Mutex` (a futex on Linux) without its poisoning:
 //! no user code runs under these locks, so a panic under one (which would
 //! be a bug of ours) leaves no half-done user state behind, and the next
-//! thread takes the lock as it is rather than panicking in turn.
+//! thread takes the lock as it is rather than panicking in turn. The
+//! poisoning we ignore still costs std two loads of its global panic count
+//! per lock and unlock: a line every thread only reads.
 
 use std::sync::{MutexGuard, PoisonError};
 
