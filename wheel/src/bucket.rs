@@ -118,9 +118,17 @@ impl Bucket {
     }
 
     /// Number of entries.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.live as usize
+    }
+
+    /// The slab index at position `pos`; `None` for a hole or past the end.
+    #[inline]
+    pub(crate) fn index_at(&self, pos: u32) -> Option<u32> {
+        self.slots
+            .get(pos as usize)
+            .copied()
+            .filter(|s| s & HOLE == 0)
     }
 
     /// The entries, holes skipped.

@@ -5,7 +5,9 @@
 //! from the wheel's current time (`elapsed ^ deadline`): level 0 holds what is
 //! due within this 64-tick window, level 1 what is due within this 4096-tick
 //! window, and so on. Eleven levels cover every `u64` deadline, so nothing ever
-//! overflows and no deadline is refused.
+//! overflows and no deadline is refused. (The wheel keeps a second level-0
+//! array for the next 64-tick window, which takes that window's entries
+//! instead of level 1 or 2; see `wheel.rs`.)
 //!
 //! Because an entry's deadline agrees with `elapsed` on every bit above its
 //! level, its bucket is never behind the level's current position: finding the
@@ -13,8 +15,9 @@
 
 /// Buckets per level.
 pub(crate) const SLOTS: usize = 64;
-/// log2 of [`SLOTS`].
-const SLOT_BITS: u32 = 6;
+/// log2 of [`SLOTS`]: a tick's window (its 64-tick span on level 0) is
+/// `tick >> SLOT_BITS`.
+pub(crate) const SLOT_BITS: u32 = 6;
 /// Levels needed so that the top one holds bit 63.
 pub(crate) const LEVELS: usize = 11;
 
@@ -57,7 +60,6 @@ impl Level {
         }
     }
 
-    #[cfg(test)]
     pub(crate) fn bucket(&self, slot: usize) -> &Bucket {
         &self.buckets[slot]
     }

@@ -19,6 +19,17 @@
 //!   exact deadline keeps one-tick precision at every level; the price is at
 //!   most one move per level, and entries cancelled before their bucket
 //!   comes due (most delayed operations) never move.
+//! - **Cascading ahead.** Level 0 has two arrays of 64 buckets, one for this
+//!   64-tick window and one for the next, used by turns. An entry due in the
+//!   next window goes straight to level 0, and the next window's level-1
+//!   bucket moves down while this window runs, a share on each `advance`
+//!   in proportion to the ticks gone by, rather than all in the one
+//!   `advance` that reaches the window. Deadlines spread over a few hundred
+//!   ticks would otherwise make one advance in 64 move tens of thousands of
+//!   entries: the longest, with a caller's lock held, and the one most
+//!   likely to make the next wake-up wait for a core. (A window that opens
+//!   a new level-1 span still takes its entries from level 2 at once: one
+//!   window in 64.)
 //! - **Skipping idle time.** Each level keeps a 64-bit bitmap of its
 //!   non-empty buckets. The next due bucket is found with a mask and a
 //!   `trailing_zeros` per level, so advancing over a year of empty ticks

@@ -3,12 +3,20 @@
 use crate::bucket::{Bucket, MAX_INDEX};
 use crate::error::InsertError;
 use crate::id::TimerId;
-use crate::level::{level_for, slot_for, Level, LEVELS, SLOTS};
+use crate::level::{level_for, slot_for, Due, Level, LEVELS, SLOTS, SLOT_BITS};
 use crate::slab::{Entry, Slab};
+
+/// Bucket arrays: one per level, and level 0's second one (see
+/// [`TimingWheel::levels`]).
+const ARRAYS: usize = LEVELS + 1;
+/// Where level 0's array for odd windows is; even windows use `levels[0]`.
+const LEVEL0_ODD: usize = LEVELS;
+/// The last window: nothing comes after it.
+const LAST_WINDOW: u64 = u64::MAX >> SLOT_BITS;
 
 /// The bucket code (`Payload::bucket`) of an entry in the due list (see
 /// [`TimingWheel::insert`]).
-const DUE: u16 = (LEVELS * SLOTS) as u16;
+const DUE: u16 = (ARRAYS * SLOTS) as u16;
 // Every code `place` makes, DUE the highest, must differ from the vacant tag.
 const _: () = assert!(DUE < crate::payload::VACANT);
 
@@ -32,7 +40,13 @@ fn lend(spare: &mut Vec<Vec<u32>>, bucket: &mut Bucket) {
     }
 }
 
-/// The level and slot an entry's `bucket` code names; `None` for the due
+/// Level 0's array for the ticks of `window`.
+#[inline]
+fn level0(window: u64) -> usize {
+    (window & 1) as usize * LEVEL0_ODD
+}
+
+/// The array and slot an entry's `bucket` code names; `None` for the due
 /// list. (`place` makes the codes.)
 #[inline]
 fn locate(bucket: u16) -> Option<(usize, usize)> {
@@ -61,7 +75,7 @@ pub struct WheelStats {
 /// | operation | cost |
 /// |---|---|
 /// | [`insert`](Self::insert), [`cancel`](Self::cancel), [`reschedule`](Self::reschedule) | O(1): one slab entry and one bucket position touched (amortised: a bucket is a `Vec` whose holes are reused) |
-/// | [`advance`](Self::advance) | O(levels) to find each non-empty bucket, plus O(1) per entry fired or moved down a level; empty ticks cost nothing |
+/// | [`advance`](Self::advance) | O(levels) to find each non-empty bucket, plus O(1) per entry fired or moved down a level; empty ticks cost nothing. The next window's level-1 bucket moves down over this window's advances, a share each, not in one |
 /// | [`next_expiration`](Self::next_expiration) | O(levels) |
 ///
 /// An entry moves down at most 10 times in its life (once per level below its
@@ -86,7 +100,15 @@ pub struct WheelStats {
 /// ```
 pub struct TimingWheel<T> {
     slab: Slab<T>,
-    levels: Box<[Level; LEVELS]>,
+    /// The levels, and at [`LEVEL0_ODD`] level 0's second array. Level 0
+    /// holds this window's entries and the next one's, each window in the
+    /// array of its parity: so the next window's entries can be sorted into
+    /// their buckets while this one runs (see `cascade_ahead`), and an
+    /// entry's bucket code stays true when the window turns.
+    levels: Box<[Level; ARRAYS]>,
+    /// The window whose level-1 bucket `cascade_ahead` is moving down, and
+    /// the position below which it has not looked yet.
+    ahead: (u64, u32),
     /// Entries inserted or rescheduled at or before `elapsed`: they fire on
     /// the next `advance`, whatever its `now`.
     due: Bucket,
@@ -123,6 +145,7 @@ impl<T> TimingWheel<T> {
         TimingWheel {
             slab: Slab::new(),
             levels: Box::new(std::array::from_fn(|_| Level::new())),
+            ahead: (0, 0),
             due: Bucket::default(),
             elapsed: now,
             scratch: Vec::new(),
@@ -287,6 +310,7 @@ impl<T> TimingWheel<T> {
         }
         self.elapsed = self.elapsed.max(now);
         self.scratch = batch;
+        self.cascade_ahead();
         self.shrink_if_sparse();
         fired
     }
@@ -327,7 +351,7 @@ impl<T> TimingWheel<T> {
     /// not counting what `T` itself points to.
     pub fn allocated_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
-            + std::mem::size_of::<[Level; LEVELS]>()
+            + std::mem::size_of::<[Level; ARRAYS]>()
             + self.slab.allocated_bytes()
             + self
                 .levels
@@ -344,13 +368,79 @@ impl<T> TimingWheel<T> {
                 .sum::<usize>()
     }
 
-    /// The earliest non-empty bucket. Lower levels always hold earlier
-    /// deadlines than higher ones, so the first level with anything wins.
-    fn next_due(&self) -> Option<crate::level::Due> {
-        self.levels
-            .iter()
-            .enumerate()
-            .find_map(|(n, level)| level.next_due(n, self.elapsed))
+    /// The earliest non-empty bucket, its `level` naming its array. This
+    /// window's level-0 buckets come first; then the next window's, unless
+    /// a bucket above starts no later (one starts at a window's first tick,
+    /// and may hold entries due then). Above level 0, lower levels hold
+    /// earlier deadlines than higher ones, so the first with anything wins.
+    fn next_due(&self) -> Option<Due> {
+        let window = self.elapsed >> SLOT_BITS;
+        let this = level0(window);
+        if let Some(due) = self.levels[this].next_due(0, self.elapsed) {
+            return Some(Due { level: this, ..due });
+        }
+        let next = (window < LAST_WINDOW)
+            .then(|| {
+                let array = level0(window + 1);
+                let due = self.levels[array].next_due(0, (window + 1) << SLOT_BITS)?;
+                Some(Due {
+                    level: array,
+                    ..due
+                })
+            })
+            .flatten();
+        let above = (1..LEVELS).find_map(|n| self.levels[n].next_due(n, self.elapsed));
+        match (next, above) {
+            (Some(next), Some(above)) if next.start < above.start => Some(next),
+            (next, above) => above.or(next),
+        }
+    }
+
+    /// Moves part of the next window's level-1 bucket down to level 0 ahead
+    /// of time, in proportion to the ticks of this window gone by, so that
+    /// a bucket of many entries moves over the window's advances rather
+    /// than all in the one that reaches it (that one advance would hold a
+    /// caller's lock, and its thread the CPU, for as long). Whatever is left
+    /// when the window turns moves then, when its bucket comes due. Entries
+    /// due in the next window that are inserted during this one go straight
+    /// to level 0, so the bucket only shrinks meanwhile.
+    fn cascade_ahead(&mut self) {
+        let window = self.elapsed >> SLOT_BITS;
+        let next = window + 1;
+        // The next window opens a new level-1 span: its entries are higher
+        // up, mixed with the rest of the span's, and move at its start.
+        if window == LAST_WINDOW || next.is_multiple_of(SLOTS as u64) {
+            return;
+        }
+        let slot = slot_for(next << SLOT_BITS, 1);
+        let left = self.levels[1].bucket(slot).len();
+        if left == 0 {
+            return;
+        }
+        if self.ahead.0 != next {
+            self.ahead = (next, self.levels[1].bucket(slot).slots_len() as u32);
+        }
+        let ticks_left = (next << SLOT_BITS) - self.elapsed;
+        let mut budget = left.div_ceil(ticks_left as usize);
+        let mut pos = self.ahead.1;
+        while budget > 0 && pos > 0 {
+            pos -= 1;
+            let Some(index) = self.levels[1].bucket(slot).index_at(pos) else {
+                continue;
+            };
+            let emptied = self.levels[1].remove(slot, pos);
+            let deadline = self.slab.get(index).deadline;
+            self.link(index, deadline);
+            self.stats.cascaded += 1;
+            budget -= 1;
+            if emptied {
+                if let Some(buffer) = self.levels[1].bucket_mut(slot).take_large_buffer() {
+                    self.keep_buffer(buffer);
+                }
+                break;
+            }
+        }
+        self.ahead.1 = pos;
     }
 
     /// Puts slab entry `index` into the bucket its deadline calls for.
@@ -371,8 +461,7 @@ impl<T> TimingWheel<T> {
             }
             (DUE, self.due.push(index))
         } else {
-            let level = level_for(self.elapsed, deadline);
-            let slot = slot_for(deadline, level);
+            let (level, slot) = Self::array_for(self.elapsed, deadline);
             let target = self.levels[level].bucket_mut(slot);
             if target.is_full() {
                 lend(&mut self.spare_buffers, target);
@@ -384,6 +473,26 @@ impl<T> TimingWheel<T> {
             self.grown = true;
         }
         (bucket, pos)
+    }
+
+    /// The array and slot of an entry due at `deadline` when the time is
+    /// `elapsed` (`deadline > elapsed`): level 0 for this window and the
+    /// next, each in the array of its window; above, the level of the
+    /// highest bit in which `deadline` and `elapsed` differ.
+    #[inline]
+    fn array_for(elapsed: u64, deadline: u64) -> (usize, usize) {
+        // Written as selects, not branches: which case an insert falls in
+        // is as random as its deadline, and a mispredicted branch cost a
+        // fifth of an insert.
+        let window = deadline >> SLOT_BITS;
+        let near = window <= (elapsed >> SLOT_BITS) + 1;
+        let level = if near {
+            0
+        } else {
+            level_for(elapsed, deadline)
+        };
+        let array = if near { level0(window) } else { level };
+        (array, slot_for(deadline, level))
     }
 
     /// Removes an entry from the bucket and position it recorded.

@@ -178,18 +178,88 @@ fn heartbeats_keep_pushing_a_session_back_without_new_ids() {
 #[test]
 fn cancel_and_reschedule_entries_that_a_cascade_moved() {
     let mut wheel = TimingWheel::new();
-    // All in level 1's bucket [64, 128) at time 0.
-    let fires = wheel.insert(70, "fires").unwrap();
-    let moved = wheel.insert(100, "moved").unwrap();
-    let also = wheel.insert(120, "also moved").unwrap();
-    // The bucket comes due at 64; advancing to 70 fires one and moves two down.
-    assert_eq!(fire_all(&mut wheel, 70), ["fires"]);
+    // All in level 1's bucket [128, 192) at time 0 (the next window's
+    // entries, [64, 128), go straight to level 0).
+    let fires = wheel.insert(134, "fires").unwrap();
+    let moved = wheel.insert(164, "moved").unwrap();
+    let also = wheel.insert(184, "also moved").unwrap();
+    // The bucket comes due at 128; advancing to 134 fires one and moves two down.
+    assert_eq!(fire_all(&mut wheel, 134), ["fires"]);
     assert_eq!(wheel.stats().cascaded, 2);
     assert_eq!(wheel.cancel(fires), None);
     assert_eq!(wheel.cancel(moved), Some("moved"));
-    assert!(wheel.reschedule(also, 71));
-    assert_eq!(fire_all(&mut wheel, 71), ["also moved"]);
+    assert!(wheel.reschedule(also, 135));
+    assert_eq!(fire_all(&mut wheel, 135), ["also moved"]);
     assert!(wheel.is_empty());
+}
+
+#[test]
+fn a_large_bucket_moves_down_over_the_window_before_it_rather_than_at_once() {
+    let mut wheel = TimingWheel::new();
+    // 64 entries on each tick of [128, 192): all in one level-1 bucket.
+    let ids: Vec<(TimerId, u64)> = (0..4096u64)
+        .map(|i| {
+            let deadline = 128 + i % 64;
+            (wheel.insert(deadline, deadline).unwrap(), deadline)
+        })
+        .collect();
+    // Window [64, 128) runs tick by tick: each advance moves about its share.
+    let mut before = wheel.stats().cascaded;
+    for now in 64..128 {
+        assert!(fire_all(&mut wheel, now).is_empty());
+        let moved = wheel.stats().cascaded - before;
+        assert!((60..=70).contains(&moved), "{moved} moved at {now}");
+        before = wheel.stats().cascaded;
+        // Entries keep working wherever they are at the moment.
+        if now % 16 == 0 {
+            let (id, deadline) = ids[now as usize];
+            assert_eq!(wheel.cancel(id), Some(deadline));
+        }
+    }
+    assert_eq!(wheel.stats().cascaded, 4096 - 4);
+    // Nothing more moves when the bucket's window comes; each tick fires its own.
+    let visited = wheel.stats().buckets_visited;
+    for now in 128..192 {
+        let fired = fire_all(&mut wheel, now);
+        assert!(fired.iter().all(|&d| d == now), "{fired:?} at {now}");
+    }
+    assert_eq!(wheel.stats().cascaded, 4096 - 4);
+    assert_eq!(wheel.stats().buckets_visited - visited, 64);
+    assert!(wheel.is_empty());
+}
+
+#[test]
+fn what_is_left_of_a_bucket_moved_ahead_moves_when_its_window_comes() {
+    let mut wheel = TimingWheel::new();
+    for i in 0..640u64 {
+        wheel.insert(128 + i % 64, i).unwrap();
+    }
+    // A few advances in the window before: part of the bucket moves down.
+    fire_all(&mut wheel, 64);
+    fire_all(&mut wheel, 65);
+    let early = wheel.stats().cascaded;
+    assert!(early > 0 && early < 640, "{early}");
+    // One jump past the whole window: everything fires, the rest straight
+    // from the bucket.
+    assert_eq!(fire_all(&mut wheel, 191).len(), 640);
+    assert_eq!(wheel.stats().cascaded, early);
+    assert!(wheel.is_empty());
+}
+
+#[test]
+fn a_window_that_opens_a_level_1_span_is_not_moved_ahead() {
+    let mut wheel = TimingWheel::new();
+    // [4096, 4160) is the first window of the next level-1 span: its
+    // entries are on level 2 until the span begins.
+    for i in 0..64u64 {
+        wheel.insert(4096 + i, i).unwrap();
+    }
+    fire_all(&mut wheel, 4032);
+    fire_all(&mut wheel, 4095);
+    assert_eq!(wheel.stats().cascaded, 0);
+    assert_eq!(fire_all(&mut wheel, 4096), [0]);
+    assert_eq!(wheel.stats().cascaded, 63);
+    assert_eq!(fire_all(&mut wheel, 4159).len(), 63);
 }
 
 #[test]
