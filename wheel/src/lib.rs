@@ -63,7 +63,8 @@
 //! plus 4 bytes of bucket index, plus spare capacity (the last page of 1024
 //! entries, and bucket arrays that grow by doubling). Measured with a
 //! counting allocator by `cargo bench --bench compare -- --quick` (deadlines
-//! uniform in 1..30,000 ticks; 2 vCPU AMD EPYC):
+//! uniform in 1..30,000 ticks; the same on a 2 vCPU AMD EPYC and, at
+//! `9306ce7`, on a 2 vCPU Intel Xeon):
 //!
 //! | pending | bytes per entry |
 //! |---|---|
@@ -72,9 +73,10 @@
 //! | 1,000,000 | 39.6 |
 //!
 //! The `memory_per_entry` test checks the same bound (under 48) on every run.
-//! Once every entry is cancelled, about 55 KB stay allocated whatever the
-//! peak was (one page and the bucket headers): 55,416 bytes after 1e3 and
-//! 55,392 after 1e5 and 1e6 in the run above, and 55,392 after 1e7 by
+//! Once every entry is cancelled, about 57 KB stay allocated whatever the
+//! peak was (one page and the headers of the twelve bucket arrays): 57,472
+//! bytes after 1e3 and 57,448 after 1e5 and 1e6 in the run at `9306ce7`,
+//! and 57,448 after 1e7 by
 //! `cargo bench --bench compare -- --pending 10000000 --workload insert_cancel`.
 //!
 //! When the wheel becomes empty it returns all pages but one and every
