@@ -1,7 +1,7 @@
-//! The mutex of the locks that the timer thread and the expiration workers
-//! wait on behind a submitter: the timer's, the watch lists' and the spare
-//! cells'. Its waiters spin briefly, then sleep in the kernel until the
-//! holder releases it; they never call `sched_yield`.
+//! The mutexes of the locks that the timer thread and the expiration
+//! workers wait on behind a submitter: the timer's, the watch lists' and
+//! the spare cells'. Their waiters spin briefly, then sleep in the kernel
+//! until the holder releases the lock; they never call `sched_yield`.
 //!
 //! Why not parking_lot's: its waiters yield several times before they
 //! sleep. On a busy machine the holder of these locks is often a submitter
@@ -13,14 +13,42 @@
 //! wheel` with two busy threads: 1-5 yields a run instead of 44-167, and
 //! a lower p99 inside the submission burst (BENCHMARKS.md).
 //!
-//! This is `std::sync::Mutex` (a futex on Linux) without its poisoning:
-//! no user code runs under these locks, so a panic under one (which would
-//! be a bug of ours) leaves no half-done user state behind, and the next
-//! thread takes the lock as it is rather than panicking in turn. The
-//! poisoning we ignore still costs std two loads of its global panic count
-//! per lock and unlock: a line every thread only reads.
+//! [`Mutex`] is `std::sync::Mutex` (a futex on Linux) without its
+//! poisoning. [`InheritingMutex`], the timer's lock, is on Linux a
+//! priority-inheriting one: an embedder that puts the purgatory's threads
+//! in a real-time class (through `on_thread_start`) wants them to run as
+//! soon as they are due, but a waiter can only run once the holder lets
+//! go, and a submitter of ordinary priority, preempted while it holds the
+//! timer's lock, lets go at its next turn on a core: milliseconds on a
+//! busy machine. With the waiter's priority lent, it finishes its critical
+//! section at once ([`PiMutex`](crate::unchecked::pi_mutex::PiMutex)).
+//! Only the purgatory's own threads in a real-time class lend theirs
+//! ([`lend_priority_if_real_time`], after the hook). The watch lists' and
+//! the spare cells' locks stay std's: made priority-inheriting too, they
+//! cost `purgatory_perf`'s low case 4% more CPU per request, where the
+//! timer's lock alone cost nothing to measure and carried most of the
+//! lateness gain (BENCHMARKS.md).
+//!
+//! Neither poisons: no user code runs under these locks, so a panic under
+//! one (which would be a bug of ours) leaves no half-done user state
+//! behind, and the next thread takes the lock as it is rather than
+//! panicking in turn. The poisoning std's mutex still checks costs two
+//! loads of its global panic count per lock and unlock: a line every
+//! thread only reads.
 
 use std::sync::{MutexGuard, PoisonError};
+
+#[cfg(target_os = "linux")]
+pub(crate) use crate::unchecked::pi_mutex::{
+    lend_priority_if_real_time, PiMutex as InheritingMutex,
+};
+
+/// Elsewhere no thread inherits, and the timer's lock is the same mutex as
+/// the others.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn lend_priority_if_real_time() {}
+#[cfg(not(target_os = "linux"))]
+pub(crate) type InheritingMutex<T> = Mutex<T>;
 
 pub(crate) struct Mutex<T>(std::sync::Mutex<T>);
 

@@ -7,7 +7,7 @@
 //! reference to a cell drops the user's operation).
 
 use crate::cell::{Cell, FIRED, NO_TIMER};
-use crate::no_yield_lock::Mutex;
+use crate::no_yield_lock::InheritingMutex as Mutex;
 use crate::wheel_timer::WheelTimer;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;

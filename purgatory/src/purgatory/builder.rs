@@ -133,10 +133,15 @@ where
     /// Under load, how late operations expire depends on how soon the timer
     /// thread and the workers get a core once woken (see the expiry
     /// lateness figures in the repository's BENCHMARKS.md); an embedder
-    /// with the privilege can favour them here. Without it, Linux 6.12 and
-    /// later let a thread ask for a shorter scheduler slice at its nice
-    /// value (`sched_setattr` with `sched_runtime`, as the `lateness`
-    /// bench's `--slice-us` does), which helps less.
+    /// with the privilege can favour them here. A thread that the hook
+    /// leaves in a real-time class (`SCHED_FIFO`, `SCHED_RR`,
+    /// `SCHED_DEADLINE`) also lends that priority, on Linux, to a submitter
+    /// holding the timer's lock when it waits for it, so a submitter
+    /// preempted mid-insert does not hold the timer thread up until its
+    /// next turn. Without the privilege, Linux 6.12 and later let a thread
+    /// ask for a shorter scheduler slice at its nice value (`sched_setattr`
+    /// with `sched_runtime`, as the `lateness` bench's `--slice-us` does),
+    /// which helps less.
     ///
     /// ```
     /// # use std::time::Duration;

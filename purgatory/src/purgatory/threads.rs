@@ -121,13 +121,18 @@ impl Workers {
 }
 
 /// Runs the embedder's hook, if any, on a thread that is starting; a
-/// panic in it is logged, and the thread goes on.
+/// panic in it is logged, and the thread goes on. Then the thread waits on
+/// the purgatory's locks with priority inheritance if the hook made it
+/// real-time (see `no_yield_lock.rs`).
 fn starting(hook: Option<ThreadHook>, role: ThreadRole, purgatory: &str) {
     if let Some(hook) = hook {
         if let Err(message) = caught::catch(|| hook(role)) {
             tracing::error!(purgatory, ?role, %message, "on_thread_start panicked");
         }
     }
+    // A hook that put this thread in a real-time class wants it to run when
+    // due, also when it waits for a lock that a submitter holds.
+    crate::no_yield_lock::lend_priority_if_real_time();
 }
 
 fn is_current(thread: &JoinHandle<()>) -> bool {

@@ -15,11 +15,19 @@
 //!   its own: a cell holds room for the operation once, not twice, and a
 //!   bit of the state word says whether it is still there.
 //!   Model-checked with loom too (`tests/loom_handover.rs`).
+//! - [`pi_mutex`] (Linux): the timer's lock, on a priority-inheriting
+//!   futex, so that a timer thread in a real-time class waiting behind a
+//!   preempted submitter lends it its priority instead of waiting for its
+//!   next turn (figures in BENCHMARKS.md, Expiry lateness). Its word and
+//!   the kernel's protocol for it need raw system calls and an
+//!   `UnsafeCell`.
 //! - [`prefetch`]: cache-line hints before a completion takes its locks, and
 //!   for the cells a batch of completions comes to next;
 //!   the intrinsic is `unsafe` only for its target feature.
 
 pub(crate) mod handover;
+#[cfg(target_os = "linux")]
+pub(crate) mod pi_mutex;
 pub(crate) mod prefetch;
 pub(crate) mod state;
 mod sync;
