@@ -59,7 +59,9 @@
 //! An operation fires within a tick of its deadline when these threads get
 //! a core at once; on a busy machine they wait for one like any thread, and
 //! [`PurgatoryBuilder::on_thread_start`] lets the embedder favour them (a
-//! priority, a core of their own).
+//! priority, a core of their own). A timer thread left in a real-time class
+//! lends that priority (Linux) to a submitter holding the timer's lock
+//! when it waits for it.
 //! With [`Driver::Manual`] there is no thread: the owner moves time with
 //! [`Purgatory::advance_clock`], usually with a [`ManualClock`], which
 //! makes tests and simulations deterministic.
@@ -116,7 +118,8 @@
 //! until it is released; it never yields its core, which on a busy machine
 //! would leave the timer thread or an expiration worker queued behind
 //! other threads for a scheduler slice per yield (BENCHMARKS.md, "Expiry
-//! lateness").
+//! lateness"). The timer's lock is, on Linux, priority-inheriting for the
+//! purgatory's real-time threads (see `on_thread_start`).
 //!
 //! # Example: produce with `acks=all`, fetch with `min.bytes`
 //! ```
