@@ -82,8 +82,8 @@ thread_local! {
     static LENDS: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Makes the calling thread wait on these locks with priority inheritance
-/// if it runs in a real-time class now (`SCHED_FIFO`, `SCHED_RR` or
+/// Makes the calling thread wait for a [`PiMutex`] with priority
+/// inheritance if it runs in a real-time class now (`SCHED_FIFO`, `SCHED_RR` or
 /// `SCHED_DEADLINE`), and as every other thread if not. The purgatory's
 /// threads call it once the embedder's start hook has run.
 pub(crate) fn lend_priority_if_real_time() {
@@ -220,7 +220,8 @@ impl<T> PiMutex<T> {
         while let Err(errno) = self.futex(&self.word, libc::FUTEX_UNLOCK_PI, 0) {
             if errno != libc::EINTR {
                 // Only a bug of ours (an unlock by a thread that does not
-                // hold the lock) gets here; say so rather than hang.
+                // hold the lock) gets here, and asking again would not
+                // help: say so.
                 tracing::error!(errno, "FUTEX_UNLOCK_PI failed");
                 break;
             }
