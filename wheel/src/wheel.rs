@@ -379,16 +379,17 @@ impl<T> TimingWheel<T> {
         if let Some(due) = self.levels[this].next_due(0, self.elapsed) {
             return Some(Due { level: this, ..due });
         }
-        let next = (window < LAST_WINDOW)
-            .then(|| {
-                let array = level0(window + 1);
-                let due = self.levels[array].next_due(0, (window + 1) << SLOT_BITS)?;
-                Some(Due {
+        let next = if window < LAST_WINDOW {
+            let array = level0(window + 1);
+            self.levels[array]
+                .next_due(0, (window + 1) << SLOT_BITS)
+                .map(|due| Due {
                     level: array,
                     ..due
                 })
-            })
-            .flatten();
+        } else {
+            None
+        };
         let above = (1..LEVELS).find_map(|n| self.levels[n].next_due(n, self.elapsed));
         match (next, above) {
             (Some(next), Some(above)) if next.start < above.start => Some(next),
@@ -481,18 +482,13 @@ impl<T> TimingWheel<T> {
     /// highest bit in which `deadline` and `elapsed` differ.
     #[inline]
     fn array_for(elapsed: u64, deadline: u64) -> (usize, usize) {
-        // Written as selects, not branches: which case an insert falls in
-        // is as random as its deadline, and a mispredicted branch cost a
-        // fifth of an insert.
         let window = deadline >> SLOT_BITS;
-        let near = window <= (elapsed >> SLOT_BITS) + 1;
-        let level = if near {
-            0
+        if window <= (elapsed >> SLOT_BITS) + 1 {
+            (level0(window), slot_for(deadline, 0))
         } else {
-            level_for(elapsed, deadline)
-        };
-        let array = if near { level0(window) } else { level };
-        (array, slot_for(deadline, level))
+            let level = level_for(elapsed, deadline);
+            (level, slot_for(deadline, level))
+        }
     }
 
     /// Removes an entry from the bucket and position it recorded.

@@ -121,8 +121,8 @@ impl Workers {
 }
 
 /// Runs the embedder's hook, if any, on a thread that is starting; a
-/// panic in it is logged, and the thread goes on. Then the thread waits on
-/// the purgatory's locks with priority inheritance if the hook made it
+/// panic in it is logged, and the thread goes on. Then the thread waits for
+/// the timer's lock with priority inheritance if the hook made it
 /// real-time (see `no_yield_lock.rs`).
 fn starting(hook: Option<ThreadHook>, role: ThreadRole, purgatory: &str) {
     if let Some(hook) = hook {

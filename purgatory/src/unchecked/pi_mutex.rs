@@ -38,8 +38,7 @@ use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 
-/// Spins before a waiter sleeps: critical sections here are a few hundred
-/// nanoseconds, and a sleep and a wake-up cost more than that.
+/// Tries before a waiter sleeps: std's futex mutex spins as long.
 const SPINS: u32 = 100;
 
 pub(crate) struct PiMutex<T> {
@@ -67,10 +66,6 @@ pub(crate) struct PiMutexGuard<'a, T> {
     tid: u32,
     _not_send: PhantomData<*const ()>,
 }
-
-// SAFETY: a shared guard only gives `&T`, which is safe to share when `T`
-// is `Sync`.
-unsafe impl<T: Sync> Sync for PiMutexGuard<'_, T> {}
 
 /// Set once a futex call answered `ENOSYS`: no thread inherits after that.
 static NO_PI: AtomicBool = AtomicBool::new(false);
@@ -263,12 +258,6 @@ impl<T> PiMutex<T> {
     }
 }
 
-impl<T: Default> Default for PiMutex<T> {
-    fn default() -> Self {
-        PiMutex::new(T::default())
-    }
-}
-
 impl<T> Deref for PiMutexGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
@@ -321,12 +310,7 @@ mod tests {
             let lock = Arc::clone(&lock);
             std::thread::spawn(move || *lock.lock() += 1)
         };
-        // Long enough for the waiter to finish spinning and sleep.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while lock.sleepers.load(Ordering::Relaxed) == 0 {
-            assert!(Instant::now() < deadline, "the waiter never slept");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_for_a_sleeper(&lock);
         assert_eq!(
             lock.word.load(Ordering::Relaxed) & libc::FUTEX_WAITERS,
             0,
@@ -350,11 +334,7 @@ mod tests {
                 drop(lock.lock());
             })
         };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while lock.sleepers.load(Ordering::Relaxed) == 0 {
-            assert!(Instant::now() < deadline, "the waiter never slept");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_for_a_sleeper(&lock);
         assert_eq!(lock.word.load(Ordering::Relaxed) & libc::FUTEX_WAITERS, 0);
         drop(guard);
         waiter.join().unwrap();
@@ -391,13 +371,9 @@ mod tests {
             .map(|n| {
                 let lock = Arc::clone(&lock);
                 std::thread::spawn(move || {
+                    // Without the privilege: ordinary waiters only.
                     if n == 0 {
-                        let param = libc::sched_param { sched_priority: 1 };
-                        // SAFETY: plain system call on this thread, with a
-                        // valid parameter block; failing is fine (the test
-                        // then has ordinary waiters only).
-                        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-                        lend_priority_if_real_time();
+                        become_real_time();
                     }
                     for i in 0..5_000 {
                         let mut g = lock.lock();
@@ -414,6 +390,27 @@ mod tests {
         }
         assert_eq!(*lock.lock(), 20_000);
         assert_eq!(lock.word.load(Ordering::Relaxed), 0);
+    }
+
+    /// Puts the calling thread in `SCHED_FIFO` at priority 1 and marks it
+    /// to lend it; `false` without the privilege.
+    fn become_real_time() -> bool {
+        let param = libc::sched_param { sched_priority: 1 };
+        // SAFETY: plain system call on this thread, with a valid parameter
+        // block.
+        let ok = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
+        lend_priority_if_real_time();
+        ok
+    }
+
+    /// Waits (at most 5 s) until a thread sleeps on `lock` as an ordinary
+    /// waiter.
+    fn wait_for_a_sleeper<T>(lock: &PiMutex<T>) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while lock.sleepers.load(Ordering::Relaxed) == 0 {
+            assert!(Instant::now() < deadline, "the waiter never slept");
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// The effective priority in `/proc/thread-self/stat` (field 18):
@@ -433,13 +430,9 @@ mod tests {
         let waiter = {
             let lock = Arc::clone(&lock);
             std::thread::spawn(move || {
-                let param = libc::sched_param { sched_priority: 1 };
-                // SAFETY: plain system call on this thread, with a valid
-                // parameter block.
-                if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+                if !become_real_time() {
                     return false; // no privilege here: nothing to check
                 }
-                lend_priority_if_real_time();
                 drop(lock.lock());
                 true
             })
