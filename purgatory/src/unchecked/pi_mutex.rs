@@ -340,46 +340,24 @@ mod tests {
         waiter.join().unwrap();
     }
 
-    #[test]
-    fn contended_increments_are_all_counted() {
-        let lock = Arc::new(PiMutex::new(0u64));
-        let threads: Vec<_> = (0..4)
-            .map(|_| {
-                let lock = Arc::clone(&lock);
-                std::thread::spawn(move || {
-                    for i in 0..20_000 {
-                        let mut g = lock.lock();
-                        *g += 1;
-                        if i % 1000 == 0 {
-                            // Hold it long enough for the others to sleep.
-                            std::thread::sleep(Duration::from_micros(200));
-                        }
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(*lock.lock(), 80_000);
-    }
-
-    #[test]
-    fn an_inheriting_waiter_and_ordinary_ones_share_the_lock() {
+    /// Four threads add `rounds` each under `lock`, each holding it for
+    /// `hold_us` every `hold_every` rounds so that the others sleep; the
+    /// first one in `SCHED_FIFO` (and lending) if `real_time_first` and
+    /// the privilege allows.
+    fn count_under_contention(rounds: u64, hold_every: u64, hold_us: u64, real_time_first: bool) {
         let lock = Arc::new(PiMutex::new(0u64));
         let threads: Vec<_> = (0..4)
             .map(|n| {
                 let lock = Arc::clone(&lock);
                 std::thread::spawn(move || {
-                    // Without the privilege: ordinary waiters only.
-                    if n == 0 {
+                    if n == 0 && real_time_first {
                         become_real_time();
                     }
-                    for i in 0..5_000 {
+                    for i in 0..rounds {
                         let mut g = lock.lock();
                         *g += 1;
-                        if i % 500 == 0 {
-                            std::thread::sleep(Duration::from_micros(300));
+                        if i % hold_every == 0 {
+                            std::thread::sleep(Duration::from_micros(hold_us));
                         }
                     }
                 })
@@ -388,8 +366,18 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        assert_eq!(*lock.lock(), 20_000);
+        assert_eq!(*lock.lock(), 4 * rounds);
         assert_eq!(lock.word.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn contended_increments_are_all_counted() {
+        count_under_contention(20_000, 1000, 200, false);
+    }
+
+    #[test]
+    fn an_inheriting_waiter_and_ordinary_ones_share_the_lock() {
+        count_under_contention(5_000, 500, 300, true);
     }
 
     /// Puts the calling thread in `SCHED_FIFO` at priority 1 and marks it
