@@ -363,6 +363,13 @@ mod tests {
                 })
             })
             .collect();
+        // A lost wake-up leaves a thread asleep for ever: fail instead of
+        // hanging the test run.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !threads.iter().all(|t| t.is_finished()) {
+            assert!(Instant::now() < deadline, "a waiter was never woken");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         for t in threads {
             t.join().unwrap();
         }
