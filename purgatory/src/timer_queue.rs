@@ -36,6 +36,9 @@ pub enum TimerKind {
     },
 }
 
+// One per purgatory, so the size of the wheel's variant costs nothing;
+// boxing it would add a pointer to follow on every schedule and cancel.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum TimerQueue<K, O> {
     Wheel(Mutex<WheelState<K, O>>),
     Heap(Mutex<HeapState<K, O>>),

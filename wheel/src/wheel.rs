@@ -557,9 +557,10 @@ impl<T> TimingWheel<T> {
         // A sparse wheel needs no large buffers in reserve.
         self.spare_buffers = Vec::new();
         if self.slab.len() != 0 {
-            self.slab.sweep();
-            for level in self.levels.iter_mut() {
-                level.shrink_empty();
+            if self.slab.sweep_step() {
+                for level in self.levels.iter_mut() {
+                    level.shrink_empty();
+                }
             }
             return;
         }
