@@ -84,8 +84,10 @@
 //! bucket buffer. Before that, an entry cannot move (its [`TimerId`] names
 //! its slot), so pages go back by a sweep: once at most a quarter of the
 //! slots are occupied (and, after a sweep, once the population has also
-//! halved), one pass frees every page with nothing in it and rebuilds the
-//! free list lowest slot first (see `slab.rs`). A bucket that empties keeps
+//! halved), a sweep frees every page with nothing in it and rebuilds the
+//! free list lowest slot first, 8 pages per removal or advance (all at
+//! once when fewer than 1,024 entries are left), so that no single call
+//! pays for the whole walk (see `slab.rs`). A bucket that empties keeps
 //! its buffer if it is at most 1 KB; a larger one leaves it for a pool of at
 //! most eight, from which the next bucket to outgrow 1 KB takes the largest
 //! (a buffer over four slots per pending entry is a burst's leftover and is
