@@ -84,17 +84,16 @@ pub(crate) struct Slab<T> {
     /// every generation a released page ever had, so ids into a released page
     /// stay stale when the page comes back.
     generation_floor: u32,
-    /// A sweep under way: the next page it walks, and where it stops (the
-    /// page count when it began).
-    sweep: Option<(usize, usize)>,
+    /// Where the sweep under way stops: the page count when it began.
+    sweep_end: usize,
     /// The vacant slots of the pages swept so far, lowest first, and the
     /// last of them ([`NONE`]: none). Inserts take from here once the free
     /// list is empty.
     swept: (u32, u32),
-    /// The first slot of the pages a sweep has still to walk ([`NONE`]
-    /// when none is under way): a slot vacated there or above is left off
-    /// the free list, and the sweep links it (pages added during the
-    /// sweep, above those it walks, when it ends).
+    /// The first slot of the next page the sweep under way walks ([`NONE`]
+    /// when none is): a slot vacated there or above is left off the free
+    /// list, and the sweep links it (pages added during the sweep, above
+    /// those it walks, when it ends).
     unswept: u32,
 }
 
@@ -108,7 +107,7 @@ impl<T> Slab<T> {
             fresh: 0,
             len: 0,
             generation_floor: 0,
-            sweep: None,
+            sweep_end: 0,
             swept: (NONE, NONE),
             unswept: NONE,
         }
@@ -179,7 +178,7 @@ impl<T> Slab<T> {
     /// it would be walked again.
     #[cold]
     fn refill_hole(&mut self) -> Option<u32> {
-        let below = self.sweep.map_or(self.pages.len(), |(next, _)| next);
+        let below = self.sweeping().map_or(self.pages.len(), |(next, _)| next);
         let page = self.pages[..below].iter().position(Option::is_none)?;
         let mut slots = self.new_page()?;
         let first = u32::try_from(page * PAGE).ok()?;
@@ -232,7 +231,7 @@ impl<T> Slab<T> {
     /// until its next call.
     #[cold]
     pub(crate) fn sweep_step(&mut self) -> bool {
-        let (mut next, end) = match self.sweep {
+        let (mut next, end) = match self.sweeping() {
             Some(sweep) => sweep,
             None => self.begin_sweep(),
         };
@@ -248,19 +247,25 @@ impl<T> Slab<T> {
             }
             next += 1;
         }
-        self.unswept = (next * PAGE) as u32;
         if next < end {
-            self.sweep = Some((next, end));
+            self.unswept = (next * PAGE) as u32;
             return false;
         }
         self.finish_sweep(end);
         true
     }
 
+    /// The sweep under way, if any: the next page it walks and where it
+    /// stops.
+    fn sweeping(&self) -> Option<(usize, usize)> {
+        (self.unswept != NONE).then_some((self.unswept as usize / PAGE, self.sweep_end))
+    }
+
     /// Drops the free list (the sweep links every vacant slot again) and
     /// marks every page unswept; returns the sweep's bounds.
     fn begin_sweep(&mut self) -> (usize, usize) {
         let end = self.pages.len();
+        self.sweep_end = end;
         self.free = NONE;
         self.swept = (NONE, NONE);
         self.unswept = 0;
@@ -317,7 +322,6 @@ impl<T> Slab<T> {
     /// vacant slots of pages added meanwhile, then what was vacated in
     /// swept pages meanwhile, becomes the free list.
     fn finish_sweep(&mut self, end: usize) {
-        self.sweep = None;
         self.unswept = NONE;
         // Pages added during the sweep: their vacated slots were left off
         // the free list too.
@@ -444,7 +448,6 @@ impl<T> Slab<T> {
             .unwrap_or(0);
         self.generation_floor = self.generation_floor.max(highest.wrapping_add(1));
         // A sweep under way ends here: nothing is left to link.
-        self.sweep = None;
         self.swept = (NONE, NONE);
         self.unswept = NONE;
         self.pages.truncate(1);
@@ -566,7 +569,7 @@ mod tests {
                 assert_eq!(slab.take(index, generation).map(|(v, _)| v), Some(value));
                 assert!(slab.lookup(index, generation).is_none());
             }
-            sweeps_seen += usize::from(slab.sweep.is_some());
+            sweeps_seen += usize::from(slab.sweeping().is_some());
             after_removal(&mut slab);
             assert_eq!(slab.len(), live.len());
         }
@@ -589,7 +592,7 @@ mod tests {
             "{} of {peak} pages kept",
             slab.allocated
         );
-        assert!(slab.sweep.is_none());
+        assert!(slab.sweeping().is_none());
     }
 
     #[test]
@@ -622,11 +625,11 @@ mod tests {
             let generation = live.remove(&index).unwrap();
             slab.take(index, generation).unwrap();
             after_removal(&mut slab);
-            if slab.sweep.is_some() {
+            if slab.sweeping().is_some() {
                 break;
             }
         }
-        let (next, end) = slab.sweep.expect("a sweep under way");
+        let (next, end) = slab.sweeping().expect("a sweep under way");
         assert!(next < end);
         // Vacate slots in the pages it has yet to reach, and insert as
         // many, while it goes on.
@@ -639,7 +642,7 @@ mod tests {
         // again before the sweep ends.
         let above = (end * PAGE) as u32;
         for _ in 0..end {
-            if slab.sweep.is_none() {
+            if slab.sweeping().is_none() {
                 break;
             }
             for _ in 0..50 {
@@ -663,7 +666,10 @@ mod tests {
                 slab.take(index, generation).unwrap();
             }
         }
-        assert!(slab.sweep.is_none(), "the sweep went a page or more a call");
+        assert!(
+            slab.sweeping().is_none(),
+            "the sweep went a page or more a call"
+        );
         assert!(slab.pages.len() > end, "pages were added during the sweep");
         // Everything vacant is on the free list exactly once: filling the
         // slab takes each slot once.
@@ -689,7 +695,7 @@ mod tests {
         }
         // Calls until the sweep is over (the owner's next removals or
         // advances would make them).
-        while slab.sweep.is_some() {
+        while slab.sweeping().is_some() {
             slab.sweep_step();
         }
         assert_eq!(slab.len(), 5);
