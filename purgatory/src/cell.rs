@@ -2,33 +2,28 @@
 
 use crate::outcome::Outcome;
 use crate::timer_queue::CellRef;
+use crate::unchecked::lane::{Timed, TimerWord};
 use crate::unchecked::{prefetch, OpState};
 use crate::watchers::Links;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::AtomicUsize;
 
-/// `Cell::timer` before the operation is scheduled, and after it was
-/// taken out of the wheel by `unschedule`.
-pub(crate) const NO_TIMER: u64 = u64::MAX;
-
-/// `Cell::timer` once the wheel handed the entry out (it fell due, or at
-/// shutdown). Unlike [`NO_TIMER`] it can only follow an insert, and nothing
-/// puts the operation back, so a completion that reads it knows, without
-/// the timer's lock, that there is nothing to unschedule. Neither value is
-/// a wheel id: wheel indices stay below 2^31.
-pub(crate) const FIRED: u64 = u64::MAX - 1;
+pub(crate) use crate::unchecked::lane::{FIRED, NO_TIMER};
 
 /// An operation in the purgatory: its state machine (which also hands the
 /// answered operation to its handle), where it is watched and scheduled.
 pub(crate) struct Cell<K, O> {
     pub state: OpState<Pending<K, O>>,
-    /// The wheel id (raw), [`NO_TIMER`] or [`FIRED`]; for the DelayQueue
-    /// baseline, the deadline tick in force (compared with its heap entries
-    /// to skip those a reschedule left behind) or `FIRED`. Written under the
-    /// timer's lock, except the wheel's `FIRED`, stored just after the lock
-    /// is released (the stale id it replaces is one the wheel no longer
-    /// answers to). The deadline itself is not kept here: the timer's entry
-    /// holds it, and hands it out with the entry when it fires.
-    pub timer: AtomicU64,
+    /// Where its timer entry is: a wheel id or a lane's, [`NO_TIMER`] or
+    /// [`FIRED`]; for the DelayQueue baseline, the deadline tick in force
+    /// (compared with its heap entries to skip those a reschedule left
+    /// behind) or `FIRED`. Written under the timer's lock, except when a
+    /// completion takes a lane's entry out and when an expiry resolves one
+    /// (`unchecked/lane.rs`), and the wheel's `FIRED`, stored just after
+    /// the lock is released (the stale id it replaces is one the wheel no
+    /// longer answers to). The deadline itself is not kept here: the
+    /// timer's entry holds it, and hands it out with the entry when it
+    /// fires.
+    pub timer: TimerWord,
     /// Submission order within the purgatory: operations due at the same
     /// tick expire in this order, whichever timer holds them.
     pub seq: u64,
@@ -61,6 +56,12 @@ pub struct Completion<O> {
     pub operation: O,
 }
 
+impl<K, O> Timed for Cell<K, O> {
+    fn timer_word(&self) -> &TimerWord {
+        &self.timer
+    }
+}
+
 impl<K, O> Cell<K, O> {
     /// A cell for a submission; the calling thread holds the operation
     /// until it calls `state.start` (see `unchecked/state.rs`).
@@ -72,7 +73,7 @@ impl<K, O> Cell<K, O> {
                 links: Links::new(),
                 timer_address: 0,
             }),
-            timer: AtomicU64::new(NO_TIMER),
+            timer: TimerWord::new(),
             seq,
             watch_hint: AtomicUsize::new(0),
         }

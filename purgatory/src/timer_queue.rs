@@ -8,10 +8,10 @@
 
 use crate::cell::{Cell, FIRED, NO_TIMER};
 use crate::no_yield_lock::InheritingMutex as Mutex;
-use crate::wheel_timer::WheelTimer;
+use crate::unchecked::lane::{self, plain_deadline, Word};
+use crate::wheel_timer::{Due, WheelTimer};
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// A reference to a cell. `triomphe`'s `Arc` has no weak count: 8 bytes
@@ -45,7 +45,7 @@ pub(crate) enum TimerQueue<K, O> {
 }
 
 pub(crate) struct WheelState<K, O> {
-    wheel: WheelTimer<CellRef<K, O>>,
+    wheel: WheelTimer<Cell<K, O>>,
     /// The tick the timer thread sleeps until (`u64::MAX`: until woken).
     wake_at: u64,
 }
@@ -71,8 +71,7 @@ impl<K, O> HeapState<K, O> {
     /// surfaces. Deadlines are kept below `FIRED`, which a real tick never
     /// reaches.
     fn push(&mut self, deadline: u64, cell: &CellRef<K, O>) -> bool {
-        let deadline = deadline.min(FIRED - 1);
-        cell.timer.store(deadline, Ordering::Relaxed);
+        cell.timer.store_plain(plain_deadline(deadline));
         self.seq += 1;
         self.heap.push(HeapEntry {
             deadline,
@@ -86,7 +85,8 @@ impl<K, O> HeapState<K, O> {
 impl<K, O> HeapEntry<K, O> {
     /// Neither completed nor left behind by a reschedule.
     fn is_live(&self) -> bool {
-        !self.cell.state.is_done() && self.cell.timer.load(Ordering::Relaxed) == self.deadline
+        !self.cell.state.is_done()
+            && self.cell.timer.load() == Word::Plain(plain_deadline(self.deadline))
     }
 }
 
@@ -148,10 +148,7 @@ impl<K, O> TimerQueue<K, O> {
                     return false;
                 }
                 match s.wheel.insert(deadline, timeout, entry) {
-                    Ok(id) => {
-                        cell.timer.store(id, Ordering::Relaxed);
-                        *address = s.wheel.address(id);
-                    }
+                    Ok(()) => *address = s.wheel.address(cell.timer.load()),
                     // 2^31 pending timers cannot be reached before memory
                     // runs out; were it to happen, the op waits for its
                     // condition, cancel or shutdown instead of a timeout.
@@ -166,22 +163,45 @@ impl<K, O> TimerQueue<K, O> {
     /// Removes a completed `cell` from the timer: O(1) for the wheel; nothing
     /// for the baseline, whose entry stays until it surfaces or is purged.
     pub(crate) fn unschedule(&self, cell: &CellRef<K, O>) {
-        if let TimerQueue::Wheel(state) = self {
-            // Expired operations end here: no lock for them (see `FIRED`).
-            if cell.timer.load(Ordering::Relaxed) == FIRED {
-                return;
+        let TimerQueue::Wheel(state) = self else {
+            return;
+        };
+        loop {
+            match cell.timer.load() {
+                // Expired operations end here: no lock for them (see `FIRED`).
+                Word::Plain(FIRED | NO_TIMER) => return,
+                // Without the lock (`unchecked/lane.rs`); `None`: the word
+                // moved meanwhile (a reset), so read it again.
+                Word::Lane(id) => {
+                    if let Some(removed) = lane::cancel(&**cell, id) {
+                        if let Some(token) = removed.release {
+                            state.lock().wheel.release(token);
+                        }
+                        // After the lock: it may be the last reference.
+                        drop(removed.value);
+                        return;
+                    }
+                }
+                Word::Plain(_) => {
+                    let removed = {
+                        let mut s = state.lock();
+                        // Wheel ids, `NO_TIMER` and a move to a lane are
+                        // only written under this lock (and `FIRED` over an
+                        // id the wheel no longer has).
+                        match cell.timer.load() {
+                            Word::Plain(FIRED | NO_TIMER) => return,
+                            Word::Plain(raw) => {
+                                cell.timer.store_plain(NO_TIMER);
+                                s.wheel.cancel_in_wheel(raw)
+                            }
+                            // A reset moved it to a lane: take it out there.
+                            Word::Lane(_) => continue,
+                        }
+                    };
+                    drop(removed);
+                    return;
+                }
             }
-            let removed = {
-                let mut s = state.lock();
-                // Ids and `NO_TIMER` are only written under this lock (and
-                // `FIRED` over an id the wheel no longer has), so a load and
-                // a store do what a swap would, without a locked instruction.
-                let raw = cell.timer.load(Ordering::Relaxed);
-                cell.timer.store(NO_TIMER, Ordering::Relaxed);
-                // `NO_TIMER` is not an id: the wheel refuses it.
-                s.wheel.cancel(raw)
-            };
-            drop(removed);
         }
     }
 
@@ -197,34 +217,23 @@ impl<K, O> TimerQueue<K, O> {
     ) -> Option<bool> {
         match self {
             TimerQueue::Wheel(state) => {
-                let taken = {
+                let mut dropped = Vec::new();
+                let wake = {
                     let mut s = state.lock();
-                    // `NO_TIMER` and `FIRED` are not ids: the wheel refuses
-                    // them, as it refuses the id of an entry it handed out.
-                    let raw = cell.timer.load(Ordering::Relaxed);
-                    match s.wheel.reschedule(raw, deadline, timeout) {
-                        Ok(id) => {
-                            cell.timer.store(id, Ordering::Relaxed);
-                            return Some(deadline < s.wake_at);
-                        }
-                        Err(None) => return None,
-                        Err(Some(taken)) => {
-                            cell.timer.store(NO_TIMER, Ordering::Relaxed);
-                            taken
-                        }
-                    }
+                    s.wheel
+                        .reschedule(cell, deadline, timeout, &mut dropped)
+                        .then(|| deadline < s.wake_at)
                 };
                 // Dropped after the lock, as everywhere (see the module docs).
-                drop(taken);
-                tracing::error!("timer full; operation left without a timeout");
-                None
+                drop(dropped);
+                wake
             }
             // The heap cannot move an entry: push a new one; the old one is
             // skipped when it surfaces, its deadline no longer the cell's.
             TimerQueue::Heap(state) => {
                 let mut s = state.lock();
                 // `expire` marks what it pops under this lock.
-                if cell.state.is_done() || cell.timer.load(Ordering::Relaxed) == FIRED {
+                if cell.state.is_done() || cell.timer.load() == Word::Plain(FIRED) {
                     return None;
                 }
                 Some(s.push(deadline, cell))
@@ -246,21 +255,25 @@ impl<K, O> TimerQueue<K, O> {
         let mut fired = Vec::new();
         let next = match self {
             TimerQueue::Wheel(state) => {
+                let mut due = Vec::new();
                 let next = {
                     let mut s = state.lock();
                     // Cells are not touched under the lock: each is a likely
                     // cache miss, and submissions wait on this lock.
                     s.wheel
-                        .advance(now, |deadline, cell| fired.push((deadline, cell)));
+                        .advance(now, |deadline, entry| due.push((deadline, entry)));
                     let next = s.wheel.next_expiration();
                     if for_timer_thread {
                         s.wake_at = next.unwrap_or(u64::MAX);
                     }
                     next
                 };
-                for (_, cell) in &fired {
-                    cell.timer.store(FIRED, Ordering::Relaxed);
-                }
+                // A lane's entry that a completion or a reset took out
+                // meanwhile is not this expiry's (`unchecked/lane.rs`).
+                fired.extend(
+                    due.into_iter()
+                        .filter_map(|(deadline, entry)| Some((deadline, entry.resolve()?))),
+                );
                 next
             }
             TimerQueue::Heap(state) => {
@@ -271,7 +284,7 @@ impl<K, O> TimerQueue<K, O> {
                         // Under the lock, so that no reschedule slips in
                         // between (the baseline's cost; the wheel needs no
                         // mark for that: its entry is gone).
-                        entry.cell.timer.store(FIRED, Ordering::Relaxed);
+                        entry.cell.timer.store_plain(FIRED);
                         fired.push((entry.deadline, entry.cell));
                     } else {
                         dead.push(entry.cell);
@@ -303,9 +316,8 @@ impl<K, O> TimerQueue<K, O> {
     pub(crate) fn drain(&self) -> Vec<CellRef<K, O>> {
         match self {
             TimerQueue::Wheel(state) => {
-                let cells = state.lock().wheel.drain();
-                mark_fired(&cells);
-                cells
+                let entries = state.lock().wheel.drain();
+                entries.into_iter().filter_map(Due::resolve).collect()
             }
             TimerQueue::Heap(state) => {
                 let mut s = state.lock();
@@ -348,7 +360,7 @@ impl<K, O> TimerQueue<K, O> {
 /// Records that the timer handed these cells out (see `FIRED`).
 fn mark_fired<K, O>(cells: &[CellRef<K, O>]) {
     for cell in cells {
-        cell.timer.store(FIRED, Ordering::Relaxed);
+        cell.timer.store_plain(FIRED);
     }
 }
 
@@ -358,6 +370,14 @@ mod tests {
 
     fn cell(seq: u64) -> CellRef<u32, ()> {
         CellRef::new(Cell::new((), seq))
+    }
+
+    /// The word of a cell whose entry is in the wheel, or a plain mark.
+    fn plain(cell: &CellRef<u32, ()>) -> u64 {
+        match cell.timer.load() {
+            Word::Plain(raw) => raw,
+            Word::Lane(id) => panic!("{id:?} is a lane's"),
+        }
     }
 
     #[test]
@@ -370,54 +390,54 @@ mod tests {
         timer.schedule(&lane, 1_000, Duration::ZERO, &mut 0);
         let (a, b) = (cell(1), cell(2));
         timer.schedule(&a, 5, Duration::ZERO, &mut 0);
-        let a_id = a.timer.load(Ordering::Relaxed);
+        let a_id = plain(&a);
         let mut due = Vec::new();
         timer.expire(5, &mut due, false);
         assert_eq!(due.len(), 1);
-        assert_eq!(a.timer.load(Ordering::Relaxed), FIRED);
+        assert_eq!(plain(&a), FIRED);
         // `b` takes the slot `a` had, under a newer generation.
         timer.schedule(&b, 50, Duration::ZERO, &mut 0);
-        assert_eq!(
-            b.timer.load(Ordering::Relaxed) as u32,
-            a_id as u32,
-            "same slot"
-        );
-        assert_ne!(b.timer.load(Ordering::Relaxed), a_id);
+        assert_eq!(plain(&b) as u32, a_id as u32, "same slot");
+        assert_ne!(plain(&b), a_id);
         assert_eq!(timer.reschedule(&a, 60, Duration::ZERO), None);
         timer.unschedule(&a);
         // Before `FIRED` is stored the cell still holds its old id: stale,
         // so the entry that reuses the slot is left alone.
-        a.timer.store(a_id, Ordering::Relaxed);
+        a.timer.store_plain(a_id);
         assert_eq!(timer.reschedule(&a, 60, Duration::ZERO), None);
         timer.unschedule(&a);
         assert_eq!(timer.held(), 2);
         assert_eq!(timer.next_expiration(), Some(50));
         timer.unschedule(&b);
-        assert_eq!(b.timer.load(Ordering::Relaxed), NO_TIMER);
+        assert_eq!(plain(&b), NO_TIMER);
         timer.unschedule(&lane);
         assert_eq!(timer.held(), 0);
     }
 
     #[test]
-    fn a_lane_entry_fires_once_and_its_position_is_never_reused() {
+    fn a_lane_entry_fires_once_and_is_not_taken_out_again() {
         let timer = TimerQueue::new(TimerKind::Wheel);
         let (a, b) = (cell(1), cell(2));
         let timeout = Duration::from_millis(5);
         timer.schedule(&a, 5, timeout, &mut 0);
-        let a_id = a.timer.load(Ordering::Relaxed);
+        let Word::Lane(a_id) = a.timer.load() else {
+            panic!("not in a lane")
+        };
         let mut due = Vec::new();
         assert_eq!(timer.expire(5, &mut due, false), None);
         assert_eq!(due.len(), 1);
-        assert_eq!(a.timer.load(Ordering::Relaxed), FIRED);
+        assert_eq!(plain(&a), FIRED);
         timer.schedule(&b, 10, timeout, &mut 0);
-        assert_ne!(b.timer.load(Ordering::Relaxed), a_id);
-        a.timer.store(a_id, Ordering::Relaxed);
+        assert_ne!(b.timer.load(), Word::Lane(a_id));
         assert_eq!(timer.reschedule(&a, 60, timeout), None);
         timer.unschedule(&a);
+        assert_eq!(plain(&a), FIRED);
         assert_eq!(timer.held(), 1);
         // A heartbeat: `b` moves on in its lane. (No timer thread sleeps
         // here, so any deadline is earlier than its wake-up.)
         assert_eq!(timer.reschedule(&b, 20, timeout), Some(true));
+        assert!(matches!(b.timer.load(), Word::Lane(_)));
+        assert_eq!(timer.held(), 1);
         assert_eq!(timer.next_expiration(), Some(20));
         due.clear();
         timer.expire(19, &mut due, false);
@@ -425,5 +445,29 @@ mod tests {
         timer.expire(20, &mut due, false);
         assert_eq!(due.len(), 1);
         assert_eq!(timer.held(), 0);
+        // Only the test's references are left.
+        due.clear();
+        assert!(triomphe::Arc::is_unique(&a) && triomphe::Arc::is_unique(&b));
+    }
+
+    #[test]
+    fn a_completed_lane_entry_leaves_without_the_lock_and_its_reference_goes() {
+        let timer = TimerQueue::new(TimerKind::Wheel);
+        let cells: Vec<_> = (0..1_000).map(cell).collect();
+        let timeout = Duration::from_millis(200);
+        for (n, c) in cells.iter().enumerate() {
+            timer.schedule(c, 200 + n as u64 / 10, timeout, &mut 0);
+        }
+        assert_eq!(timer.held(), 1_000);
+        for c in &cells {
+            timer.unschedule(c);
+            assert_eq!(plain(c), NO_TIMER);
+        }
+        assert_eq!(timer.held(), 0);
+        assert_eq!(timer.next_expiration(), None);
+        assert!(cells.iter().all(triomphe::Arc::is_unique));
+        let mut due = Vec::new();
+        timer.expire(u64::MAX - 2, &mut due, false);
+        assert!(due.is_empty());
     }
 }

@@ -3,35 +3,61 @@
 //!
 //! A broker's delayed operations mostly share a few timeouts (every produce
 //! of a client waits `request.timeout.ms`, every fetch `fetch.max.wait.ms`).
-//! Deadlines of one timeout arrive in order, so a [`Lane`] holds them: an
-//! insert writes the lane's next slot, a cancel clears one slot, and expiry
-//! reads slots in the order they were written, with no bucket and no
-//! cascading from a higher level. The wheel takes everything else: any
-//! timeout beyond the first [`MAX_LANES`] in use, and a deadline that would
-//! land behind its lane's last one (two submitters racing across a tick).
-//! Both are exact, so an operation expires at its deadline whichever holds
-//! it.
+//! Deadlines of one timeout arrive in order, so a lane holds them
+//! (`unchecked/lane.rs`): an insert writes the lane's next slot, a
+//! completion clears its slot without the timer's lock, and expiry reads
+//! slots in the order they were written, with no bucket and no cascading
+//! from a higher level. The wheel takes everything else: any timeout beyond
+//! the first [`MAX_LANES`] in use, and a deadline that would land behind
+//! its lane's last one (two submitters racing across a tick). Both are
+//! exact, so an operation expires at its deadline whichever holds it.
 //!
-//! Ids are one `u64`, as the purgatory stores them in an atomic: a wheel
-//! [`TimerId`] (whose index stays below 2^31), or a lane's number with bit
-//! 31 set and its position in the upper half.
+//! Each cell's timer word names its entry: a wheel [`TimerId`] (whose index
+//! stays below 2^31) or a lane's [`LaneId`] (with bit 31 set).
 
+use crate::unchecked::lane::{
+    discard, publish, replace, Expiring, LaneId, NewEntry, ReleaseToken, SharedLane, Timed, Word,
+    FIRED, NO_TIMER,
+};
 use std::time::Duration;
-use timing_wheel::{Lane, TimerId, TimingWheel};
+use timing_wheel::{TimerId, TimingWheel};
+
+type Arc<T> = triomphe::Arc<T>;
 
 /// Timeouts that can have a lane at one time. A lane left empty is given to
 /// the next timeout that has none.
 pub(crate) const MAX_LANES: usize = 8;
 
-/// Set in a lane's ids, clear in the wheel's.
-const LANE_BIT: u64 = 1 << 31;
-
-pub(crate) struct WheelTimer<T> {
-    wheel: TimingWheel<T>,
-    lanes: Vec<(Duration, Lane<T>)>,
+/// The timer's entries, each a reference to a cell whose timer word names
+/// it (see `unchecked/lane.rs`).
+pub(crate) struct WheelTimer<C: Timed> {
+    wheel: TimingWheel<Arc<C>>,
+    lanes: Vec<(Duration, SharedLane<C>)>,
 }
 
-impl<T> WheelTimer<T> {
+/// An entry handed out because it fell due (or at shutdown).
+pub(crate) enum Due<C: Timed> {
+    Wheel(Arc<C>),
+    Lane(Expiring<C>),
+}
+
+impl<C: Timed> Due<C> {
+    /// The cell if this is the entry's end; `None` if a completion or a
+    /// reset took a lane's entry out first. Call it after the timer's
+    /// lock: it may drop the timer's reference to the cell.
+    pub(crate) fn resolve(self) -> Option<Arc<C>> {
+        match self {
+            Due::Wheel(cell) => {
+                // The wheel no longer answers to the id this replaces.
+                cell.timer_word().store_plain(FIRED);
+                Some(cell)
+            }
+            Due::Lane(expiring) => expiring.resolve(),
+        }
+    }
+}
+
+impl<C: Timed> WheelTimer<C> {
     pub(crate) fn new() -> Self {
         WheelTimer {
             wheel: TimingWheel::new(),
@@ -39,94 +65,182 @@ impl<T> WheelTimer<T> {
         }
     }
 
-    /// Adds `value`, due at tick `deadline`, set `timeout` from now; returns
-    /// its id, or hands `value` back when the wheel holds 2^31 entries.
-    pub(crate) fn insert(&mut self, deadline: u64, timeout: Duration, value: T) -> Result<u64, T> {
-        let value = match self.lane_for(timeout, deadline) {
-            Some(lane) => match self.lanes[lane].1.push(deadline, value) {
-                Ok(position) => return Ok(lane_id(lane, position)),
-                Err(refused) => refused.into_inner(),
-            },
-            None => value,
+    /// Schedules `entry` at tick `deadline`, set `timeout` from now, and
+    /// names it in its cell's timer word; hands it back (nothing scheduled)
+    /// when the wheel holds 2^31 entries.
+    pub(crate) fn insert(
+        &mut self,
+        deadline: u64,
+        timeout: Duration,
+        entry: Arc<C>,
+    ) -> Result<(), Arc<C>> {
+        let entry = match self.lane_for(timeout, deadline) {
+            Some(lane) => {
+                let cell = Arc::clone(&entry);
+                match self.lanes[lane].1.push(deadline, entry) {
+                    Ok(pushed) => {
+                        publish(&*cell, pushed);
+                        return Ok(());
+                    }
+                    Err(refused) => refused,
+                }
+            }
+            None => entry,
         };
-        match self.wheel.insert(deadline, value) {
-            Ok(id) => Ok(id.into_raw()),
+        let cell = Arc::clone(&entry);
+        match self.wheel.insert(deadline, entry) {
+            Ok(id) => {
+                cell.timer_word().store_plain(id.into_raw());
+                Ok(())
+            }
             Err(full) => Err(full.into_inner()),
         }
     }
 
-    /// Removes the entry `raw` names; `None` if it is not pending.
-    pub(crate) fn cancel(&mut self, raw: u64) -> Option<T> {
-        match lane_of(raw) {
-            Some((lane, position)) => self.lanes.get_mut(lane)?.1.cancel(position),
-            None => self.wheel.cancel(TimerId::from_raw(raw)),
+    /// Takes out the wheel entry `raw` names (lane entries are taken out
+    /// without the lock: `lane::cancel`).
+    pub(crate) fn cancel_in_wheel(&mut self, raw: u64) -> Option<Arc<C>> {
+        self.wheel.cancel(TimerId::from_raw(raw))
+    }
+
+    /// Moves `cell`'s entry to `deadline`, set `timeout` from now; false if
+    /// the timer does not hold it (or, for a lane's entry, the wheel is
+    /// full: it stays where it was). References to drop after the lock go
+    /// to `dropped`.
+    pub(crate) fn reschedule(
+        &mut self,
+        cell: &Arc<C>,
+        deadline: u64,
+        timeout: Duration,
+        dropped: &mut Vec<Arc<C>>,
+    ) -> bool {
+        match cell.timer_word().load() {
+            Word::Plain(FIRED | NO_TIMER) => false,
+            Word::Plain(raw) => {
+                let id = TimerId::from_raw(raw);
+                let Some(lane) = self.lane_for(timeout, deadline) else {
+                    // A wheel entry that stays in the wheel keeps its id.
+                    return self.wheel.reschedule(id, deadline);
+                };
+                let Some(entry) = self.wheel.cancel(id) else {
+                    return false;
+                };
+                match self.lanes[lane].1.push(deadline, entry) {
+                    Ok(pushed) => publish(&**cell, pushed),
+                    Err(entry) => match self.wheel.insert(deadline, entry) {
+                        Ok(id) => cell.timer_word().store_plain(id.into_raw()),
+                        Err(full) => {
+                            cell.timer_word().store_plain(NO_TIMER);
+                            dropped.push(full.into_inner());
+                            return false;
+                        }
+                    },
+                }
+                true
+            }
+            Word::Lane(old) => {
+                let mut entry = Arc::clone(cell);
+                if let Some(lane) = self.lane_for(timeout, deadline) {
+                    match self.lanes[lane].1.push(deadline, entry) {
+                        Ok(pushed) => {
+                            return self.replace(cell, old, NewEntry::Lane(pushed), dropped)
+                        }
+                        Err(refused) => entry = refused,
+                    }
+                }
+                match self.wheel.insert(deadline, entry) {
+                    Ok(id) => self.replace(cell, old, NewEntry::Plain(id.into_raw()), dropped),
+                    Err(full) => {
+                        dropped.push(full.into_inner());
+                        false
+                    }
+                }
+            }
         }
     }
 
-    /// Moves the entry `raw` names to `deadline`, set `timeout` from now, and
-    /// returns its new id. `Err(None)` if it is not pending; `Err(Some)`
-    /// hands it back, taken out, if the wheel has no room for it.
-    pub(crate) fn reschedule(
+    /// Moves `cell`'s word from the lane entry `old` to `new` and takes
+    /// `old` out; if a completion or an expiry got to `old` first, takes
+    /// `new` out again and returns false.
+    fn replace(
         &mut self,
-        raw: u64,
-        deadline: u64,
-        timeout: Duration,
-    ) -> Result<u64, Option<T>> {
-        // A wheel entry that stays in the wheel keeps its id.
-        let stays = lane_of(raw).is_none() && self.lane_for(timeout, deadline).is_none();
-        if stays {
-            let id = TimerId::from_raw(raw);
-            return match self.wheel.reschedule(id, deadline) {
-                true => Ok(raw),
-                false => Err(None),
-            };
+        cell: &Arc<C>,
+        old: LaneId,
+        new: NewEntry,
+        dropped: &mut Vec<Arc<C>>,
+    ) -> bool {
+        let (removed, moved) = match replace(&**cell, old, new) {
+            Ok(removed) => (removed, true),
+            Err(NewEntry::Lane(pushed)) => (discard(pushed), false),
+            Err(NewEntry::Plain(raw)) => {
+                dropped.extend(self.wheel.cancel(TimerId::from_raw(raw)));
+                return false;
+            }
+        };
+        dropped.extend(removed.value);
+        if let Some(token) = removed.release {
+            self.release(token);
         }
-        let value = self.cancel(raw).ok_or(None)?;
-        self.insert(deadline, timeout, value).map_err(Some)
+        moved
+    }
+
+    /// Lets go of a lane's chunk a completion emptied (see
+    /// `lane::Removed::release`).
+    pub(crate) fn release(&mut self, token: ReleaseToken) {
+        if let Some((_, lane)) = self.lanes.get_mut(token.lane as usize) {
+            lane.release(token);
+        }
     }
 
     /// Hands every entry due at or before tick `now` to `fire`, with its
-    /// deadline.
-    pub(crate) fn advance(&mut self, now: u64, mut fire: impl FnMut(u64, T)) {
+    /// deadline, to resolve after the lock.
+    pub(crate) fn advance(&mut self, now: u64, mut fire: impl FnMut(u64, Due<C>)) {
         self.wheel
-            .advance_timed(now, |deadline, _, value| fire(deadline, value));
+            .advance_timed(now, |deadline, _, cell| fire(deadline, Due::Wheel(cell)));
         for (_, lane) in &mut self.lanes {
-            lane.advance_timed(now, |deadline, _, value| fire(deadline, value));
+            lane.advance(now, |deadline, expiring| {
+                fire(deadline, Due::Lane(expiring))
+            });
         }
     }
 
-    /// The tick at which [`advance`](Self::advance) next has work.
-    pub(crate) fn next_expiration(&self) -> Option<u64> {
-        self.lanes
-            .iter()
+    /// The tick at which [`advance`](Self::advance) next has work (or, if
+    /// a completion just took a lane's first entry out, a tick with none).
+    pub(crate) fn next_expiration(&mut self) -> Option<u64> {
+        let lanes = self
+            .lanes
+            .iter_mut()
             .filter_map(|(_, lane)| lane.next_expiration())
-            .chain(self.wheel.next_expiration())
-            .min()
+            .min();
+        lanes.into_iter().chain(self.wheel.next_expiration()).min()
     }
 
-    /// Where the entry `raw` names is stored, for a completion to prefetch
-    /// (0: nothing to fetch).
-    pub(crate) fn address(&self, raw: u64) -> usize {
-        let at = match lane_of(raw) {
-            Some((lane, position)) => self.lanes.get(lane).and_then(|(_, l)| l.address(position)),
-            None => self
+    /// Where the entry the word `word` names is stored, for a completion to
+    /// prefetch (0: nothing to fetch).
+    pub(crate) fn address(&self, word: Word) -> usize {
+        match word {
+            Word::Lane(id) => id.slot_address(),
+            Word::Plain(raw) => self
                 .wheel
                 .addresses(TimerId::from_raw(raw))
-                .map(|[entry, _]| entry),
-        };
-        at.map_or(0, |a| a as usize)
+                .map_or(0, |[entry, _]| entry as usize),
+        }
     }
 
-    /// Takes every entry out, due or not.
-    pub(crate) fn drain(&mut self) -> Vec<T> {
-        let mut all: Vec<T> = self.wheel.drain().map(|(_, value)| value).collect();
+    /// Takes every entry out, due or not, to resolve after the lock.
+    pub(crate) fn drain(&mut self) -> Vec<Due<C>> {
+        let mut all: Vec<Due<C>> = self
+            .wheel
+            .drain()
+            .map(|(_, cell)| Due::Wheel(cell))
+            .collect();
         for (_, lane) in &mut self.lanes {
-            all.extend(lane.drain().into_iter().map(|(_, value)| value));
+            all.extend(lane.drain().into_iter().map(Due::Lane));
         }
         all
     }
 
-    /// Entries pending.
+    /// Entries pending (exact while no completion is taking one out).
     pub(crate) fn len(&self) -> usize {
         self.wheel.len() + self.lanes.iter().map(|(_, l)| l.len()).sum::<usize>()
     }
@@ -138,40 +252,91 @@ impl<T> WheelTimer<T> {
             return self.lanes[lane].1.accepts(deadline).then_some(lane);
         }
         if self.lanes.len() < MAX_LANES {
-            self.lanes.push((timeout, Lane::new()));
-            return Some(self.lanes.len() - 1);
+            let index = self.lanes.len();
+            self.lanes.push((timeout, SharedLane::new(index as u32)));
+            return Some(index);
         }
-        let lane = self.lanes.iter().position(|(_, l)| l.is_empty())?;
-        // Its positions go on from where they were, so no id it gave out
-        // names an entry of the new timeout.
+        let lane = self.lanes.iter_mut().position(|(_, l)| l.is_empty())?;
+        // Its positions go on from where they were, and its chunks are new:
+        // no id it gave out names an entry of the new timeout.
         self.lanes[lane].0 = timeout;
         Some(lane)
     }
 }
 
-fn lane_id(lane: usize, position: u32) -> u64 {
-    (u64::from(position) << 32) | LANE_BIT | lane as u64
-}
-
-/// The lane and position a lane id names; `None` for a wheel id. (Any other
-/// integer names a lane that does not exist.)
-fn lane_of(raw: u64) -> Option<(usize, u32)> {
-    let lane = (raw as u32 & !(LANE_BIT as u32)) as usize;
-    (raw & LANE_BIT != 0).then_some((lane, (raw >> 32) as u32))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::unchecked::lane::{self, TimerWord};
 
     const MS: Duration = Duration::from_millis(1);
 
-    fn fired(timer: &mut WheelTimer<u32>, now: u64) -> Vec<u32> {
-        let mut out = Vec::new();
-        timer.advance(now, |deadline, v| {
-            assert!(deadline <= now, "{v} fired at {now}, due at {deadline}");
-            out.push(v)
+    struct N {
+        timer: TimerWord,
+        n: u32,
+    }
+
+    impl Timed for N {
+        fn timer_word(&self) -> &TimerWord {
+            &self.timer
+        }
+    }
+
+    fn n(n: u32) -> Arc<N> {
+        Arc::new(N {
+            timer: TimerWord::new(),
+            n,
+        })
+    }
+
+    fn in_lane(cell: &Arc<N>) -> bool {
+        matches!(cell.timer.load(), Word::Lane(_))
+    }
+
+    fn insert(timer: &mut WheelTimer<N>, deadline: u64, timeout: Duration, v: u32) -> Arc<N> {
+        let cell = n(v);
+        assert!(timer.insert(deadline, timeout, Arc::clone(&cell)).is_ok());
+        cell
+    }
+
+    /// What `TimerQueue::unschedule` does, lock or none.
+    fn cancel(timer: &mut WheelTimer<N>, cell: &Arc<N>) -> Option<u32> {
+        match cell.timer.load() {
+            Word::Plain(FIRED | NO_TIMER) => None,
+            Word::Plain(raw) => {
+                cell.timer.store_plain(NO_TIMER);
+                timer.cancel_in_wheel(raw).map(|c| c.n)
+            }
+            Word::Lane(id) => {
+                let removed = lane::cancel(&**cell, id)?;
+                if let Some(token) = removed.release {
+                    timer.release(token);
+                }
+                removed.value.map(|c| c.n)
+            }
+        }
+    }
+
+    fn reschedule(
+        timer: &mut WheelTimer<N>,
+        cell: &Arc<N>,
+        deadline: u64,
+        timeout: Duration,
+    ) -> bool {
+        timer.reschedule(cell, deadline, timeout, &mut Vec::new())
+    }
+
+    fn fired(timer: &mut WheelTimer<N>, now: u64) -> Vec<u32> {
+        let mut due = Vec::new();
+        timer.advance(now, |deadline, entry| {
+            assert!(deadline <= now, "fired at {now}, due at {deadline}");
+            due.push(entry)
         });
+        let mut out: Vec<u32> = due
+            .into_iter()
+            .filter_map(Due::resolve)
+            .map(|c| c.n)
+            .collect();
         out.sort_unstable();
         out
     }
@@ -179,19 +344,20 @@ mod tests {
     #[test]
     fn a_shared_timeout_goes_to_its_lane_and_a_late_deadline_to_the_wheel() {
         let mut timer = WheelTimer::new();
-        let a = timer.insert(200, 200 * MS, 1).unwrap();
-        let b = timer.insert(201, 200 * MS, 2).unwrap();
+        let a = insert(&mut timer, 200, 200 * MS, 1);
+        let b = insert(&mut timer, 201, 200 * MS, 2);
         // Computed before `b`'s but inserted after it: out of the lane's order.
-        let c = timer.insert(200, 200 * MS, 3).unwrap();
-        assert!(lane_of(a).is_some() && lane_of(b).is_some());
-        assert_eq!(lane_of(c), None, "the wheel took it");
+        let c = insert(&mut timer, 200, 200 * MS, 3);
+        assert!(in_lane(&a) && in_lane(&b));
+        assert!(!in_lane(&c), "the wheel took it");
         assert_eq!(timer.len(), 3);
         // The wheel may name its bucket's start, before the deadline.
         assert!(timer.next_expiration().is_some_and(|at| at <= 200));
         assert_eq!(fired(&mut timer, 199), Vec::<u32>::new());
         assert_eq!(fired(&mut timer, 200), [1, 3]);
-        assert_eq!(timer.cancel(a), None, "fired ids are stale");
-        assert_eq!(timer.cancel(b), Some(2));
+        assert_eq!(a.timer.load(), Word::Plain(FIRED));
+        assert_eq!(cancel(&mut timer, &a), None, "fired entries are gone");
+        assert_eq!(cancel(&mut timer, &b), Some(2));
         assert_eq!(timer.len(), 0);
         assert_eq!(timer.next_expiration(), None);
     }
@@ -199,62 +365,71 @@ mod tests {
     #[test]
     fn timeouts_beyond_the_lanes_go_to_the_wheel_until_a_lane_empties() {
         let mut timer = WheelTimer::new();
-        let ids: Vec<u64> = (0..MAX_LANES as u32)
-            .map(|n| timer.insert(100 + u64::from(n), (n + 1) * MS, n).unwrap())
+        let cells: Vec<_> = (0..MAX_LANES as u32)
+            .map(|v| insert(&mut timer, 100 + u64::from(v), (v + 1) * MS, v))
             .collect();
-        assert!(ids.iter().all(|&id| lane_of(id).is_some()));
-        let extra = timer.insert(500, 999 * MS, 99).unwrap();
-        assert_eq!(lane_of(extra), None);
-        // Lane 0 empties: the next new timeout takes it, and the id that
-        // lane gave out stays stale.
-        assert_eq!(timer.cancel(ids[0]), Some(0));
-        let renamed = timer.insert(50, 777 * MS, 7).unwrap();
-        assert_eq!(lane_of(renamed).map(|(lane, _)| lane), Some(0));
-        assert_eq!(timer.cancel(ids[0]), None);
+        assert!(cells.iter().all(in_lane));
+        let extra = insert(&mut timer, 500, 999 * MS, 99);
+        assert!(!in_lane(&extra));
+        // Lane 0 empties: the next new timeout takes it.
+        assert_eq!(cancel(&mut timer, &cells[0]), Some(0));
+        let renamed = insert(&mut timer, 50, 777 * MS, 7);
+        assert!(in_lane(&renamed));
+        assert_eq!(cancel(&mut timer, &cells[0]), None);
         assert_eq!(timer.next_expiration(), Some(50));
         assert_eq!(timer.len(), MAX_LANES + 1);
-        let mut all = timer.drain();
+        let mut all: Vec<u32> = timer
+            .drain()
+            .into_iter()
+            .filter_map(Due::resolve)
+            .map(|c| c.n)
+            .collect();
         all.sort_unstable();
         assert_eq!(all, [1, 2, 3, 4, 5, 6, 7, 7, 99]);
+        assert_eq!(renamed.timer.load(), Word::Plain(FIRED));
     }
 
     #[test]
     fn a_reschedule_moves_an_entry_between_lane_and_wheel() {
         let mut timer = WheelTimer::new();
-        let session = timer.insert(10_000, 10_000 * MS, 1).unwrap();
+        let session = insert(&mut timer, 10_000, 10_000 * MS, 1);
         // A heartbeat: the same timeout from a later now stays in the lane.
-        let session = timer.reschedule(session, 13_000, 10_000 * MS).unwrap();
-        assert!(lane_of(session).is_some());
+        assert!(reschedule(&mut timer, &session, 13_000, 10_000 * MS));
+        assert!(in_lane(&session));
         // A deadline behind the lane's last goes to the wheel.
-        timer.insert(14_000, 10_000 * MS, 2).unwrap();
-        let moved = timer.reschedule(session, 12_000, 10_000 * MS).unwrap();
-        assert_eq!(lane_of(moved), None);
+        insert(&mut timer, 14_000, 10_000 * MS, 2);
+        assert!(reschedule(&mut timer, &session, 12_000, 10_000 * MS));
+        assert!(!in_lane(&session));
         // Within the wheel the id stays.
-        let later = timer.insert(20_000, 3 * MS, 3).unwrap();
-        let stale = timer.insert(30_000, 4 * MS, 4).unwrap();
-        for n in 5..=MAX_LANES as u32 + 1 {
-            timer.insert(40_000, n * MS, n).unwrap();
+        let later = insert(&mut timer, 20_000, 3 * MS, 3);
+        let stale = insert(&mut timer, 30_000, 4 * MS, 4);
+        for v in 5..=MAX_LANES as u32 + 1 {
+            insert(&mut timer, 40_000, v * MS, v);
         }
-        assert_eq!(timer.reschedule(moved, 12_500, 999 * MS), Ok(moved));
-        assert_eq!(timer.cancel(stale), Some(4));
-        assert_eq!(
-            timer.reschedule(stale, 1, MS).map_err(|e| e.is_some()),
-            Err(false)
-        );
+        let id = session.timer.load();
+        assert!(reschedule(&mut timer, &session, 12_500, 999 * MS));
+        assert_eq!(session.timer.load(), id);
+        assert_eq!(cancel(&mut timer, &stale), Some(4));
+        assert!(!reschedule(&mut timer, &stale, 1, MS));
         assert_eq!(fired(&mut timer, 12_499), Vec::<u32>::new());
         assert_eq!(fired(&mut timer, 14_000), [1, 2]);
-        assert_eq!(timer.cancel(later), Some(3));
+        assert_eq!(cancel(&mut timer, &later), Some(3));
+        // From the wheel back to a lane of its own timeout.
+        let back = insert(&mut timer, 50_000, 3 * MS, 10);
+        assert!(reschedule(&mut timer, &back, 50_001, 3 * MS));
+        assert!(in_lane(&back));
+        assert_eq!(cancel(&mut timer, &back), Some(10));
     }
 
     #[test]
     fn an_address_names_the_entry_while_it_is_pending() {
         let mut timer = WheelTimer::new();
-        let in_lane = timer.insert(5, 5 * MS, 1).unwrap();
-        let in_wheel = timer.insert(4, 5 * MS, 2).unwrap();
-        assert_ne!(timer.address(in_lane), 0);
-        assert_ne!(timer.address(in_wheel), 0);
-        timer.cancel(in_lane);
-        assert_eq!(timer.address(in_lane), 0);
-        assert_eq!(timer.address(u64::MAX), 0);
+        let in_a_lane = insert(&mut timer, 5, 5 * MS, 1);
+        let in_the_wheel = insert(&mut timer, 4, 5 * MS, 2);
+        assert_ne!(timer.address(in_a_lane.timer.load()), 0);
+        assert_ne!(timer.address(in_the_wheel.timer.load()), 0);
+        cancel(&mut timer, &in_the_wheel);
+        assert_eq!(timer.address(in_the_wheel.timer.load()), 0);
+        assert_eq!(timer.address(Word::Plain(u64::MAX)), 0);
     }
 }

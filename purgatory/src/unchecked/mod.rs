@@ -26,6 +26,9 @@
 //!   the intrinsic is `unsafe` only for its target feature.
 
 pub(crate) mod handover;
+pub(crate) mod lane;
+#[cfg(test)]
+mod lane_tests;
 #[cfg(target_os = "linux")]
 pub(crate) mod pi_mutex;
 pub(crate) mod prefetch;

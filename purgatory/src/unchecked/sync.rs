@@ -1,8 +1,11 @@
-//! The synchronisation primitives `state.rs` and `handover.rs` are written
-//! against. The loom tests compile both again against loom's versions of the
-//! same names.
+//! The synchronisation primitives `state.rs`, `handover.rs` and `lane.rs`
+//! are written against. The loom tests compile them again against loom's
+//! versions of the same names.
 
-pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+/// Slots per chunk of a timer lane (`lane.rs`): 4 KiB with the header.
+pub(crate) const LANE_SLOTS: u32 = 252;
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 use std::thread::Thread;

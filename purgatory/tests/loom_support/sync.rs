@@ -1,10 +1,18 @@
-//! loom's versions of the names `src/unchecked/state.rs` and
-//! `src/unchecked/handover.rs` are written against (`src/unchecked/sync.rs`),
-//! for the loom models, which compile both files again.
+//! loom's versions of the names `src/unchecked/state.rs`,
+//! `src/unchecked/handover.rs` and `src/unchecked/lane.rs` are written
+//! against (`src/unchecked/sync.rs`), for the loom models, which compile
+//! those files again.
 
 use std::time::Instant;
 
 pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+// Only `lane.rs` uses these; each model compiles this file whole.
+#[allow(unused_imports)]
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr};
+
+/// Three slots a lane chunk, so that a model fills one and starts the next
+/// in a few steps.
+pub(crate) const LANE_SLOTS: u32 = 3;
 pub(crate) use loom::sync::MutexGuard;
 
 /// loom's `UnsafeCell` fails the model if two threads reach the value

@@ -1,0 +1,387 @@
+//! The timer lanes' protocol (`lane.rs`), one thread and several.
+
+use super::lane::*;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use triomphe::Arc;
+
+struct V {
+    timer: TimerWord,
+    n: u64,
+}
+
+impl Timed for V {
+    fn timer_word(&self) -> &TimerWord {
+        &self.timer
+    }
+}
+
+fn v(n: u64) -> Arc<V> {
+    Arc::new(V {
+        timer: TimerWord::new(),
+        n,
+    })
+}
+
+/// Pushes `cell` and names the entry in its word, as the timer does.
+fn push(lane: &mut SharedLane<V>, deadline: u64, cell: &Arc<V>) -> LaneId {
+    let pushed = lane
+        .push(deadline, Arc::clone(cell))
+        .ok()
+        .expect("in order");
+    let id = pushed.id();
+    publish(&**cell, pushed);
+    id
+}
+
+/// A completion's take-out, releasing the chunk as the timer does.
+fn cancel_in(lane: &mut SharedLane<V>, cell: &Arc<V>) -> Option<Option<u64>> {
+    let Word::Lane(id) = cell.timer.load() else {
+        return None;
+    };
+    let removed = cancel(&**cell, id)?;
+    if let Some(token) = removed.release {
+        lane.release(token);
+    }
+    Some(removed.value.map(|c| c.n))
+}
+
+fn due(lane: &mut SharedLane<V>, now: u64) -> Vec<(u64, Expiring<V>)> {
+    let mut due = Vec::new();
+    lane.advance(now, |deadline, e| due.push((deadline, e)));
+    due
+}
+
+fn chunks_held(lane: &SharedLane<V>) -> usize {
+    lane.chunks_held()
+}
+
+#[test]
+fn a_chunk_is_a_page_and_its_header_a_line() {
+    assert_eq!(CHUNK_BYTES, 4096);
+    assert_eq!(HEADER_BYTES, 64);
+}
+
+#[test]
+fn ids_name_their_chunk_and_slot_and_nothing_else_reads_as_one() {
+    for chunk in [64usize, 4096 * 7, 1 << 40, (1 << 47) - 64, (1 << 56) + 128] {
+        for slot in [0, 1, TEST_SLOTS - 1] {
+            let id = LaneId::encode(chunk, slot).unwrap();
+            assert!(LaneId::reads_as_lane(id.raw()));
+            assert_eq!(id.parts(), (chunk, slot));
+        }
+    }
+    assert!(LaneId::encode(1 << 62, 0).is_none());
+    for plain in [NO_TIMER, FIRED, 0, (7 << 32) | ((1 << 31) - 1)] {
+        assert!(!LaneId::reads_as_lane(plain), "{plain:#x}");
+    }
+    let deadlines = [
+        0,
+        1,
+        (1 << 31) - 1,
+        1 << 31,
+        (1 << 31) + 1,
+        u64::from(u32::MAX),
+        1 << 40,
+        1 << 62,
+    ];
+    let words: Vec<u64> = deadlines.iter().map(|&d| plain_deadline(d)).collect();
+    for (i, &w) in words.iter().enumerate() {
+        assert!(!LaneId::reads_as_lane(w) && w != NO_TIMER && w != FIRED);
+        assert!(words[..i].iter().all(|&other| other != w), "one-to-one");
+    }
+}
+
+#[test]
+fn a_taken_out_entry_does_not_expire_and_an_expired_one_is_not_taken_out() {
+    let mut lane = SharedLane::new(0);
+    let (a, b) = (v(1), v(2));
+    push(&mut lane, 10, &a);
+    push(&mut lane, 11, &b);
+    assert_eq!(cancel_in(&mut lane, &a), Some(Some(1)));
+    assert_eq!(a.timer.load(), Word::Plain(NO_TIMER));
+    assert_eq!(lane.len(), 1);
+    assert_eq!(lane.next_expiration(), Some(11));
+    let fired: Vec<_> = due(&mut lane, 11)
+        .into_iter()
+        .filter_map(|(_, e)| e.resolve())
+        .collect();
+    assert_eq!(fired.iter().map(|c| c.n).collect::<Vec<_>>(), [2]);
+    assert_eq!(b.timer.load(), Word::Plain(FIRED));
+    assert_eq!(cancel_in(&mut lane, &b), None);
+    drop(fired);
+    assert!(Arc::is_unique(&a) && Arc::is_unique(&b));
+    assert!(lane.is_empty());
+}
+
+#[test]
+fn a_completion_that_moves_the_word_first_wins_over_an_expiry_in_flight() {
+    let mut lane = SharedLane::new(0);
+    let a = v(1);
+    push(&mut lane, 10, &a);
+    // The timer thread took the value under its lock ...
+    let (_, expiring) = due(&mut lane, 10).pop().unwrap();
+    // ... a completion moves the word before the expiry resolves it.
+    assert_eq!(cancel_in(&mut lane, &a), Some(None));
+    assert!(expiring.resolve().is_none());
+    assert_eq!(a.timer.load(), Word::Plain(NO_TIMER));
+    assert!(Arc::is_unique(&a));
+    assert_eq!(lane.len(), 0);
+}
+
+#[test]
+fn a_reset_that_moves_the_word_first_wins_over_an_expiry_in_flight() {
+    let mut lane = SharedLane::new(0);
+    let a = v(1);
+    let old = push(&mut lane, 10, &a);
+    let (_, expiring) = due(&mut lane, 10).pop().unwrap();
+    let pushed = lane.push(20, Arc::clone(&a)).ok().unwrap();
+    let new = pushed.id();
+    let removed = replace(&*a, old, NewEntry::Lane(pushed)).ok().unwrap();
+    assert!(removed.value.is_none(), "the expiry holds it");
+    assert!(expiring.resolve().is_none());
+    assert_eq!(a.timer.load(), Word::Lane(new));
+    assert_eq!(lane.next_expiration(), Some(20));
+    assert_eq!(cancel_in(&mut lane, &a), Some(Some(1)));
+    // A reset that comes after the completion finds the word moved and
+    // takes its new entry out again.
+    let pushed = lane.push(30, Arc::clone(&a)).ok().unwrap();
+    let NewEntry::Lane(back) = replace(&*a, new, NewEntry::Lane(pushed)).err().unwrap() else {
+        panic!("handed back as given")
+    };
+    assert_eq!(discard::<V>(back).value.map(|c| c.n), Some(1));
+    assert!(Arc::is_unique(&a));
+    assert!(lane.is_empty());
+}
+
+#[test]
+fn a_chunk_its_completions_emptied_is_let_go_at_once() {
+    let mut lane = SharedLane::new(0);
+    let cells: Vec<_> = (0..u64::from(TEST_SLOTS) * 3).map(v).collect();
+    for (i, cell) in cells.iter().enumerate() {
+        push(&mut lane, i as u64, cell);
+    }
+    assert_eq!(chunks_held(&lane), 3);
+    // The middle chunk, between pending entries: only its last
+    // completion's release lets it go.
+    let middle = &cells[TEST_SLOTS as usize..2 * TEST_SLOTS as usize];
+    for cell in middle {
+        assert!(chunks_held(&lane) == 3);
+        cancel_in(&mut lane, cell);
+    }
+    assert_eq!(chunks_held(&lane), 2);
+    assert_eq!(lane.chunks_kept(), 3, "the middle one, as the spare");
+    assert_eq!(lane.len(), 2 * TEST_SLOTS as usize);
+    assert!(middle.iter().all(Arc::is_unique));
+    // The tail's chunk is kept while it can take pushes ...
+    let tail = v(0);
+    push(&mut lane, 1_000, &tail);
+    for cell in cells[2 * TEST_SLOTS as usize..].iter().chain([&tail]) {
+        cancel_in(&mut lane, cell);
+    }
+    assert_eq!(chunks_held(&lane), 2);
+    // ... and the one before it, written to its end, is not.
+    assert_eq!(lane.len(), TEST_SLOTS as usize);
+    let fired = due(&mut lane, u64::MAX)
+        .into_iter()
+        .filter_map(|(_, e)| e.resolve())
+        .count();
+    assert_eq!(fired, TEST_SLOTS as usize);
+    assert!(lane.is_empty());
+    assert_eq!(chunks_held(&lane), 1, "the tail's");
+}
+
+#[test]
+fn dropping_a_lane_expires_what_it_holds() {
+    let mut lane = SharedLane::new(0);
+    let cells: Vec<_> = (0..600).map(v).collect();
+    for cell in &cells {
+        push(&mut lane, 5, cell);
+    }
+    cancel_in(&mut lane, &cells[7]);
+    drop(lane);
+    assert!(cells.iter().all(Arc::is_unique));
+    let fired = cells
+        .iter()
+        .filter(|c| c.timer.load() == Word::Plain(FIRED))
+        .count();
+    assert_eq!(fired, 599);
+}
+
+#[test]
+fn completions_racing_expiries_take_each_entry_out_once() {
+    use std::sync::Mutex;
+    const N: u64 = 200_000;
+    let lane = Mutex::new(SharedLane::new(0));
+    let (to_cancel, cancels) = std::sync::mpsc::sync_channel::<Arc<V>>(1024);
+    let fired = std::thread::scope(|s| {
+        let completer = s.spawn(|| {
+            let mut taken = 0u64;
+            for cell in cancels {
+                let Word::Lane(id) = cell.timer.load() else {
+                    continue;
+                };
+                if let Some(removed) = cancel(&*cell, id) {
+                    taken += 1;
+                    if let Some(token) = removed.release {
+                        lane.lock().unwrap().release(token);
+                    }
+                }
+            }
+            taken
+        });
+        let mut fired = Vec::new();
+        for n in 0..N {
+            let cell = v(n);
+            push(&mut lane.lock().unwrap(), n / 4, &cell);
+            if n % 3 != 0 {
+                to_cancel.send(cell).unwrap();
+            }
+            if n % 64 == 0 {
+                let due = due(&mut lane.lock().unwrap(), n / 4 - n / 64);
+                fired.extend(due.into_iter().filter_map(|(_, e)| e.resolve()));
+            }
+        }
+        drop(to_cancel);
+        let taken = completer.join().unwrap();
+        let rest = due(&mut lane.lock().unwrap(), u64::MAX);
+        fired.extend(rest.into_iter().filter_map(|(_, e)| e.resolve()));
+        assert_eq!(taken + fired.len() as u64, N, "each entry once");
+        fired
+    });
+    assert!(fired.iter().all(|c| c.timer.load() == Word::Plain(FIRED)));
+    drop(fired);
+    let mut lane = lane.into_inner().unwrap();
+    assert!(lane.is_empty());
+    assert_eq!(lane.len(), 0);
+    assert!(chunks_held(&lane) <= 1);
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Push at the last deadline plus this (minus, when negative).
+    Push(i64),
+    Cancel(usize),
+    /// Move an entry to the last deadline plus this.
+    Reset(usize, i64),
+    Advance(u64),
+    Drain,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (-3i64..20).prop_map(Op::Push),
+        5 => any::<usize>().prop_map(Op::Cancel),
+        2 => (any::<usize>(), 0i64..20).prop_map(|(i, d)| Op::Reset(i, d)),
+        2 => (0u64..400).prop_map(Op::Advance),
+        1 => Just(Op::Drain),
+    ]
+}
+
+/// Runs `ops` on a lane and on a map keyed by (deadline, push order),
+/// and compares everything observable after each step.
+fn run(ops: &[Op], first: u32) -> Result<(), TestCaseError> {
+    let mut lane = SharedLane::starting_at(first);
+    let mut model: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+    let mut cells: Vec<(Arc<V>, (u64, u64))> = Vec::new();
+    let (mut last, mut now, mut order) = (0u64, 0u64, 0u64);
+    for op in ops {
+        match *op {
+            Op::Push(step) => {
+                let deadline = last.saturating_add_signed(step).max(now);
+                let cell = v(order);
+                match lane.push(deadline, Arc::clone(&cell)) {
+                    Ok(pushed) => {
+                        prop_assert!(model.is_empty() || deadline >= last);
+                        publish(&*cell, pushed);
+                        model.insert((deadline, order), order);
+                        cells.push((cell, (deadline, order)));
+                        last = deadline;
+                    }
+                    Err(back) => {
+                        prop_assert_eq!(back.n, order);
+                        prop_assert!(!model.is_empty() && deadline < last);
+                    }
+                }
+                order += 1;
+            }
+            Op::Cancel(pick) if !cells.is_empty() => {
+                let (cell, key) = &cells[pick % cells.len()];
+                let expected = model.remove(key);
+                let taken = cancel_in(&mut lane, cell).flatten();
+                prop_assert_eq!(taken, expected);
+            }
+            Op::Reset(pick, step) if !cells.is_empty() => {
+                let i = pick % cells.len();
+                let deadline = last.saturating_add_signed(step).max(now);
+                let Word::Lane(old) = cells[i].0.timer.load() else {
+                    continue;
+                };
+                let pushed = lane.push(deadline, Arc::clone(&cells[i].0)).ok().unwrap();
+                let removed = replace(&*cells[i].0, old, NewEntry::Lane(pushed))
+                    .ok()
+                    .unwrap();
+                prop_assert!(removed.value.is_some());
+                if let Some(token) = removed.release {
+                    lane.release(token);
+                }
+                let n = model.remove(&cells[i].1).unwrap();
+                let key = (deadline, order);
+                order += 1;
+                model.insert(key, n);
+                cells[i].1 = key;
+                last = deadline;
+            }
+            Op::Cancel(_) | Op::Reset(..) => {}
+            Op::Advance(by) => {
+                now += by;
+                let fired: Vec<u64> = due(&mut lane, now)
+                    .into_iter()
+                    .map(|(_, e)| e.resolve().unwrap().n)
+                    .collect();
+                let expected: Vec<u64> = model.range(..(now + 1, 0)).map(|(_, &n)| n).collect();
+                model.retain(|&(deadline, _), _| deadline > now);
+                prop_assert_eq!(fired, expected);
+            }
+            Op::Drain => {
+                let mut all: Vec<u64> = lane
+                    .drain()
+                    .into_iter()
+                    .map(|e| e.resolve().unwrap().n)
+                    .collect();
+                all.sort_unstable();
+                let mut expected: Vec<u64> = model.values().copied().collect();
+                expected.sort_unstable();
+                model.clear();
+                prop_assert_eq!(all, expected);
+            }
+        }
+        prop_assert_eq!(lane.len(), model.len());
+        prop_assert_eq!(lane.next_expiration(), model.keys().next().map(|&(d, _)| d));
+        // Finished work holds at most a chunk per pending entry, plus
+        // the tail's chunk.
+        prop_assert!(
+            chunks_held(&lane) <= model.len() + 1,
+            "{} chunks",
+            chunks_held(&lane)
+        );
+        // The lane's references are those of its pending entries.
+        let referenced = cells.iter().filter(|(c, _)| !Arc::is_unique(c)).count();
+        prop_assert_eq!(referenced, model.len());
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn behaves_like_a_sorted_map(ops in prop::collection::vec(op(), 1..1_500)) {
+        run(&ops, 0)?;
+    }
+
+    #[test]
+    fn positions_wrap_around(ops in prop::collection::vec(op(), 1..1_500)) {
+        run(&ops, u32::MAX - 700)?;
+    }
+}
