@@ -51,10 +51,11 @@
 //! # Time
 //! Operations sharing a timeout (the first 8 timeouts in use, and any later
 //! one once a lane empties) wait in that timeout's lane, a FIFO whose
-//! deadlines arrive in order (see `timing_wheel::Lane`); the others in the
-//! timing wheel. With the default [`Driver::Thread`], a timer thread sleeps
-//! until the next deadline or non-empty wheel bucket is due (woken early
-//! when an earlier deadline is inserted) and hands expired operations to
+//! deadlines arrive in order, which a completing operation leaves without
+//! taking the timer's lock; the others in the timing wheel. With the
+//! default [`Driver::Thread`], a timer thread sleeps until the next
+//! deadline or non-empty wheel bucket is due (woken early when an earlier
+//! deadline is inserted) and hands expired operations to
 //! expiration workers, so a slow callback does not delay other expirations.
 //! An operation fires within a tick of its deadline when these threads get
 //! a core at once; on a busy machine they wait for one like any thread, and
@@ -109,7 +110,8 @@
 //! no lock: only the thread holding its `RUNNING` bit reaches it (the
 //! submitter while it sets the operation up, then whoever completes it).
 //! Completing an operation takes its lists' locks directly (it holds them),
-//! without a map, unless it empties a list. No lock is held while another
+//! without a map, unless it empties a list, and takes its lane entry out of
+//! the timer with no lock at all. No lock is held while another
 //! operation is checked, so the lock cycles behind Kafka's purgatory
 //! deadlocks (KAFKA-3994, KAFKA-5970, KAFKA-7697, KAFKA-8334) cannot form.
 //! Cells removed under a lock are dropped after it is released, so not even

@@ -4,7 +4,9 @@
 //! Both sit behind one mutex, which is a leaf in the lock order: nothing else
 //! is locked while it is held, and no user code runs under it (cells removed
 //! under the lock are dropped after it is released, since dropping the last
-//! reference to a cell drops the user's operation).
+//! reference to a cell drops the user's operation). A completion takes a
+//! lane's entry out without it (`unchecked/lane.rs`): most operations are in
+//! a lane, so the lock is the submitters' and the timer thread's.
 
 use crate::cell::{Cell, FIRED, NO_TIMER};
 use crate::no_yield_lock::InheritingMutex as Mutex;
