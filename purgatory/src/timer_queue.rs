@@ -70,8 +70,8 @@ impl<K, O> HeapState<K, O> {
     /// thread must wake up earlier than planned.
     /// The cell's `timer` holds the deadline in force (see `Cell::timer`),
     /// so that an entry left behind by a reschedule is known when it
-    /// surfaces. Deadlines are kept below `FIRED`, which a real tick never
-    /// reaches.
+    /// surfaces, as a plain word (`plain_deadline`), which is never `FIRED`
+    /// or a lane's id.
     fn push(&mut self, deadline: u64, cell: &CellRef<K, O>) -> bool {
         cell.timer.store_plain(plain_deadline(deadline));
         self.seq += 1;
