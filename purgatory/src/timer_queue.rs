@@ -141,7 +141,7 @@ impl<K, O> TimerQueue<K, O> {
             TimerQueue::Wheel(state) => {
                 // Cloned before locking: the reference count's atomic add
                 // would otherwise lengthen the critical section that the
-                // completing threads' `unschedule` waits on.
+                // timer thread and other submitters wait on.
                 let entry = CellRef::clone(cell);
                 let mut s = state.lock();
                 // Checked under the lock: a completion that unschedules
@@ -149,8 +149,11 @@ impl<K, O> TimerQueue<K, O> {
                 if cell.state.is_done() {
                     return false;
                 }
-                match s.wheel.insert(deadline, timeout, entry) {
-                    Ok(()) => *address = s.wheel.address(cell.timer.load()),
+                match s.wheel.place(deadline, timeout, entry) {
+                    Ok(new) => {
+                        lane::publish(&**cell, new);
+                        *address = s.wheel.address(cell.timer.load());
+                    }
                     // 2^31 pending timers cannot be reached before memory
                     // runs out; were it to happen, the op waits for its
                     // condition, cancel or shutdown instead of a timeout.

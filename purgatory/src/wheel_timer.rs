@@ -65,34 +65,25 @@ impl<C: Timed> WheelTimer<C> {
         }
     }
 
-    /// Schedules `entry` at tick `deadline`, set `timeout` from now, and
-    /// names it in its cell's timer word; hands it back (nothing scheduled)
-    /// when the wheel holds 2^31 entries.
-    pub(crate) fn insert(
+    /// Puts `entry` where `deadline`, set `timeout` from now, belongs: its
+    /// timeout's lane, or the wheel. The caller names it in the cell's word
+    /// ([`publish`] or [`replace`](crate::unchecked::lane::replace)). Hands
+    /// `entry` back when the wheel holds 2^31 entries.
+    pub(crate) fn place(
         &mut self,
         deadline: u64,
         timeout: Duration,
         entry: Arc<C>,
-    ) -> Result<(), Arc<C>> {
+    ) -> Result<NewEntry, Arc<C>> {
         let entry = match self.lane_for(timeout, deadline) {
-            Some(lane) => {
-                let cell = Arc::clone(&entry);
-                match self.lanes[lane].1.push(deadline, entry) {
-                    Ok(pushed) => {
-                        publish(&*cell, pushed);
-                        return Ok(());
-                    }
-                    Err(refused) => refused,
-                }
-            }
+            Some(lane) => match self.lanes[lane].1.push(deadline, entry) {
+                Ok(pushed) => return Ok(NewEntry::Lane(pushed)),
+                Err(refused) => refused,
+            },
             None => entry,
         };
-        let cell = Arc::clone(&entry);
         match self.wheel.insert(deadline, entry) {
-            Ok(id) => {
-                cell.timer_word().store_plain(id.into_raw());
-                Ok(())
-            }
+            Ok(id) => Ok(NewEntry::Plain(id.into_raw())),
             Err(full) => Err(full.into_inner()),
         }
     }
@@ -118,44 +109,35 @@ impl<C: Timed> WheelTimer<C> {
             Word::Plain(FIRED | NO_TIMER) => false,
             Word::Plain(raw) => {
                 let id = TimerId::from_raw(raw);
-                let Some(lane) = self.lane_for(timeout, deadline) else {
+                if self.lane_for(timeout, deadline).is_none() {
                     // A wheel entry that stays in the wheel keeps its id.
                     return self.wheel.reschedule(id, deadline);
-                };
+                }
+                // Wheel ids are only written under this lock: no completion
+                // can move the word meanwhile.
                 let Some(entry) = self.wheel.cancel(id) else {
                     return false;
                 };
-                match self.lanes[lane].1.push(deadline, entry) {
-                    Ok(pushed) => publish(&**cell, pushed),
-                    Err(entry) => match self.wheel.insert(deadline, entry) {
-                        Ok(id) => cell.timer_word().store_plain(id.into_raw()),
-                        Err(full) => {
-                            cell.timer_word().store_plain(NO_TIMER);
-                            dropped.push(full.into_inner());
-                            return false;
-                        }
-                    },
-                }
-                true
-            }
-            Word::Lane(old) => {
-                let mut entry = Arc::clone(cell);
-                if let Some(lane) = self.lane_for(timeout, deadline) {
-                    match self.lanes[lane].1.push(deadline, entry) {
-                        Ok(pushed) => {
-                            return self.replace(cell, old, NewEntry::Lane(pushed), dropped)
-                        }
-                        Err(refused) => entry = refused,
+                match self.place(deadline, timeout, entry) {
+                    Ok(new) => {
+                        publish(&**cell, new);
+                        true
                     }
-                }
-                match self.wheel.insert(deadline, entry) {
-                    Ok(id) => self.replace(cell, old, NewEntry::Plain(id.into_raw()), dropped),
                     Err(full) => {
-                        dropped.push(full.into_inner());
+                        cell.timer_word().store_plain(NO_TIMER);
+                        dropped.push(full);
                         false
                     }
                 }
             }
+            Word::Lane(old) => match self.place(deadline, timeout, Arc::clone(cell)) {
+                Ok(new) => self.replace(cell, old, new, dropped),
+                // It stays where it was.
+                Err(full) => {
+                    dropped.push(full);
+                    false
+                }
+            },
         }
     }
 
@@ -267,40 +249,28 @@ impl<C: Timed> WheelTimer<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::unchecked::lane::{self, TimerWord};
+    use crate::unchecked::lane;
+    use crate::unchecked::lane_tests::{v, V};
 
     const MS: Duration = Duration::from_millis(1);
 
-    struct N {
-        timer: TimerWord,
-        n: u32,
-    }
-
-    impl Timed for N {
-        fn timer_word(&self) -> &TimerWord {
-            &self.timer
-        }
-    }
-
-    fn n(n: u32) -> Arc<N> {
-        Arc::new(N {
-            timer: TimerWord::new(),
-            n,
-        })
-    }
-
-    fn in_lane(cell: &Arc<N>) -> bool {
+    fn in_lane(cell: &Arc<V>) -> bool {
         matches!(cell.timer.load(), Word::Lane(_))
     }
 
-    fn insert(timer: &mut WheelTimer<N>, deadline: u64, timeout: Duration, v: u32) -> Arc<N> {
-        let cell = n(v);
-        assert!(timer.insert(deadline, timeout, Arc::clone(&cell)).is_ok());
+    /// What `TimerQueue::schedule` does.
+    fn insert(timer: &mut WheelTimer<V>, deadline: u64, timeout: Duration, n: u64) -> Arc<V> {
+        let cell = v(n);
+        let new = timer
+            .place(deadline, timeout, Arc::clone(&cell))
+            .ok()
+            .unwrap();
+        publish(&*cell, new);
         cell
     }
 
     /// What `TimerQueue::unschedule` does, lock or none.
-    fn cancel(timer: &mut WheelTimer<N>, cell: &Arc<N>) -> Option<u32> {
+    fn cancel(timer: &mut WheelTimer<V>, cell: &Arc<V>) -> Option<u64> {
         match cell.timer.load() {
             Word::Plain(FIRED | NO_TIMER) => None,
             Word::Plain(raw) => {
@@ -318,21 +288,21 @@ mod tests {
     }
 
     fn reschedule(
-        timer: &mut WheelTimer<N>,
-        cell: &Arc<N>,
+        timer: &mut WheelTimer<V>,
+        cell: &Arc<V>,
         deadline: u64,
         timeout: Duration,
     ) -> bool {
         timer.reschedule(cell, deadline, timeout, &mut Vec::new())
     }
 
-    fn fired(timer: &mut WheelTimer<N>, now: u64) -> Vec<u32> {
+    fn fired(timer: &mut WheelTimer<V>, now: u64) -> Vec<u64> {
         let mut due = Vec::new();
         timer.advance(now, |deadline, entry| {
             assert!(deadline <= now, "fired at {now}, due at {deadline}");
             due.push(entry)
         });
-        let mut out: Vec<u32> = due
+        let mut out: Vec<u64> = due
             .into_iter()
             .filter_map(Due::resolve)
             .map(|c| c.n)
@@ -353,7 +323,7 @@ mod tests {
         assert_eq!(timer.len(), 3);
         // The wheel may name its bucket's start, before the deadline.
         assert!(timer.next_expiration().is_some_and(|at| at <= 200));
-        assert_eq!(fired(&mut timer, 199), Vec::<u32>::new());
+        assert_eq!(fired(&mut timer, 199), Vec::<u64>::new());
         assert_eq!(fired(&mut timer, 200), [1, 3]);
         assert_eq!(a.timer.load(), Word::Plain(FIRED));
         assert_eq!(cancel(&mut timer, &a), None, "fired entries are gone");
@@ -366,7 +336,7 @@ mod tests {
     fn timeouts_beyond_the_lanes_go_to_the_wheel_until_a_lane_empties() {
         let mut timer = WheelTimer::new();
         let cells: Vec<_> = (0..MAX_LANES as u32)
-            .map(|v| insert(&mut timer, 100 + u64::from(v), (v + 1) * MS, v))
+            .map(|n| insert(&mut timer, 100 + u64::from(n), (n + 1) * MS, n.into()))
             .collect();
         assert!(cells.iter().all(in_lane));
         let extra = insert(&mut timer, 500, 999 * MS, 99);
@@ -378,7 +348,7 @@ mod tests {
         assert_eq!(cancel(&mut timer, &cells[0]), None);
         assert_eq!(timer.next_expiration(), Some(50));
         assert_eq!(timer.len(), MAX_LANES + 1);
-        let mut all: Vec<u32> = timer
+        let mut all: Vec<u64> = timer
             .drain()
             .into_iter()
             .filter_map(Due::resolve)
@@ -403,15 +373,15 @@ mod tests {
         // Within the wheel the id stays.
         let later = insert(&mut timer, 20_000, 3 * MS, 3);
         let stale = insert(&mut timer, 30_000, 4 * MS, 4);
-        for v in 5..=MAX_LANES as u32 + 1 {
-            insert(&mut timer, 40_000, v * MS, v);
+        for n in 5..=MAX_LANES as u32 + 1 {
+            insert(&mut timer, 40_000, n * MS, n.into());
         }
         let id = session.timer.load();
         assert!(reschedule(&mut timer, &session, 12_500, 999 * MS));
         assert_eq!(session.timer.load(), id);
         assert_eq!(cancel(&mut timer, &stale), Some(4));
         assert!(!reschedule(&mut timer, &stale, 1, MS));
-        assert_eq!(fired(&mut timer, 12_499), Vec::<u32>::new());
+        assert_eq!(fired(&mut timer, 12_499), Vec::<u64>::new());
         assert_eq!(fired(&mut timer, 14_000), [1, 2]);
         assert_eq!(cancel(&mut timer, &later), Some(3));
         // From the wheel back to a lane of its own timeout.

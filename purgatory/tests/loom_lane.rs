@@ -50,7 +50,19 @@ fn schedule(lane: &Mutex<SharedLane<Op>>, deadline: u64, cell: &Arc<Op>) {
         .push(deadline, Arc::clone(cell))
         .ok()
         .unwrap();
-    publish(&**cell, pushed);
+    publish(&**cell, NewEntry::Lane(pushed));
+}
+
+type Shared = std::sync::Arc<Mutex<SharedLane<Op>>>;
+
+fn new_lane() -> Shared {
+    std::sync::Arc::new(Mutex::new(SharedLane::new(0)))
+}
+
+/// A thread completing `cells` in turn; joins with how many it took out.
+fn completer(lane: &Shared, cells: Vec<Arc<Op>>) -> thread::JoinHandle<usize> {
+    let lane = lane.clone();
+    thread::spawn(move || cells.iter().filter(|c| complete(&lane, c)).count())
 }
 
 /// What a completion does: takes the entry out if its word still names
@@ -85,17 +97,13 @@ fn chunks() -> isize {
 fn completions_racing_an_expiry_end_each_entry_once_and_free_the_chunk() {
     model(|| {
         let before = chunks();
-        let lane = std::sync::Arc::new(Mutex::new(SharedLane::new(0)));
+        let lane = new_lane();
         // A full chunk, all due; a completion comes for two of them.
         let cells: Vec<_> = (0..3).map(|_| op()).collect();
         for cell in &cells {
             schedule(&lane, 1, cell);
         }
-        let completer = {
-            let lane = lane.clone();
-            let cells = [cells[1].clone(), cells[2].clone()];
-            thread::spawn(move || cells.iter().filter(|c| complete(&lane, c)).count())
-        };
+        let completer = completer(&lane, vec![cells[1].clone(), cells[2].clone()]);
         let expired = expire(&lane, 1);
         let taken = completer.join().unwrap();
         assert_eq!(expired + taken, 3, "each entry once");
@@ -118,19 +126,15 @@ fn completions_racing_an_expiry_end_each_entry_once_and_free_the_chunk() {
 fn completions_that_empty_a_chunk_ahead_of_the_head_let_it_go() {
     model(|| {
         let before = chunks();
-        let lane = std::sync::Arc::new(Mutex::new(SharedLane::new(0)));
+        let lane = new_lane();
         // The first chunk keeps its entries; the second's three are taken
         // out by two completions while a push starts a third chunk.
         let cells: Vec<_> = (0..6).map(|_| op()).collect();
         for (i, cell) in cells.iter().enumerate() {
             schedule(&lane, 10 + i as u64, cell);
         }
-        let spawn = |cells: Vec<Arc<Op>>| {
-            let lane = lane.clone();
-            thread::spawn(move || cells.iter().filter(|c| complete(&lane, c)).count())
-        };
-        let a = spawn(vec![cells[3].clone(), cells[4].clone()]);
-        let b = spawn(vec![cells[5].clone()]);
+        let a = completer(&lane, vec![cells[3].clone(), cells[4].clone()]);
+        let b = completer(&lane, vec![cells[5].clone()]);
         let late = op();
         schedule(&lane, 200, &late);
         assert_eq!(a.join().unwrap() + b.join().unwrap(), 3);
@@ -154,13 +158,10 @@ fn completions_that_empty_a_chunk_ahead_of_the_head_let_it_go() {
 fn a_reset_racing_a_completion_and_an_expiry_leaves_one_entry_or_none() {
     model(|| {
         let before = chunks();
-        let lane = std::sync::Arc::new(Mutex::new(SharedLane::new(0)));
+        let lane = new_lane();
         let cell = op();
         schedule(&lane, 1, &cell);
-        let completer = {
-            let (lane, cell) = (lane.clone(), cell.clone());
-            thread::spawn(move || complete(&lane, &cell))
-        };
+        let completer = completer(&lane, vec![cell.clone()]);
         let resetter = {
             let (lane, cell) = (lane.clone(), cell.clone());
             thread::spawn(move || {
@@ -169,30 +170,23 @@ fn a_reset_racing_a_completion_and_an_expiry_leaves_one_entry_or_none() {
                     return false;
                 };
                 let pushed = lane.push(5, Arc::clone(&cell)).ok().unwrap();
-                match replace(&*cell, old, NewEntry::Lane(pushed)) {
-                    Ok(removed) => {
-                        if let Some(token) = removed.release {
-                            lane.release(token);
-                        }
-                        drop(lane);
-                        drop(removed.value);
-                        true
-                    }
-                    Err(NewEntry::Lane(back)) => {
-                        let removed = lane::discard::<Op>(back);
-                        if let Some(token) = removed.release {
-                            lane.release(token);
-                        }
-                        drop(lane);
-                        drop(removed.value);
-                        false
-                    }
+                // As `WheelTimer::replace` does: the new entry goes again if
+                // the word moved first.
+                let (removed, moved) = match replace(&*cell, old, NewEntry::Lane(pushed)) {
+                    Ok(removed) => (removed, true),
+                    Err(NewEntry::Lane(back)) => (lane::discard::<Op>(back), false),
                     Err(NewEntry::Plain(_)) => unreachable!(),
+                };
+                if let Some(token) = removed.release {
+                    lane.release(token);
                 }
+                drop(lane);
+                drop(removed.value);
+                moved
             })
         };
         let expired = expire(&lane, 1);
-        let taken = completer.join().unwrap();
+        let taken = completer.join().unwrap() == 1;
         let moved = resetter.join().unwrap();
         // Whatever the order, the entry ends once; a completion after the
         // reset takes out the moved one.

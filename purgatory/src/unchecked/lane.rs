@@ -323,8 +323,10 @@ pub(crate) fn cancel<T: Timed>(cell: &T, id: LaneId) -> Option<Removed<T>> {
 #[must_use]
 pub(crate) struct Pushed(LaneId);
 
-/// What replaces a timer word's lane id in [`replace`].
+/// A timer entry just made, not yet named in its cell's word: a lane's, or
+/// a plain word (a wheel id). [`publish`] or [`replace`] names it.
 #[derive(Debug)]
+#[must_use]
 pub(crate) enum NewEntry {
     Lane(Pushed),
     /// A plain word (a wheel id).
@@ -332,11 +334,13 @@ pub(crate) enum NewEntry {
 }
 
 /// Names `entry` in `cell`'s word, which holds a plain value (an operation
-/// being scheduled, or moving from the wheel to a lane, under the timer's
-/// lock).
-pub(crate) fn publish<T: Timed>(cell: &T, entry: Pushed) {
-    // Released: a completion that reads the id sees what the push wrote.
-    cell.timer_word().0.store(entry.0 .0, Ordering::Release);
+/// being scheduled, or moving out of the wheel, under the timer's lock).
+pub(crate) fn publish<T: Timed>(cell: &T, entry: NewEntry) {
+    match entry {
+        // Released: a completion that reads the id sees what the push wrote.
+        NewEntry::Lane(pushed) => cell.timer_word().0.store(pushed.0 .0, Ordering::Release),
+        NewEntry::Plain(raw) => cell.timer_word().store_plain(raw),
+    }
 }
 
 /// Moves `cell`'s word from the lane entry `old` to `new` (a timeout reset,
@@ -382,6 +386,10 @@ impl<T: Timed> Expiring<T> {
     /// and gave its unit back; the value is dropped here, so call this
     /// outside the timer's lock).
     pub(crate) fn resolve(mut self) -> Option<Arc<T>> {
+        self.resolve_here()
+    }
+
+    fn resolve_here(&mut self) -> Option<Arc<T>> {
         let value = self.value.take()?;
         if !value.timer_word().swap_from(self.id, FIRED) {
             return None;
@@ -399,17 +407,27 @@ impl<T: Timed> Expiring<T> {
 impl<T: Timed> Drop for Expiring<T> {
     /// Unresolved, the entry expires here (its value is dropped).
     fn drop(&mut self) {
-        if self.value.is_some() {
-            let id = self.id;
-            drop(
-                Expiring {
-                    id,
-                    value: self.value.take(),
-                }
-                .resolve(),
-            );
-        }
+        drop(self.resolve_here());
     }
+}
+
+/// Takes the value of `chunk`'s `slot` for the timer thread (under its
+/// lock), unless a completion took it first.
+///
+/// # Safety
+/// `chunk` is held by the calling lane (its unit keeps it allocated).
+unsafe fn take_due<T: Timed>(chunk: NonNull<Chunk<T>>, slot: u32) -> Option<Expiring<T>> {
+    // SAFETY: allocated, by the caller's contract.
+    let taken = unsafe { chunk.as_ref() }.slots[slot as usize]
+        .value
+        .swap(ptr::null_mut(), Ordering::AcqRel);
+    let id = LaneId::new(chunk.as_ptr() as usize, slot).expect("the lane made it");
+    // SAFETY: a non-null value is a reference a push made with `into_raw`,
+    // and the swap made this call its only owner.
+    (!taken.is_null()).then(|| Expiring {
+        id,
+        value: Some(unsafe { Arc::from_raw(taken) }),
+    })
 }
 
 /// A FIFO timer of values whose deadlines are inserted in non-decreasing
@@ -529,13 +547,10 @@ impl<T: Timed> SharedLane<T> {
             if deadline > now {
                 return;
             }
-            let taken = slot.value.swap(ptr::null_mut(), Ordering::AcqRel);
             self.head = self.head.wrapping_add(1);
-            if !taken.is_null() {
-                let id = LaneId::new(chunk.as_ptr() as usize, offset).expect("pushed");
-                // SAFETY: a reference a push made; the swap made it ours.
-                let value = Some(unsafe { Arc::from_raw(taken) });
-                fire(deadline, Expiring { id, value });
+            // SAFETY: `chunks[0]`, held by the lane.
+            if let Some(expiring) = unsafe { take_due(chunk, offset) } {
+                fire(deadline, expiring);
             }
         }
     }
@@ -568,19 +583,11 @@ impl<T: Timed> SharedLane<T> {
                 self.head = self.head.wrapping_add(SLOTS - slot);
                 continue;
             };
-            // SAFETY: the lane's unit keeps the chunk allocated.
-            let s = unsafe { &chunk.as_ref().slots[slot as usize] };
-            let taken = s.value.swap(ptr::null_mut(), Ordering::AcqRel);
-            if !taken.is_null() {
-                let id = LaneId::new(chunk.as_ptr() as usize, slot).expect("pushed");
-                // SAFETY: a reference a push made; the swap made it ours.
-                let value = Some(unsafe { Arc::from_raw(taken) });
-                all.push(Expiring { id, value });
-            }
+            // SAFETY: in `chunks`, held by the lane.
+            all.extend(unsafe { take_due(chunk, slot) });
             self.head = self.head.wrapping_add(1);
         }
-        let unwritten =
-            (self.chunks.len() as u32 * SLOTS).wrapping_sub(self.tail.wrapping_sub(self.base));
+        let unwritten = self.unwritten();
         let last = self.chunks.len().wrapping_sub(1);
         for (i, chunk) in std::mem::take(&mut self.chunks).into_iter().enumerate() {
             let units = 1 + if i == last { unwritten } else { 0 };
@@ -624,8 +631,7 @@ impl<T: Timed> SharedLane<T> {
 
     /// Entries pending: exact while no completion is taking one out.
     pub(crate) fn len(&self) -> usize {
-        let unwritten =
-            (self.chunks.len() as u32 * SLOTS).wrapping_sub(self.tail.wrapping_sub(self.base));
+        let unwritten = self.unwritten();
         let held: u64 = self
             .chunks
             .iter()
@@ -641,6 +647,11 @@ impl<T: Timed> SharedLane<T> {
             })
             .sum();
         held.saturating_sub(u64::from(unwritten)) as usize
+    }
+
+    /// Slots of the tail's chunk not written yet.
+    fn unwritten(&self) -> u32 {
+        (self.chunks.len() as u32 * SLOTS).wrapping_sub(self.tail.wrapping_sub(self.base))
     }
 
     /// Moves the head past cleared slots and chunks let go of, to the next

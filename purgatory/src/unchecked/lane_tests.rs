@@ -5,9 +5,10 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use triomphe::Arc;
 
-struct V {
-    timer: TimerWord,
-    n: u64,
+/// A value with a timer word, numbered (also the wheel timer's tests').
+pub(crate) struct V {
+    pub timer: TimerWord,
+    pub n: u64,
 }
 
 impl Timed for V {
@@ -16,7 +17,7 @@ impl Timed for V {
     }
 }
 
-fn v(n: u64) -> Arc<V> {
+pub(crate) fn v(n: u64) -> Arc<V> {
     Arc::new(V {
         timer: TimerWord::new(),
         n,
@@ -30,7 +31,7 @@ fn push(lane: &mut SharedLane<V>, deadline: u64, cell: &Arc<V>) -> LaneId {
         .ok()
         .expect("in order");
     let id = pushed.id();
-    publish(&**cell, pushed);
+    publish(&**cell, NewEntry::Lane(pushed));
     id
 }
 
@@ -293,7 +294,7 @@ fn run(ops: &[Op], first: u32) -> Result<(), TestCaseError> {
                 match lane.push(deadline, Arc::clone(&cell)) {
                     Ok(pushed) => {
                         prop_assert!(model.is_empty() || deadline >= last);
-                        publish(&*cell, pushed);
+                        publish(&*cell, NewEntry::Lane(pushed));
                         model.insert((deadline, order), order);
                         cells.push((cell, (deadline, order)));
                         last = deadline;

@@ -35,7 +35,7 @@
 pub(crate) mod handover;
 pub(crate) mod lane;
 #[cfg(test)]
-mod lane_tests;
+pub(crate) mod lane_tests;
 #[cfg(target_os = "linux")]
 pub(crate) mod pi_mutex;
 pub(crate) mod prefetch;
