@@ -20,15 +20,18 @@
 //!   The state machine behind this is model-checked with loom.
 //! - **Nothing held by finished work.** The moment an operation completes it
 //!   leaves the timer (a timing-wheel cancel, or its slot in a lane
-//!   cleared) and every watch list it is on (a slab removal by index), O(1)
+//!   cleared) and every watch list it is on (its slot emptied by index), O(1)
 //!   each; a list that empties is removed, and so is a group of operations
 //!   sharing their keys.
 //!   There is no purge interval and no reaper walking lists. What stays is
 //!   memory without user data: up to
 //!   [`spare_cells`](PurgatoryBuilder::spare_cells) emptied cells kept for
-//!   reuse (and a magazine of up to 32 per thread), given back on shutdown; and a lane's cleared 16-byte slots until
-//!   its head passes them (within one timeout) or their 4 KiB chunk has no
-//!   pending entry left (at once).
+//!   reuse (and a magazine of up to 32 per thread), given back on shutdown;
+//!   a lane's cleared 16-byte slots until its head passes them (within one
+//!   timeout) or their 4 KiB chunk has no pending entry left (at once); and
+//!   a watch list's emptied 16-byte slots until their chunk (at most 4 KiB)
+//!   has no entry left (at once) or, a quarter full or less, is filled
+//!   again by the list's next entries.
 //! - **Nobody waits on an operation.** A check or forced outcome that finds
 //!   the operation busy on another thread leaves it a note and returns; the
 //!   busy thread serves it. Operation code may call back into the purgatory.

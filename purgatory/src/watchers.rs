@@ -3,8 +3,8 @@
 //! Each key has its own list behind its own lock ([`List`]), found through
 //! a sharded map. An operation keeps an `Arc` of each list it is on and its
 //! index there, so completing it goes straight to those lists: no hashing,
-//! no map lock, one slab slot freed in each. A list that becomes empty
-//! leaves its map at once.
+//! no map lock, one slot emptied in each (`watch_list.rs`). A list that
+//! becomes empty leaves its map at once.
 //!
 //! # Groups
 //! An operation watched under several keys, if its key set came lately
