@@ -30,7 +30,7 @@
 //!   a lane's cleared 16-byte slots until its head passes them (within one
 //!   timeout) or their 4 KiB chunk has no pending entry left (at once); and
 //!   a watch list's emptied 16-byte slots until their chunk (at most 4 KiB)
-//!   has no entry left (at once) or, a quarter full or less, is filled
+//!   has no entry left (at once) or, half full or less, is filled
 //!   again by the list's next entries.
 //! - **Nobody waits on an operation.** A check or forced outcome that finds
 //!   the operation busy on another thread leaves it a note and returns; the

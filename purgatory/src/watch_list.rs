@@ -18,8 +18,10 @@
 //! older chunk frees it at once: a list that held a burst gives it back
 //! as the burst drains. An entry that stays would hold its whole chunk,
 //! and in a broker a few in each chunk do (a fetch that waits out its
-//! timeout among many that complete early); so a chunk that falls to a
-//! quarter full is filled again, in order, before a new one is made. A
+//! timeout among many that complete early); so a chunk that falls to
+//! half full is filled again, in order, before a new one is made. (At a
+//! quarter, the soak's heap at 100,000 operations in flight was 3 MiB
+//! larger, for about 1% less CPU per request in `purgatory_perf`.) A
 //! list's first chunk has four slots (a key watched by one operation at a
 //! time never needs more); the next ones double up to 4 KiB as the list
 //! grows.
@@ -54,7 +56,7 @@ struct Older<T> {
     /// number, kept in `free`.
     chunks: Vec<Chunk<T>>,
     free: Vec<usize>,
-    /// Chunks that were at most a quarter full when last seen, to fill
+    /// Chunks that were at most half full when last seen, to fill
     /// again before making a new one (some may have gone since, or filled
     /// up: checked when taken).
     sparse: Vec<usize>,
@@ -80,9 +82,9 @@ impl<T> Chunk<T> {
         }
     }
 
-    /// Holding something, and at most a quarter full.
+    /// Holding something, and at most half full.
     fn is_sparse(&self) -> bool {
-        self.held > 0 && self.held <= self.slots.len() / 4
+        self.held > 0 && self.held <= self.slots.len() / 2
     }
 }
 
@@ -176,7 +178,7 @@ impl<T> Older<T> {
     fn take_if(&mut self, id: usize, slot: usize, is_it: impl FnOnce(&T) -> bool) -> Option<T> {
         let chunk = self.chunks.get_mut(id)?;
         let value = chunk.take_if(slot, is_it)?;
-        if chunk.held == chunk.slots.len() / 4 {
+        if chunk.held == chunk.slots.len() / 2 {
             self.sparse.push(id);
         }
         self.settle(id);
@@ -497,7 +499,7 @@ mod tests {
         let stayed = 200_000 / 16;
         assert!(list.len() >= stayed);
         assert!(
-            list.capacity() <= 4 * list.len() + 3 * MAX_SLOTS,
+            list.capacity() <= 2 * list.len() + 3 * MAX_SLOTS,
             "{} slots for {} entries",
             list.capacity(),
             list.len()
