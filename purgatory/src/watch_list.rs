@@ -73,21 +73,6 @@ struct Chunk<T> {
     held: usize,
 }
 
-impl<T> Chunk<T> {
-    /// A chunk with no slots: what a number not in use holds.
-    fn none() -> Self {
-        Chunk {
-            slots: Box::new([]),
-            held: 0,
-        }
-    }
-
-    /// Holding something, and at most half full.
-    fn is_sparse(&self) -> bool {
-        self.held > 0 && self.held <= self.slots.len() / 2
-    }
-}
-
 struct Tail<T> {
     id: usize,
     chunk: Chunk<T>,
@@ -101,6 +86,19 @@ impl<T> Chunk<T> {
             slots: std::iter::repeat_with(|| None).take(size).collect(),
             held: 0,
         }
+    }
+
+    /// A chunk with no slots: what a number not in use holds.
+    fn none() -> Self {
+        Chunk {
+            slots: Box::new([]),
+            held: 0,
+        }
+    }
+
+    /// Holding something, and at most half full.
+    fn is_sparse(&self) -> bool {
+        self.held > 0 && self.held <= self.slots.len() / 2
     }
 
     /// Takes the value in `slot` if there is one and `is_it` accepts it.
