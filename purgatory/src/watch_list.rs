@@ -12,19 +12,17 @@
 //!
 //! # When memory goes back
 //! Each chunk counts the entries it holds. The chunk being filled, with
-//! its count, is kept beside the list's other fields (on the lock's
-//! line, which an insert has in hand anyway); older chunks' counts are
-//! written by the removing threads only. The removal that empties an
-//! older chunk frees it at once: a list that held a burst gives it back
-//! as the burst drains. An entry that stays would hold its whole chunk,
-//! and in a broker a few in each chunk do (a fetch that waits out its
-//! timeout among many that complete early); so a chunk that falls to
-//! half full is filled again, in order, before a new one is made. (At a
-//! quarter, the soak's heap at 100,000 operations in flight was 3 MiB
-//! larger, for about 1% less CPU per request in `purgatory_perf`.) A
-//! list's first chunk has four slots (a key watched by one operation at a
-//! time never needs more); the next ones double up to 4 KiB as the list
-//! grows.
+//! its count, is kept with the list's other fields, under the lock an
+//! insert holds anyway, rather than among the chunks; older chunks'
+//! counts are written by the removing threads only. The removal that
+//! empties an older chunk frees it at once: a list that held a burst
+//! gives it back as the burst drains. An entry that stays would hold its
+//! whole chunk, and in a broker a few in each chunk do (a fetch that
+//! waits out its timeout among many that complete early); so a chunk
+//! that falls to half full is filled again, in order, before a new one is
+//! made (why half and not a quarter: docs/performance.md). A list's first
+//! chunk has four slots (a key watched by one operation at a time never
+//! needs more); the next ones double up to 4 KiB as the list grows.
 //!
 //! The order in which entries are stored is the insertion order within a
 //! chunk but not across chunks (a freed chunk's number is reused);
@@ -39,8 +37,8 @@ const MIN_SLOTS: usize = 4;
 const SLOT_BITS: u32 = 8;
 
 pub(crate) struct WatchList<T> {
-    /// The chunk being filled, kept beside the list's lock rather than
-    /// among the chunks, whose counts the removing threads write.
+    /// The chunk being filled, kept with the list's other fields rather
+    /// than among the chunks, whose counts the removing threads write.
     tail: Option<Tail<T>>,
     /// Entries held.
     len: usize,
@@ -175,12 +173,21 @@ impl<T> Older<T> {
     /// frees the chunk if that emptied it.
     fn take_if(&mut self, id: usize, slot: usize, is_it: impl FnOnce(&T) -> bool) -> Option<T> {
         let chunk = self.chunks.get_mut(id)?;
+        let before = chunk.held;
         let value = chunk.take_if(slot, is_it)?;
-        if chunk.held == chunk.slots.len() / 2 {
+        self.counted_down(id, before);
+        Some(value)
+    }
+
+    /// After removals took chunk `id` (not the tail) down from `before`
+    /// entries: notes it to be filled again if that left it half full,
+    /// and frees it if empty.
+    fn counted_down(&mut self, id: usize, before: usize) {
+        let chunk = &self.chunks[id];
+        if before > chunk.slots.len() / 2 && chunk.is_sparse() {
             self.sparse.push(id);
         }
         self.settle(id);
-        Some(value)
     }
 
     /// Frees chunk `id` (not the tail) if it holds nothing.
@@ -284,23 +291,19 @@ impl<T> WatchList<T> {
                 }
             }
             let n = removed.len() - before;
-            let was_sparse = chunk.is_sparse();
             chunk.held -= n;
-            (n, !was_sparse && chunk.is_sparse())
+            n
         };
         if let Some(tail) = &mut self.tail {
-            self.len -= take(&mut tail.chunk).0;
+            self.len -= take(&mut tail.chunk);
         }
         let Some(older) = &mut self.older else {
             return;
         };
         for id in 0..older.chunks.len() {
-            let (n, now_sparse) = take(&mut older.chunks[id]);
-            self.len -= n;
-            if now_sparse {
-                older.sparse.push(id);
-            }
-            older.settle(id);
+            let before = older.chunks[id].held;
+            self.len -= take(&mut older.chunks[id]);
+            older.counted_down(id, before);
         }
     }
 
