@@ -215,7 +215,6 @@ mod thread_stripe;
 mod timer_queue;
 #[allow(unsafe_code)]
 mod unchecked;
-mod watch_list;
 mod watchers;
 mod wheel_timer;
 

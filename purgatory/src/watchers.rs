@@ -1,10 +1,10 @@
 //! Watch lists: for each key, the operations watched under it.
 //!
 //! Each key has its own list behind its own lock ([`List`]), found through
-//! a sharded map. An operation keeps an `Arc` of each list it is on and its
-//! index there, so completing it goes straight to those lists: no hashing,
-//! no map lock, one slot emptied in each (`watch_list.rs`). A list that
-//! becomes empty leaves its map at once.
+//! a sharded map. An operation keeps the place of each of its entries, so
+//! completing it goes straight to those slots: no hashing, no map lock, no
+//! list lock, one slot emptied in each (`unchecked/watch_list.rs`). A list
+//! that becomes empty leaves its map at once.
 //!
 //! # Groups
 //! An operation watched under several keys, if its key set came lately
@@ -31,15 +31,15 @@
 //! Kafka's purgatory did before 0.9.
 //!
 //! Lock order: a shard of the group map, then a shard of the key map, then
-//! one list. A list's lock is a leaf: under it only `Arc`s are cloned or
-//! moved, and entries removed under it are dropped after it is released.
+//! one list. A list's lock is a leaf: under it only references are cloned
+//! or moved, and entries removed under it are dropped after it is
+//! released.
 
 use crate::cell::Cell;
-use crate::no_yield_lock::Mutex;
 use crate::recent_key_sets::RecentKeySets;
 use crate::timer_queue::CellRef;
 use crate::unchecked::prefetch;
-use crate::watch_list::WatchList;
+use crate::unchecked::watch_list::{self, After, Owner, Place, Shared};
 use dashmap::DashMap;
 use smallvec::SmallVec;
 use std::borrow::Borrow;
@@ -47,12 +47,16 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 /// A key's list, or a group's.
-// `repr(C)` with the lock first keeps the lock word on the cache line of
-// the `Arc`'s counts, which every watch and completion touch anyway.
-#[repr(C)]
 pub(crate) struct List<K, O> {
-    state: Mutex<ListState<K, O>>,
+    shared: Shared<Cell<K, O>, List<K, O>, ListState<K, O>>,
     name: Name<K>,
+}
+
+impl<K, O> Owner<Cell<K, O>> for List<K, O> {
+    type Extra = ListState<K, O>;
+    fn shared(&self) -> &Shared<Cell<K, O>, Self, ListState<K, O>> {
+        &self.shared
+    }
 }
 
 /// Which map a list is found in, and under what.
@@ -61,8 +65,8 @@ enum Name<K> {
     Group(Box<[K]>),
 }
 
-struct ListState<K, O> {
-    entries: WatchList<Entry<K, O>>,
+/// What a list keeps under its lock besides its entries.
+pub(crate) struct ListState<K, O> {
     /// Taken out of its map: nothing is added any more.
     detached: bool,
     /// A group's entries in its keys' lists; empty (and unallocated) for a
@@ -70,35 +74,17 @@ struct ListState<K, O> {
     members: Members<K, O>,
 }
 
-enum Entry<K, O> {
-    Op(CellRef<K, O>),
-    /// Only in a key's list.
-    Group(ListRef<K, O>),
-}
+/// An entry: an operation's cell, or (only in a key's list) a group.
+type Entry<K, O> = watch_list::Entry<Cell<K, O>, List<K, O>>;
 
-impl<K, O> Entry<K, O> {
-    fn is_op(&self, cell: &Cell<K, O>) -> bool {
-        matches!(self, Entry::Op(c) if std::ptr::eq(&**c, cell))
-    }
-
-    fn is_group(&self, group: &ListRef<K, O>) -> bool {
-        matches!(self, Entry::Group(g) if Arc::ptr_eq(g, group))
-    }
-
-    fn op(&self) -> Option<&CellRef<K, O>> {
-        match self {
-            Entry::Op(cell) => Some(cell),
-            Entry::Group(_) => None,
-        }
-    }
-
-    /// A completed operation the baseline may drop.
-    fn is_done(&self) -> bool {
-        self.op().is_some_and(|cell| cell.state.is_done())
-    }
+fn is_done<K, O>(entry: &Entry<K, O>) -> bool {
+    matches!(entry, Entry::Op(cell) if cell.state.is_done())
 }
 
 pub(crate) type ListRef<K, O> = Arc<List<K, O>>;
+
+/// A locked list.
+type Guard<'a, K, O> = watch_list::Guard<'a, Cell<K, O>, List<K, O>, ListState<K, O>>;
 
 /// The maps' hasher. Every multi-key submission hashes its key set to find
 /// its group; with std's SipHash, that hash and the map's probe were about 5%
@@ -110,11 +96,11 @@ pub(crate) type ListRef<K, O> = Arc<List<K, O>>;
 /// the cluster's admins, not by clients) does not call for.
 type MapHasher = foldhash::fast::RandomState;
 
-/// An entry in a list: which list, and where in it.
+/// An entry in a list.
 pub(crate) struct Link<K, O> {
-    list: ListRef<K, O>,
-    /// The entry's index in the list.
-    index: usize,
+    /// Where the entry is; none in the baseline's lists, which leave their
+    /// entries to walks and purges.
+    place: Option<Place<Cell<K, O>, List<K, O>>>,
     /// Where the entry was stored when added, to prefetch before removing
     /// it (see `unchecked/prefetch.rs`).
     address: usize,
@@ -122,11 +108,11 @@ pub(crate) struct Link<K, O> {
 
 impl<K, O> Link<K, O> {
     /// Keys the entry stands for: a group's link stands for all of its
-    /// keys. (Counted here rather than kept in every cell.)
+    /// keys (the baseline has no groups).
     fn keys(&self) -> usize {
-        match &self.list.name {
-            Name::Key(_) => 1,
-            Name::Group(keys) => keys.len(),
+        match self.place.as_ref().map(|place| &place.list().name) {
+            Some(Name::Group(keys)) => keys.len(),
+            _ => 1,
         }
     }
 }
@@ -142,31 +128,43 @@ type Members<K, O> = Vec<Link<K, O>>;
 /// took 80 bytes more in every cell.
 pub(crate) type Links<K, O> = SmallVec<[Link<K, O>; 1]>;
 
-impl<K, O> ListState<K, O> {
-    /// Marks the list detached (out of its map) and takes what it holds.
-    fn close(&mut self) -> (WatchList<Entry<K, O>>, Members<K, O>) {
-        self.detached = true;
-        (
-            std::mem::take(&mut self.entries),
-            std::mem::take(&mut self.members),
-        )
-    }
-}
-
 impl<K, O> List<K, O> {
-    fn new(name: Name<K>) -> ListRef<K, O> {
+    fn new(name: Name<K>, lazy: bool) -> ListRef<K, O> {
+        let state = ListState {
+            detached: false,
+            members: Vec::new(),
+        };
         Arc::new(List {
-            state: Mutex::new(ListState {
-                entries: WatchList::default(),
-                detached: false,
-                members: Vec::new(),
-            }),
+            shared: Shared::new(state, lazy),
             name,
         })
     }
+}
 
-    fn push(&self, entry: Entry<K, O>) -> (usize, usize) {
-        self.state.lock().entries.push(entry)
+/// What a list held when it was taken out of its map.
+struct Closed<K, O> {
+    entries: Vec<Entry<K, O>>,
+    members: Members<K, O>,
+    /// References to lists (this one) that its last chunk held: dropped
+    /// after its lock.
+    lists: Vec<ListRef<K, O>>,
+}
+
+/// Marks `list` detached (out of its map) and takes what it holds.
+fn close<K, O>(list: &ListRef<K, O>) -> Closed<K, O> {
+    close_locked(&mut list.shared.lock())
+}
+
+/// [`close`], for a list locked already.
+fn close_locked<K, O>(state: &mut Guard<'_, K, O>) -> Closed<K, O> {
+    let mut entries = Vec::new();
+    state.detached = true;
+    let members = std::mem::take(&mut state.members);
+    let lists = state.take_all(&mut entries);
+    Closed {
+        entries,
+        members,
+        lists,
     }
 }
 
@@ -178,6 +176,8 @@ pub(crate) struct Watchers<K, O> {
     /// The baseline's policy: one entry per key, and completed operations
     /// left in their lists.
     lazy: bool,
+    /// [`Watchers::clear`], made where its bounds hold, for `drop`.
+    clear: fn(&mut Self),
 }
 
 impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
@@ -188,6 +188,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             groups: DashMap::with_hasher_and_shard_amount(Default::default(), shards),
             recent: RecentKeySets::default(),
             lazy,
+            clear: Self::clear,
         }
     }
 
@@ -210,7 +211,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             &self.keys,
             key,
             || key.clone(),
-            || List::new(Name::Key(key.clone())),
+            || List::new(Name::Key(key.clone()), self.lazy),
             entry,
         )
     }
@@ -219,14 +220,14 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     /// none.
     fn push_to_group(&self, keys: &[K], cell: &CellRef<K, O>) -> Link<K, O> {
         let create = || {
-            let group = List::new(Name::Group(keys.into()));
+            let group = List::new(Name::Group(keys.into()), self.lazy);
             // In its keys' lists before any operation is in it, so a check
             // under any of its keys finds every operation in it.
             let members = keys
                 .iter()
                 .map(|key| self.push_to_key(key, Entry::Group(Arc::clone(&group))))
                 .collect();
-            group.state.lock().members = members;
+            group.shared.lock().members = members;
             group
         };
         push_to(
@@ -263,26 +264,37 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     /// it was watched under.
     pub(crate) fn close(&self, cell: &Cell<K, O>, links: Links<K, O>) -> usize {
         let keys = links.iter().map(Link::keys).sum();
-        if !self.lazy {
-            for link in links {
-                self.remove(&link.list, link.index, |entry| entry.is_op(cell));
-            }
+        for place in links.into_iter().filter_map(|link| link.place) {
+            self.take_out(place, watch_list::op_word(cell));
         }
         keys
     }
 
-    /// Removes the entry at `index` in `list` if `is_it` recognises it (the
-    /// slot is empty if a cancellation took the list's entries), and takes
-    /// the list out of its map if that emptied it.
-    fn remove(&self, list: &ListRef<K, O>, index: usize, is_it: impl FnOnce(&Entry<K, O>) -> bool) {
-        let (removed, now_empty) = {
-            let mut state = list.state.lock();
-            let removed = state.entries.remove_if(index, is_it);
-            (removed, state.entries.is_empty() && !state.detached)
-        };
-        drop(removed);
-        if now_empty {
-            self.detach(list, true);
+    /// Takes the entry at `place` out if it still holds `expected` (a
+    /// cancellation may have taken it), without the list's lock, and does
+    /// under the lock what that left to do: a list left empty leaves its
+    /// map.
+    fn take_out(&self, place: Place<Cell<K, O>, List<K, O>>, expected: usize) {
+        let (entry, after) = watch_list::remove(place, expected);
+        drop(entry);
+        match after {
+            After::Nothing => {}
+            After::Sparse(list, id) => list.shared.lock().note_sparse(id),
+            // Most often the list's only entry (a key watched by one
+            // operation at a time): straight to the map.
+            After::MaybeEmpty(list) => drop(self.detach(&list, true)),
+            After::Free(chunk) => {
+                let list = Arc::clone(chunk.list());
+                let (chunks_reference, empty) = {
+                    let mut state = list.shared.lock();
+                    let reference = state.free(chunk);
+                    (reference, state.is_empty() && !state.detached)
+                };
+                drop(chunks_reference);
+                if empty {
+                    self.detach(&list, true);
+                }
+            }
         }
     }
 
@@ -295,11 +307,11 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             if !Arc::ptr_eq(current, list) {
                 return false;
             }
-            let mut state = current.state.lock();
-            if only_if_empty && !state.entries.is_empty() {
+            let mut state = current.shared.lock();
+            if only_if_empty && !state.is_empty() {
                 return false;
             }
-            taken = Some(state.close());
+            taken = Some(close_locked(&mut state));
             true
         };
         match &list.name {
@@ -307,7 +319,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             Name::Group(keys) => drop(self.groups.remove_if(&**keys, |_, current| take(current))),
         }
         match taken {
-            Some((entries, members)) => self.dismantle(list, entries, members),
+            Some(closed) => self.dismantle(list, closed),
             None => Vec::new(),
         }
     }
@@ -315,17 +327,18 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     /// What is left to do once `list` is out of its map: a group leaves its
     /// keys' lists, and a key's groups are detached in turn. Returns the
     /// operations that were in them.
-    fn dismantle(
-        &self,
-        list: &ListRef<K, O>,
-        entries: WatchList<Entry<K, O>>,
-        members: Members<K, O>,
-    ) -> Vec<CellRef<K, O>> {
-        for member in members {
-            self.remove(&member.list, member.index, |entry| entry.is_group(list));
+    fn dismantle(&self, list: &ListRef<K, O>, closed: Closed<K, O>) -> Vec<CellRef<K, O>> {
+        let Closed {
+            entries,
+            members,
+            lists,
+        } = closed;
+        drop(lists);
+        for place in members.into_iter().filter_map(|member| member.place) {
+            self.take_out(place, watch_list::group_word(list));
         }
         let mut cells = Vec::new();
-        for entry in entries.into_values() {
+        for entry in entries {
             match entry {
                 Entry::Op(cell) => cells.push(cell),
                 Entry::Group(group) => cells.extend(self.detach(&group, false)),
@@ -343,36 +356,32 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         Q: Hash + Eq + ?Sized,
     {
         let mut dead = Vec::new();
+        let mut pending = Vec::new();
         let mut groups = Vec::new();
-        let (mut pending, list) = {
+        let list = {
             let Some(list) = self.keys.get(key) else {
                 return Vec::new();
             };
-            let mut state = list.state.lock();
+            let mut state = list.shared.lock();
             if self.lazy {
-                state.entries.retain(|entry| !entry.is_done(), &mut dead);
+                state.retain(|entry| !is_done(entry), &mut dead);
             }
-            let mut pending = Vec::with_capacity(state.entries.len());
-            for entry in state.entries.iter() {
-                match entry {
-                    Entry::Op(cell) => pending.push(CellRef::clone(cell)),
-                    Entry::Group(group) => groups.push(Arc::clone(group)),
-                }
-            }
-            (pending, Arc::clone(&list))
+            pending.reserve(state.len());
+            state.walk(|entry| match entry {
+                Entry::Op(cell) => pending.push(cell),
+                Entry::Group(group) => groups.push(group),
+            });
+            Arc::clone(&list)
         };
         if pending.is_empty() && groups.is_empty() {
             self.detach(&list, true);
         }
         for group in &groups {
-            let state = group.state.lock();
-            pending.extend(
-                state
-                    .entries
-                    .iter()
-                    .filter_map(Entry::op)
-                    .map(CellRef::clone),
-            );
+            group.shared.lock().walk(|entry| {
+                if let Entry::Op(cell) = entry {
+                    pending.push(cell);
+                }
+            });
         }
         drop(dead);
         oldest_first(pending)
@@ -388,33 +397,56 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         let Some((_, list)) = self.keys.remove(key) else {
             return Vec::new();
         };
-        let (entries, members) = list.state.lock().close();
-        oldest_first(self.dismantle(&list, entries, members))
+        let closed = close(&list);
+        oldest_first(self.dismantle(&list, closed))
     }
 
     /// The baseline's purge: drops completed entries from every list.
     pub(crate) fn purge(&self) {
         let mut dead = Vec::new();
+        let mut lists = Vec::new();
         self.keys.retain(|_, list| {
-            let mut state = list.state.lock();
-            state.entries.retain(|entry| !entry.is_done(), &mut dead);
-            state.detached = state.entries.is_empty();
+            let mut state = list.shared.lock();
+            state.retain(|entry| !is_done(entry), &mut dead);
+            state.detached = state.is_empty();
+            if state.detached {
+                lists.extend(state.take_all(&mut dead));
+            }
             !state.detached
         });
         drop(dead);
+        drop(lists);
     }
 
     /// Entries held in all lists, groups' and their entries in keys' lists
     /// included (the baseline's include completed operations).
     pub(crate) fn held(&self) -> usize {
-        let held = |list: &ListRef<K, O>| list.state.lock().entries.len();
+        let held = |list: &ListRef<K, O>| list.shared.lock().len();
         self.keys.iter().map(|l| held(&l)).sum::<usize>()
             + self.groups.iter().map(|l| held(&l)).sum::<usize>()
+    }
+
+    /// Takes every list apart, groups first, before the maps go: a list's
+    /// chunks keep it, so lists still in the maps (the baseline's, with
+    /// completed operations in them, or any if operations were left
+    /// unanswered) would otherwise never be freed.
+    fn clear(&mut self) {
+        let groups: Vec<ListRef<K, O>> = self.groups.iter().map(|l| Arc::clone(&l)).collect();
+        let keys: Vec<ListRef<K, O>> = self.keys.iter().map(|l| Arc::clone(&l)).collect();
+        for list in groups.iter().chain(&keys) {
+            drop(self.detach(list, false));
+        }
     }
 
     /// Keys with a non-empty list.
     pub(crate) fn keys(&self) -> usize {
         self.keys.len()
+    }
+}
+
+impl<K, O> Drop for Watchers<K, O> {
+    fn drop(&mut self) {
+        (self.clear)(self);
     }
 }
 
@@ -434,12 +466,8 @@ where
     // The shard's read lock is held while the list is locked, so the list
     // cannot be detached in between (detaching needs the write lock).
     let link = |list: &ListRef<K, O>| {
-        let (index, address) = list.push(entry);
-        Link {
-            list: Arc::clone(list),
-            index,
-            address,
-        }
+        let (place, address) = list.shared.lock().push(list, entry);
+        Link { place, address }
     };
     if let Some(list) = map.get(name) {
         return link(&list);

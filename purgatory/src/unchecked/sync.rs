@@ -1,8 +1,17 @@
-//! The synchronisation primitives `state.rs`, `handover.rs` and `lane.rs`
-//! are written against. The loom tests compile them again against loom's
+//! The synchronisation primitives `state.rs`, `handover.rs`, `lane.rs` and
+//! `watch_list.rs` are written against. The loom tests compile them again against loom's
 //! versions of the same names.
 
-pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
+
+/// A watch list's lock (`watch_list.rs`).
+pub(crate) use crate::no_yield_lock::Mutex as ListMutex;
+pub(crate) use std::sync::MutexGuard as ListGuard;
+
+/// Slots of a watch list's first chunk and of its largest: 4 KiB of words.
+pub(crate) const WATCH_SLOTS: (usize, usize) = (4, 512);
 
 /// Slots per chunk of a timer lane (`lane.rs`): 4 KiB with the header.
 pub(crate) const LANE_SLOTS: u32 = 252;

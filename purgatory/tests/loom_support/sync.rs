@@ -1,14 +1,27 @@
 //! loom's versions of the names `src/unchecked/state.rs`,
-//! `src/unchecked/handover.rs` and `src/unchecked/lane.rs` are written
-//! against (`src/unchecked/sync.rs`), for the loom models, which compile
-//! those files again.
+//! `src/unchecked/handover.rs`, `src/unchecked/lane.rs` and
+//! `src/unchecked/watch_list.rs` are written against
+//! (`src/unchecked/sync.rs`), for the loom models, which compile those
+//! files again.
 
 use std::time::Instant;
 
 pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-// Only `lane.rs` uses these; each model compiles this file whole.
+// Only `lane.rs` and `watch_list.rs` use these; each model compiles this
+// file whole.
 #[allow(unused_imports)]
-pub(crate) use loom::sync::atomic::{fence, AtomicPtr};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicUsize};
+
+/// A watch list's lock (`watch_list.rs`).
+#[allow(unused_imports)]
+pub(crate) use self::Mutex as ListMutex;
+#[allow(unused_imports)]
+pub(crate) use loom::sync::MutexGuard as ListGuard;
+
+/// Two slots a watch-list chunk, so that a model fills one and starts the
+/// next in a few steps.
+#[allow(dead_code)]
+pub(crate) const WATCH_SLOTS: (usize, usize) = (2, 2);
 
 /// Three slots a lane chunk, so that a model fills one and starts the next
 /// in a few steps.
