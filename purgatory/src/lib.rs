@@ -72,14 +72,14 @@
 //!
 //! # Memory
 //! A parked operation costs its cell and its share of the timer and of its
-//! watch list: 161 bytes each for 1e6 operations of 16 bytes under 3 keys
-//! (`cargo run --release --example burst_memory`), 145 beyond the
+//! watch list: 153 bytes each for 1e6 operations of 16 bytes under 3 keys
+//! (`cargo run --release --example burst_memory`), 137 beyond the
 //! operation. The cell (128 bytes with its reference count, the size of
 //! two cache lines) holds the operation, its state word, one watch link inline, its
 //! timer id and submission order, two prefetch hints, and the waker of the
 //! handle's last poll. The operation is kept once: the handle takes it
 //! where it lies once it is answered, so an operation of `S` bytes costs
-//! about `S + 145`. A cell is allocated on the thread that
+//! about `S + 137`. A cell is allocated on the thread that
 //! submits and freed on the thread that answers, so the allocator's
 //! footprint can grow beyond what is in use. In a soak of three minutes
 //! at about 1.2M operations a second (`cargo run --release --example
