@@ -356,6 +356,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         Q: Hash + Eq + ?Sized,
     {
         let mut dead = Vec::new();
+        let mut lists = Vec::new();
         let mut pending = Vec::new();
         let mut groups = Vec::new();
         let list = {
@@ -364,7 +365,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             };
             let mut state = list.shared.lock();
             if self.lazy {
-                state.retain(|entry| !is_done(entry), &mut dead);
+                lists = state.retain(|entry| !is_done(entry), &mut dead);
             }
             pending.reserve(state.len());
             state.walk(|entry| match entry {
@@ -384,6 +385,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             });
         }
         drop(dead);
+        drop(lists);
         oldest_first(pending)
     }
 
@@ -407,7 +409,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         let mut lists = Vec::new();
         self.keys.retain(|_, list| {
             let mut state = list.shared.lock();
-            state.retain(|entry| !is_done(entry), &mut dead);
+            lists.extend(state.retain(|entry| !is_done(entry), &mut dead));
             state.detached = state.is_empty();
             if state.detached {
                 lists.extend(state.take_all(&mut dead));

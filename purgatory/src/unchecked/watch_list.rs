@@ -166,6 +166,8 @@ pub(crate) struct Locked<C, G, X> {
 /// A locked list.
 pub(crate) struct Guard<'a, C, G, X> {
     locked: ListGuard<'a, Locked<C, G, X>>,
+    /// The list locked, to check that chunks and lists passed in are its.
+    shared: &'a Shared<C, G, X>,
 }
 
 impl<'a, C, G, X> std::ops::Deref for Guard<'a, C, G, X> {
@@ -300,6 +302,7 @@ impl<C, G, X> Shared<C, G, X> {
     pub(crate) fn lock(&self) -> Guard<'_, C, G, X> {
         Guard {
             locked: self.locked.lock(),
+            shared: self,
         }
     }
 }
@@ -396,15 +399,20 @@ unsafe fn give_back<C, G>(chunk: NonNull<Chunk<C, G>>) -> After<C, G> {
     }
 }
 
-impl<'a, C, G, X> Guard<'a, C, G, X> {
+impl<'a, C, G: Owner<C, Extra = X>, X> Guard<'a, C, G, X> {
     /// Adds `entry`; `list` is the list locked here (its chunks keep a
-    /// reference to it). Returns the entry's place (`None` in a lazy list)
-    /// and where it is stored, a hint to prefetch before removing it.
+    /// reference to it, and a completion that waits for a walk locks it).
+    /// Returns the entry's place (`None` in a lazy list) and where it is
+    /// stored, a hint to prefetch before removing it.
     pub(crate) fn push(
         &mut self,
         list: &Arc<G>,
         entry: Entry<C, G>,
     ) -> (Option<Place<C, G>>, usize) {
+        assert!(
+            std::ptr::eq(list.shared(), self.shared),
+            "pushed with another list"
+        );
         let chunks = &mut self.locked.chunks;
         let word = entry.into_word();
         loop {
@@ -453,29 +461,36 @@ impl<'a, C, G, X> Guard<'a, C, G, X> {
         chunks.raise(false);
     }
 
-    /// Takes out the entries `keep` rejects, into `removed`.
+    /// Takes out the entries `keep` rejects, into `removed`. Returns the
+    /// references to the list that chunks freed held, to drop after the
+    /// lock.
+    #[must_use]
     pub(crate) fn retain(
         &mut self,
         mut keep: impl FnMut(&Entry<C, G>) -> bool,
         removed: &mut Vec<Entry<C, G>>,
-    ) {
-        self.take(|entry| !keep(entry), removed);
+    ) -> Vec<Arc<G>> {
+        self.take(|entry| !keep(entry), removed)
     }
 
     /// Takes out every entry, into `removed`, and lets go of the chunk
     /// being filled: for a list out of its map, to which nothing is added
     /// any more.
+    #[must_use]
     pub(crate) fn take_all(&mut self, removed: &mut Vec<Entry<C, G>>) -> Vec<Arc<G>> {
-        self.take(|_| true, removed);
+        let mut lists = self.take(|_| true, removed);
         let chunks = &mut self.locked.chunks;
-        let mut lists = Vec::new();
         if let Some(tail) = chunks.tail.take() {
             lists.extend(chunks.seal(tail));
         }
         lists
     }
 
-    fn take(&mut self, mut take: impl FnMut(&Entry<C, G>) -> bool, removed: &mut Vec<Entry<C, G>>) {
+    fn take(
+        &mut self,
+        mut take: impl FnMut(&Entry<C, G>) -> bool,
+        removed: &mut Vec<Entry<C, G>>,
+    ) -> Vec<Arc<G>> {
         // `take` may read what an entry points at, and a removal may be
         // taking it out meanwhile: as in a walk.
         let chunks = &mut self.locked.chunks;
@@ -512,11 +527,11 @@ impl<'a, C, G, X> Guard<'a, C, G, X> {
             }
         }
         chunks.raise(false);
-        for chunk in emptied {
-            // Only older chunks reach 0 (the tail holds `TAIL`); their
-            // list reference cannot be the last, since the caller holds one.
-            drop(chunks.free(chunk));
-        }
+        // Only older chunks reach 0 (the tail holds `TAIL`).
+        emptied
+            .into_iter()
+            .map(|chunk| chunks.free(chunk))
+            .collect()
     }
 
     /// Notes chunk `id` to be filled again, if it is still at most half
@@ -528,6 +543,10 @@ impl<'a, C, G, X> Guard<'a, C, G, X> {
     /// Frees a chunk whose units are all given back, and returns its
     /// reference to the list, to drop once the lock is released.
     pub(crate) fn free(&mut self, owned: Owned<C, G>) -> Arc<G> {
+        assert!(
+            std::ptr::eq(owned.list().shared(), self.shared),
+            "a chunk freed under another list's lock"
+        );
         self.locked.chunks.free(owned.0)
     }
 

@@ -152,14 +152,19 @@ fn a_lazy_list_names_no_place_and_frees_what_it_takes_out() {
         assert_ne!(address, 0);
     }
     let mut removed = Vec::new();
-    list.0.lock().retain(
+    let references = list.0.lock().retain(
         |entry| matches!(entry, Entry::Op(c) if c.0 % 2 == 0),
         &mut removed,
     );
+    // Chunks it emptied are freed: their references to the list come back.
+    assert!(references.is_empty());
     assert_eq!(removed.len(), cells.len() / 2);
     assert_eq!(list.0.lock().len(), cells.len() / 2);
     removed.clear();
-    list.0.lock().retain(|_| false, &mut removed);
+    let before = chunks(&list);
+    let references = list.0.lock().retain(|_| false, &mut removed);
+    assert_eq!(references.len(), before - 1, "every chunk but the tail");
+    drop(references);
     assert!(list.0.lock().is_empty());
     // Only the tail is left, and letting go of it frees it.
     assert_eq!(chunks(&list), 1);
@@ -311,4 +316,12 @@ fn removals_race_inserts_and_walks() {
     close(&list);
     assert_eq!(chunks(&list), 0);
     assert!(walked > 0);
+}
+
+#[test]
+#[should_panic(expected = "pushed with another list")]
+fn a_push_names_the_list_it_locked() {
+    let (a, b) = (list(false), list(false));
+    let cell = op(1);
+    let _place = a.0.lock().push(&b, Entry::Op(cell));
 }
