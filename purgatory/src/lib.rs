@@ -20,7 +20,7 @@
 //!   The state machine behind this is model-checked with loom.
 //! - **Nothing held by finished work.** The moment an operation completes it
 //!   leaves the timer (a timing-wheel cancel, or its slot in a lane
-//!   cleared) and every watch list it is on (its slot emptied by index), O(1)
+//!   cleared) and every watch list it is on (its slot emptied in place), O(1)
 //!   each; a list that empties is removed, and so is a group of operations
 //!   sharing their keys.
 //!   There is no purge interval and no reaper walking lists. What stays is
@@ -29,9 +29,9 @@
 //!   reuse (and a magazine of up to 32 per thread), given back on shutdown;
 //!   a lane's cleared 16-byte slots until its head passes them (within one
 //!   timeout) or their 4 KiB chunk has no pending entry left (at once); and
-//!   a watch list's emptied 16-byte slots until their chunk (at most 4 KiB)
-//!   has no entry left (at once) or, half full or less, is filled
-//!   again by the list's next entries.
+//!   a watch list's emptied 8-byte slots until their chunk (at most 4 KiB)
+//!   has no pending operation left (at once) or, half full or less, is
+//!   filled again by the list's next entries.
 //! - **Nobody waits on an operation.** A check or forced outcome that finds
 //!   the operation busy on another thread leaves it a note and returns; the
 //!   busy thread serves it. Operation code may call back into the purgatory.
@@ -112,9 +112,12 @@
 //! under a thread's own magazine: `PurgatoryBuilder::spare_cells`). Where an operation is watched needs
 //! no lock: only the thread holding its `RUNNING` bit reaches it (the
 //! submitter while it sets the operation up, then whoever completes it).
-//! Completing an operation takes its lists' locks directly (it holds them),
-//! without a map, unless it empties a list, and takes its lane entry out of
-//! the timer with no lock at all. No lock is held while another
+//! Completing an operation takes its watch entries out with no lock (a
+//! compare-exchange on each slot), unless a check is walking that list
+//! (then it waits for the walk's lock before letting go of the entry),
+//! its chunk empties or falls to half full (once a chunk), or it empties
+//! the list (then a map's shard too); it takes its lane entry out of the
+//! timer with no lock at all. No lock is held while another
 //! operation is checked, so the lock cycles behind Kafka's purgatory
 //! deadlocks (KAFKA-3994, KAFKA-5970, KAFKA-7697, KAFKA-8334) cannot form.
 //! Cells removed under a lock are dropped after it is released, so not even
