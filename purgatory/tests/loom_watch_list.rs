@@ -152,11 +152,8 @@ fn completions_racing_the_tail_moving_on_free_every_chunk_once() {
         let cells: Vec<Cell> = (0..2).map(|_| op(&drops)).collect();
         let places: Vec<_> = cells.iter().map(|c| push(&list, c)).collect();
         let work: Vec<_> = places.into_iter().zip(cells).collect();
-        let completer = thread::spawn(move || {
-            work.into_iter()
-                .map(|(place, cell)| complete(place, cell))
-                .all(|found| found)
-        });
+        let completer =
+            thread::spawn(move || work.into_iter().all(|(place, cell)| complete(place, cell)));
         let late = op(&drops);
         let late_place = push(&list, &late);
         assert!(completer.join().unwrap());

@@ -6,6 +6,8 @@
 
 use std::time::Instant;
 
+// Not every model uses every name; each compiles this file whole.
+#[allow(unused_imports)]
 pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 // Only `lane.rs` and `watch_list.rs` use these; each model compiles this
 // file whole.
