@@ -33,8 +33,8 @@
 //!   reference) to 0; a walk that clones references raises a flag that
 //!   such a completion waits on, and a chunk counts who may still reach
 //!   it and is freed by the last. `purgatory_perf` at 1M/s (Intel Xeon
-//!   VM): 0.85-0.92 -> 0.68-0.74 µs per request in the low case
-//!   (docs/performance.md). Model-checked with loom
+//!   VM, 6 alternating pairs): 0.859-0.918 -> 0.723-0.749 µs per request
+//!   in the low case (docs/performance.md). Model-checked with loom
 //!   (`tests/loom_watch_list.rs`).
 //! - [`prefetch`]: cache-line hints before a completion takes its locks, and
 //!   for the cells a batch of completions comes to next;

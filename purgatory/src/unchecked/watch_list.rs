@@ -117,15 +117,18 @@ impl<C, G> Entry<C, G> {
         }
     }
 
-    /// A new reference to what `word` stands for.
-    ///
-    /// # Safety
-    /// `word` was made by [`into_word`](Self::into_word), and its
-    /// reference stays alive during the call.
-    unsafe fn clone_word(word: usize) -> Self {
-        // SAFETY: alive by the caller's contract; not dropped here.
-        let held = ManuallyDrop::new(unsafe { Self::from_word(word) });
-        match &*held {
+    /// The word a slot holds for this entry.
+    fn word(&self) -> usize {
+        match self {
+            Entry::Op(cell) => op_word(&**cell),
+            Entry::Group(group) => group_word(group),
+        }
+    }
+}
+
+impl<C, G> Clone for Entry<C, G> {
+    fn clone(&self) -> Self {
+        match self {
             Entry::Op(cell) => Entry::Op(CellArc::clone(cell)),
             Entry::Group(group) => Entry::Group(Arc::clone(group)),
         }
@@ -160,7 +163,7 @@ pub(crate) struct Shared<C, G, X> {
 pub(crate) struct Locked<C, G, X> {
     chunks: Chunks<C, G>,
     /// The caller's state.
-    pub extra: X,
+    extra: X,
 }
 
 /// A locked list.
@@ -229,8 +232,6 @@ struct Chunks<C, G> {
     older: Vec<Option<NonNull<Chunk<C, G>>>>,
     /// Older chunks allocated.
     live: usize,
-    /// Slots in all chunks allocated, the tail's included.
-    capacity: usize,
     /// Numbers not in use (below `older.len()`), for new chunks.
     free: Vec<usize>,
     /// Chunks that were at most half full when last seen, to fill again
@@ -288,7 +289,6 @@ impl<C, G, X> Shared<C, G, X> {
                     tail: None,
                     older: Vec::new(),
                     live: 0,
-                    capacity: 0,
                     free: Vec::new(),
                     sparse: Vec::new(),
                     spare: None,
@@ -444,21 +444,9 @@ impl<'a, C, G: Owner<C, Extra = X>, X> Guard<'a, C, G, X> {
 
     /// Clones every reference the list holds, to `each`.
     pub(crate) fn walk(&self, mut each: impl FnMut(Entry<C, G>)) {
-        let chunks = &self.locked.chunks;
-        chunks.raise(true);
-        for chunk in chunks.all() {
-            for slot in chunk.slots.iter() {
-                let word = slot.load(Ordering::Acquire);
-                if word != 0 {
-                    // SAFETY: a word read in its slot was made by a push;
-                    // its reference stays alive until after this walk (a
-                    // removal that took it meanwhile saw the flag and waits
-                    // for this lock).
-                    each(unsafe { Entry::clone_word(word) });
-                }
-            }
-        }
-        chunks.raise(false);
+        self.locked
+            .chunks
+            .scan(|_, _, entry| each(Entry::clone(entry)));
     }
 
     /// Takes out the entries `keep` rejects, into `removed`. Returns the
@@ -491,42 +479,25 @@ impl<'a, C, G: Owner<C, Extra = X>, X> Guard<'a, C, G, X> {
         mut take: impl FnMut(&Entry<C, G>) -> bool,
         removed: &mut Vec<Entry<C, G>>,
     ) -> Vec<Arc<G>> {
-        // `take` may read what an entry points at, and a removal may be
-        // taking it out meanwhile: as in a walk.
         let chunks = &mut self.locked.chunks;
-        chunks.raise(true);
         let lazy = chunks.lazy;
         let mut emptied = Vec::new();
-        for chunk in chunks.all_pointers() {
-            // SAFETY: chunks in the list are allocated: only this lock's
-            // holder frees them.
-            let c = unsafe { chunk.as_ref() };
-            for slot in c.slots.iter() {
-                let word = slot.load(Ordering::Acquire);
-                if word == 0 {
-                    continue;
-                }
-                // SAFETY: made by a push, and alive until after this walk
-                // (see `walk`).
-                let peek = ManuallyDrop::new(unsafe { Entry::from_word(word) });
-                if !take(&peek) {
-                    continue;
-                }
-                if slot
+        chunks.scan(|chunk, slot, entry| {
+            let word = entry.word();
+            if !take(entry)
+                || slot
                     .compare_exchange(word, 0, Ordering::AcqRel, Ordering::Relaxed)
                     .is_err()
-                {
-                    continue;
-                }
-                // SAFETY: moved out of its slot: the reference is ours.
-                removed.push(unsafe { Entry::from_word(word) });
-                // Lazy: no place will give the unit back.
-                if lazy && c.units.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    emptied.push(chunk);
-                }
+            {
+                return;
             }
-        }
-        chunks.raise(false);
+            // SAFETY: moved out of its slot: the reference is ours.
+            removed.push(unsafe { Entry::from_word(word) });
+            // Lazy: no place will give the unit back.
+            if lazy && chunk.units.fetch_sub(1, Ordering::AcqRel) == 1 {
+                emptied.push(NonNull::from(chunk));
+            }
+        });
         // Only older chunks reach 0 (the tail holds `TAIL`).
         emptied
             .into_iter()
@@ -575,20 +546,43 @@ impl<'a, C, G: Owner<C, Extra = X>, X> Guard<'a, C, G, X> {
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         let chunks = &self.locked.chunks;
-        chunks.capacity + chunks.spare.as_ref().map_or(0, |s| s.len())
+        chunks.capacity() + chunks.spare.as_ref().map_or(0, |s| s.len())
     }
 }
 
 impl<C, G> Chunks<C, G> {
-    /// Raises (before a walk, then with a fence) or lowers (after it)
-    /// every chunk's `walking` flag.
-    fn raise(&self, up: bool) {
+    /// Shows `each` every entry held, with its chunk and slot, under
+    /// the chunks' `walking` flags: `each` may read what the entry points
+    /// at, or take it out of its slot, while a removal may be taking it out
+    /// without the lock (see the module docs).
+    fn scan(&self, mut each: impl FnMut(&Chunk<C, G>, &AtomicUsize, &Entry<C, G>)) {
         for chunk in self.all() {
-            chunk.walking.store(up, Ordering::Relaxed);
+            chunk.walking.store(true, Ordering::Relaxed);
         }
-        if up {
-            fence(Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        for chunk in self.all() {
+            for slot in chunk.slots.iter() {
+                let word = slot.load(Ordering::Acquire);
+                if word == 0 {
+                    continue;
+                }
+                // SAFETY: a word read in its slot was made by a push; its
+                // reference stays alive until after the scan (a removal
+                // that took it meanwhile saw the flag and waits for this
+                // lock), and is not dropped here.
+                let entry = ManuallyDrop::new(unsafe { Entry::from_word(word) });
+                each(chunk, slot, &entry);
+            }
         }
+        for chunk in self.all() {
+            chunk.walking.store(false, Ordering::Release);
+        }
+    }
+
+    /// Slots in all chunks allocated, the tail's included (summed: asked
+    /// once a new chunk, which is made once per up to 512 entries).
+    fn capacity(&self) -> usize {
+        self.all().map(|chunk| chunk.slots.len()).sum()
     }
 
     /// Every chunk allocated, the tail's included.
@@ -631,7 +625,7 @@ impl<C, G> Chunks<C, G> {
                 return;
             }
         }
-        let size = (self.capacity + 1)
+        let size = (self.capacity() + 1)
             .next_power_of_two()
             .clamp(MIN_SLOTS, MAX_SLOTS);
         let slots = match self.spare.take() {
@@ -654,7 +648,6 @@ impl<C, G> Chunks<C, G> {
             slots,
             _cells: std::marker::PhantomData,
         });
-        self.capacity += size;
         self.tail = Some(Tail {
             chunk: NonNull::from(Box::leak(chunk)),
             cursor: 0,
@@ -670,8 +663,7 @@ impl<C, G> Chunks<C, G> {
         let (id, half) = (c.id, c.slots.len() / 2);
         let left = c.units.fetch_sub(TAIL, Ordering::AcqRel) - TAIL;
         if left == 0 {
-            // The tail's number holds nothing: back to the free ones.
-            return Some(self.release(tail.chunk, false));
+            return Some(self.free(tail.chunk));
         }
         if id == self.older.len() {
             self.older.push(None);
@@ -684,21 +676,19 @@ impl<C, G> Chunks<C, G> {
         None
     }
 
-    /// Frees an older chunk whose units are all given back.
+    /// Frees a chunk whose units are all given back: an older one, or a
+    /// tail just let go of (which is not among the older chunks).
     fn free(&mut self, chunk: NonNull<Chunk<C, G>>) -> Arc<G> {
-        self.release(chunk, true)
-    }
-
-    fn release(&mut self, chunk: NonNull<Chunk<C, G>>, older: bool) -> Arc<G> {
         // Every giver's last touch of the chunk happens before this.
-        super::sync::fence(Ordering::Acquire);
+        fence(Ordering::Acquire);
         // SAFETY: no unit is left, so nobody else reaches the chunk, and
         // chunks are made by `Box::leak`.
         let chunk = unsafe { Box::from_raw(chunk.as_ptr()) };
-        if older {
-            debug_assert!(self.older[chunk.id] == Some(NonNull::from(&*chunk)));
-            self.older[chunk.id] = None;
-            self.live -= 1;
+        if let Some(held) = self.older.get_mut(chunk.id) {
+            if *held == Some(NonNull::from(&*chunk)) {
+                *held = None;
+                self.live -= 1;
+            }
         }
         // A tail never put among the older chunks has the number one past
         // them, which the next new chunk takes anyway.
@@ -708,7 +698,6 @@ impl<C, G> Chunks<C, G> {
         let Chunk { owner, slots, .. } = *chunk;
         // Every place took its entry out or found it taken.
         debug_assert!(slots.iter().all(|s| s.load(Ordering::Relaxed) == 0));
-        self.capacity -= slots.len();
         if let Slots::Boxed(slots) = slots {
             if self.spare.as_ref().is_none_or(|s| s.len() <= slots.len()) {
                 self.spare = Some(slots);
