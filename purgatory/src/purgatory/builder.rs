@@ -106,18 +106,23 @@ where
         self
     }
 
-    /// How many answered operations' cells are kept for reuse by later
-    /// submissions (default 1,024; 0 keeps none). A cell is kept when the
+    /// How many answered operations' cells may be kept for reuse by later
+    /// submissions (default 65,536; 0 keeps none). A cell is kept when the
     /// last reference to an answered operation goes, whether its handle's
     /// or the purgatory's own (a handle dropped at submission); it holds
     /// none of the user's data then.
     /// Reuse spares the allocator the cross-thread frees of a broker, where
-    /// one thread submits and another answers; what it costs is this many
-    /// cells' memory held while the purgatory runs (`metrics().spare_cells`),
+    /// one thread submits and another answers, and the fragmentation of
+    /// freeing a burst of answers (a late timer's expiries) only to
+    /// allocate as many again. What it costs is at most this many cells'
+    /// memory held while the purgatory runs (`metrics().spare_cells`),
     /// plus up to one magazine of 32 cells (fewer if `cells` is smaller) per
     /// thread that submits or answers: cells move between threads a
     /// magazine at a time, so that a submitter and a completer do not meet
-    /// on every request.
+    /// on every request. Cells kept for a burst and then left unused are
+    /// freed after about 4,096 magazine trades between threads (some
+    /// 130,000 operations), so the default holds memory only while bursts
+    /// that size keep coming.
     pub fn spare_cells(mut self, cells: usize) -> Self {
         self.spare_cells = cells;
         self
@@ -244,7 +249,7 @@ where
             tick: Duration::from_millis(1),
             shards: 32,
             on_thread_start: None,
-            spare_cells: 1024,
+            spare_cells: 65_536,
         }
     }
 }
