@@ -204,8 +204,8 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let pending = self.shared.watchers.pending(key);
-        self.shared.drive_all(pending, Request::Check)
+        let mut pending = self.shared.watchers.pending(key);
+        self.shared.drive_all(&mut pending, Request::Check)
     }
 
     /// Answers every operation watched under `key` with
@@ -218,9 +218,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let watched = self.shared.watchers.remove_key(key);
+        let mut watched = self.shared.watchers.remove_key(key);
         self.shared
-            .drive_all(watched, Request::Force(Outcome::Cancelled))
+            .drive_all(&mut watched, Request::Force(Outcome::Cancelled))
     }
 
     /// Expires, on the calling thread, every operation whose deadline has
@@ -230,8 +230,11 @@ where
     pub fn advance_clock(&self) -> usize {
         let now = self.shared.scale.now_tick(self.shared.clock.now());
         let mut due = Vec::new();
-        self.shared.timer.expire(now, &mut due, false);
-        self.shared.drive_all(due, Request::Force(Outcome::Expired))
+        self.shared
+            .timer
+            .expire(now, &mut due, false, &mut Default::default());
+        self.shared
+            .drive_all(&mut due, Request::Force(Outcome::Expired))
     }
 
     /// When the next operation is due on the purgatory's clock, if any is
@@ -317,8 +320,10 @@ where
         }
         let threads = self.threads.lock().take();
         let workers = threads.and_then(Threads::stop_timer);
-        self.shared
-            .drive_all(self.shared.timer.drain(), Request::Force(Outcome::Shutdown));
+        self.shared.drive_all(
+            &mut self.shared.timer.drain(),
+            Request::Force(Outcome::Shutdown),
+        );
         if let Some(workers) = workers {
             workers.join();
         }
@@ -453,11 +458,14 @@ where
     /// Each cell was most likely written long ago or on another core: the
     /// lines of the one two places ahead are asked for while this one is
     /// completed, so that their misses overlap (`unchecked/prefetch.rs`).
-    fn drive_all(&self, cells: Vec<CellRef<K, O>>, request: Request) -> usize {
+    ///
+    /// `cells` is left empty, its room kept for the caller (the expiration
+    /// workers hand it back to the timer thread).
+    fn drive_all(&self, cells: &mut Vec<CellRef<K, O>>, request: Request) -> usize {
         const AHEAD: usize = 2;
         cells.iter().take(AHEAD).for_each(Cell::prefetch);
         let mut answered = 0;
-        let mut cells = cells.into_iter();
+        let mut cells = cells.drain(..);
         while let Some(mut cell) = cells.next() {
             if let Some(ahead) = cells.as_slice().get(AHEAD - 1) {
                 Cell::prefetch(ahead);

@@ -110,6 +110,51 @@ impl<K, O> Ord for HeapEntry<K, O> {
     }
 }
 
+/// The room [`TimerQueue::expire`] works in, kept by its caller from one
+/// call to the next. A timer thread that ran late expires a hundred
+/// milliseconds of deadlines in one call, tens of thousands of entries:
+/// buffers made for each call were large blocks allocated and freed
+/// several times a second, and the allocator held their freed pages
+/// between its purges (1-2 MiB swings of the soak's resident size, with
+/// jemalloc).
+pub(crate) struct ExpiryBuffers<K, O> {
+    /// What the wheel handed out, under the timer's lock.
+    entries: Vec<(u64, Due<Cell<K, O>>)>,
+    /// The cells that fell due, with their deadlines, to put in order.
+    fired: Vec<(u64, CellRef<K, O>)>,
+    /// The baseline's entries that surfaced dead.
+    dead: Vec<CellRef<K, O>>,
+}
+
+impl<K, O> Default for ExpiryBuffers<K, O> {
+    fn default() -> Self {
+        ExpiryBuffers {
+            entries: Vec::new(),
+            fired: Vec::new(),
+            dead: Vec::new(),
+        }
+    }
+}
+
+impl<K, O> ExpiryBuffers<K, O> {
+    /// Entries a buffer keeps room for at most (1 MiB of 16-byte ones):
+    /// room for what a late timer thread meets, not for a one-off burst.
+    pub(crate) const KEEP: usize = 1 << 16;
+
+    /// Lets go of a buffer that grew past [`KEEP`](Self::KEEP).
+    fn trim(&mut self) {
+        if self.entries.capacity() > Self::KEEP {
+            self.entries = Vec::new();
+        }
+        if self.fired.capacity() > Self::KEEP {
+            self.fired = Vec::new();
+        }
+        if self.dead.capacity() > Self::KEEP {
+            self.dead = Vec::new();
+        }
+    }
+}
+
 impl<K, O> TimerQueue<K, O> {
     pub(crate) fn new(kind: TimerKind) -> Self {
         match kind {
@@ -248,19 +293,23 @@ impl<K, O> TimerQueue<K, O> {
 
     /// Takes every pending cell due at or before tick `now` into `due`;
     /// returns the tick the timer next has work at (and records it as the
-    /// timer thread's wake-up time when `for_timer_thread`).
+    /// timer thread's wake-up time when `for_timer_thread`). `buffers` are
+    /// left empty, their room kept for the next call.
     pub(crate) fn expire(
         &self,
         now: u64,
         due: &mut Vec<CellRef<K, O>>,
         for_timer_thread: bool,
+        buffers: &mut ExpiryBuffers<K, O>,
     ) -> Option<u64> {
-        let mut dead = Vec::new();
-        // With their deadlines, to put them in order.
-        let mut fired = Vec::new();
+        let ExpiryBuffers {
+            entries,
+            fired,
+            dead,
+        } = buffers;
         let next = match self {
             TimerQueue::Wheel(state) => {
-                let mut due = Vec::new();
+                let due = entries;
                 let next = {
                     let mut s = state.lock();
                     // Cells are not touched under the lock: each is a likely
@@ -276,7 +325,7 @@ impl<K, O> TimerQueue<K, O> {
                 // A lane's entry that a completion or a reset took out
                 // meanwhile is not this expiry's (`unchecked/lane.rs`).
                 fired.extend(
-                    due.into_iter()
+                    due.drain(..)
                         .filter_map(|(deadline, entry)| Some((deadline, entry.resolve()?))),
                 );
                 next
@@ -302,10 +351,11 @@ impl<K, O> TimerQueue<K, O> {
                 next
             }
         };
-        drop(dead);
+        dead.clear();
         // Same order from either timer: by deadline, then submission.
         fired.sort_unstable_by_key(|(deadline, cell)| (*deadline, cell.seq));
-        due.extend(fired.into_iter().map(|(_, cell)| cell));
+        due.extend(fired.drain(..).map(|(_, cell)| cell));
+        buffers.trim();
         next
     }
 
@@ -397,7 +447,7 @@ mod tests {
         timer.schedule(&a, 5, Duration::ZERO, &mut 0);
         let a_id = plain(&a);
         let mut due = Vec::new();
-        timer.expire(5, &mut due, false);
+        timer.expire(5, &mut due, false, &mut Default::default());
         assert_eq!(due.len(), 1);
         assert_eq!(plain(&a), FIRED);
         // `b` takes the slot `a` had, under a newer generation.
@@ -429,7 +479,10 @@ mod tests {
             panic!("not in a lane")
         };
         let mut due = Vec::new();
-        assert_eq!(timer.expire(5, &mut due, false), None);
+        assert_eq!(
+            timer.expire(5, &mut due, false, &mut Default::default()),
+            None
+        );
         assert_eq!(due.len(), 1);
         assert_eq!(plain(&a), FIRED);
         timer.schedule(&b, 10, timeout, &mut 0);
@@ -445,9 +498,9 @@ mod tests {
         assert_eq!(timer.held(), 1);
         assert_eq!(timer.next_expiration(), Some(20));
         due.clear();
-        timer.expire(19, &mut due, false);
+        timer.expire(19, &mut due, false, &mut Default::default());
         assert!(due.is_empty());
-        timer.expire(20, &mut due, false);
+        timer.expire(20, &mut due, false, &mut Default::default());
         assert_eq!(due.len(), 1);
         assert_eq!(timer.held(), 0);
         // Only the test's references are left.
@@ -472,7 +525,7 @@ mod tests {
         assert_eq!(timer.next_expiration(), None);
         assert!(cells.iter().all(triomphe::Arc::is_unique));
         let mut due = Vec::new();
-        timer.expire(u64::MAX - 2, &mut due, false);
+        timer.expire(u64::MAX - 2, &mut due, false, &mut Default::default());
         assert!(due.is_empty());
     }
 }

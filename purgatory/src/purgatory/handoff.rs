@@ -24,9 +24,16 @@ struct Queue<T> {
 
 struct State<T> {
     batches: VecDeque<T>,
+    /// Emptied batches that receivers gave back, for senders to fill
+    /// again (at most [`SPARE`]).
+    spare: Vec<T>,
     senders: usize,
     receivers: usize,
 }
+
+/// Emptied batches kept for reuse: a batch in a worker's hands and one
+/// waiting is the common most.
+const SPARE: usize = 2;
 
 /// The sending side; the queue closes when the last clone is dropped.
 pub(super) struct Sender<T>(Arc<Queue<T>>);
@@ -40,6 +47,7 @@ pub(super) fn queue<T>() -> (Sender<T>, Receiver<T>) {
     let queue = Arc::new(Queue {
         state: Mutex::new(State {
             batches: VecDeque::new(),
+            spare: Vec::new(),
             senders: 1,
             receivers: 1,
         }),
@@ -49,17 +57,19 @@ pub(super) fn queue<T>() -> (Sender<T>, Receiver<T>) {
 }
 
 impl<T> Sender<T> {
-    /// Queues `batch` and wakes one waiting receiver; hands it back if no
-    /// receiver is left to take it.
-    pub(super) fn send(&self, batch: T) -> Result<(), T> {
+    /// Queues `batch` and wakes one waiting receiver, and returns an
+    /// emptied batch a receiver gave back, if any, to fill next; hands
+    /// `batch` back if no receiver is left to take it.
+    pub(super) fn send(&self, batch: T) -> Result<Option<T>, T> {
         let mut state = self.0.state.lock();
         if state.receivers == 0 {
             return Err(batch);
         }
         state.batches.push_back(batch);
+        let spare = state.spare.pop();
         drop(state);
         self.0.ready.notify_one();
-        Ok(())
+        Ok(spare)
     }
 }
 
@@ -77,6 +87,21 @@ impl<T> Receiver<T> {
             }
             self.0.ready.wait(&mut state);
         }
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Gives an emptied batch back for a sender to fill again; kept unless
+    /// [`SPARE`] are already.
+    pub(super) fn recycle(&self, emptied: T) {
+        let mut state = self.0.state.lock();
+        if state.spare.len() < SPARE {
+            state.spare.push(emptied);
+            return;
+        }
+        // Freed after the lock.
+        drop(state);
+        drop(emptied);
     }
 }
 
@@ -159,6 +184,26 @@ mod tests {
     }
 
     #[test]
+    fn emptied_batches_given_back_come_out_of_later_sends() {
+        let (tx, rx) = queue::<Vec<u32>>();
+        assert_eq!(tx.send(vec![1]), Ok(None), "none given back yet");
+        let mut batch = rx.recv().unwrap();
+        batch.clear();
+        let room = batch.as_ptr();
+        rx.recycle(batch);
+        let spare = tx.send(vec![2]).unwrap().expect("the batch given back");
+        assert_eq!(spare.as_ptr(), room, "the same buffer");
+        // At most `SPARE` are kept.
+        for _ in 0..SPARE + 3 {
+            rx.recycle(Vec::with_capacity(8));
+        }
+        let kept = (0..SPARE + 3)
+            .filter_map(|i| tx.send(vec![i as u32]).unwrap())
+            .count();
+        assert_eq!(kept, SPARE);
+    }
+
+    #[test]
     fn a_send_with_no_receiver_left_hands_the_batch_back() {
         let (tx, rx) = queue();
         drop(rx);
@@ -178,7 +223,11 @@ mod tests {
         let senders: Vec<_> = (0..4u32)
             .map(|s| {
                 let tx = tx.clone();
-                std::thread::spawn(move || (0..1000).for_each(|i| tx.send(s * 1000 + i).unwrap()))
+                std::thread::spawn(move || {
+                    for i in 0..1000 {
+                        tx.send(s * 1000 + i).unwrap();
+                    }
+                })
             })
             .collect();
         drop(tx);

@@ -8,7 +8,7 @@ use super::Shared;
 use crate::caught;
 use crate::error::ConfigError;
 use crate::outcome::Outcome;
-use crate::timer_queue::CellRef;
+use crate::timer_queue::{CellRef, ExpiryBuffers};
 use crate::unchecked::Request;
 use crate::DelayedOperation;
 use std::hash::Hash;
@@ -55,8 +55,12 @@ impl Threads {
                 .spawn(move || {
                     starting(on_start, ThreadRole::Expiration(n), &shared.name);
                     let _ = started.send(());
-                    for batch in &rx {
-                        shared.drive_all(batch, Request::Force(Outcome::Expired));
+                    for mut batch in &rx {
+                        shared.drive_all(&mut batch, Request::Force(Outcome::Expired));
+                        // Back to the timer thread, for its next batch.
+                        if batch.capacity() <= ExpiryBuffers::<K, O>::KEEP {
+                            rx.recycle(batch);
+                        }
                     }
                 })
                 .map_err(spawn_err)?;
@@ -156,13 +160,18 @@ fn timer_loop<K, O>(
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
+    // Kept from one expiry to the next, and the batches' buffers come back
+    // from the workers: see `ExpiryBuffers`.
+    let mut buffers = ExpiryBuffers::default();
+    let mut due = Vec::new();
     while !stop.load(Ordering::SeqCst) {
-        let mut due = Vec::new();
-        let next = shared
-            .timer
-            .expire(shared.scale.now_tick(shared.clock.now()), &mut due, true);
-        if !due.is_empty() && to_workers.send(due).is_err() {
-            break;
+        let now = shared.scale.now_tick(shared.clock.now());
+        let next = shared.timer.expire(now, &mut due, true, &mut buffers);
+        if !due.is_empty() {
+            match to_workers.send(std::mem::take(&mut due)) {
+                Ok(spare) => due = spare.unwrap_or_default(),
+                Err(_) => break,
+            }
         }
         // An insert with an earlier deadline after `expire` recorded the
         // wake-up time unparks us; an unpark before we park makes park
