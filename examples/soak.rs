@@ -18,7 +18,11 @@
 //! freed on whichever thread answers them, as in a broker.
 //!
 //! Every second it samples the resident size (`/proc/self/statm`) and the
-//! bytes the program has allocated and not freed. It exits 1 when, after
+//! bytes the program has allocated and not freed. Built with jemalloc, it
+//! also prints where jemalloc's resident bytes are: its active pages (the
+//! heap and the gaps between its blocks, so that fragmentation shows as
+//! their distance to the heap), its metadata, and the freed pages it has
+//! not yet given back to the system. It exits 1 when, after
 //! the first minute, the resident size grows more than `--max-growth`
 //! percent, or when an operation is not answered exactly once (each
 //! operation notes its first answer; the purgatory's shutdown answers what
@@ -70,6 +74,50 @@ mod alloc;
 #[global_allocator]
 static ALLOCATOR: alloc::Counting<Inner> = alloc::Counting(INNER);
 
+/// Where jemalloc's resident bytes are, beside the heap the program holds.
+#[cfg(feature = "alloc-jemalloc")]
+mod allocator {
+    use tikv_jemalloc_ctl::{epoch, stats};
+
+    /// The columns [`row`] prints.
+    pub const HEADER: &str = "   active MiB  metadata MiB  unused MiB";
+
+    /// jemalloc's pages in use (which hold the heap and the gaps between
+    /// its blocks), its own metadata, and the rest of what it keeps
+    /// resident: freed pages not yet given back to the system.
+    pub fn row() -> String {
+        let read = || -> Result<(usize, usize, usize), tikv_jemalloc_ctl::Error> {
+            epoch::advance()?;
+            Ok((
+                stats::active::read()?,
+                stats::metadata::read()?,
+                stats::resident::read()?,
+            ))
+        };
+        match read() {
+            Ok((active, metadata, resident)) => {
+                let mib = |b: usize| b as f64 / 1048576.0;
+                let unused = resident.saturating_sub(active + metadata);
+                format!(
+                    "{:>13.1} {:>13.1} {:>11.1}",
+                    mib(active),
+                    mib(metadata),
+                    mib(unused)
+                )
+            }
+            Err(e) => format!("   jemalloc stats unavailable: {e}"),
+        }
+    }
+}
+
+#[cfg(not(feature = "alloc-jemalloc"))]
+mod allocator {
+    pub const HEADER: &str = "";
+    pub fn row() -> String {
+        String::new()
+    }
+}
+
 /// The purgatory at full load for minutes: exactly once, and flat memory.
 #[derive(Parser)]
 #[command(name = "soak", bin_name = "cargo run --release --example soak --")]
@@ -88,6 +136,10 @@ struct Options {
     /// ten seconds' mean over the mean of the first minute's last thirty.
     #[arg(long, default_value_t = 5.0)]
     max_growth: f64,
+    /// Answered operations' cells the purgatory keeps for reuse
+    /// (`PurgatoryBuilder::spare_cells`; its default when not given).
+    #[arg(long)]
+    spare_cells: Option<usize>,
 }
 
 /// How each operation ends, drawn at submission.
@@ -163,14 +215,13 @@ fn main() -> std::process::ExitCode {
         eprintln!("soak: --minutes must be above 0 and at most 1440");
         return std::process::ExitCode::from(2);
     }
-    let purgatory: Arc<Purgatory<u64, Op>> = Arc::new(
-        Purgatory::builder("soak")
-            .driver(Driver::Thread {
-                expiration_threads: 1,
-            })
-            .build()
-            .expect("a valid purgatory"),
-    );
+    let mut builder = Purgatory::builder("soak").driver(Driver::Thread {
+        expiration_threads: 1,
+    });
+    if let Some(cells) = options.spare_cells {
+        builder = builder.spare_cells(cells);
+    }
+    let purgatory: Arc<Purgatory<u64, Op>> = Arc::new(builder.build().expect("a valid purgatory"));
     let progress: Arc<Vec<AtomicU64>> =
         Arc::new((0..PARTITIONS).map(|_| AtomicU64::new(0)).collect());
     let answers = Arc::new(Answers::default());
@@ -276,8 +327,13 @@ fn main() -> std::process::ExitCode {
         options.minutes, options.pending
     );
     println!(
-        "{:>6} {:>12} {:>10} {:>10} {:>12}",
-        "s", "ops/s", "rss MiB", "heap MiB", "in flight"
+        "{:>6} {:>12} {:>10} {:>10} {:>12}{}",
+        "s",
+        "ops/s",
+        "rss MiB",
+        "heap MiB",
+        "in flight",
+        allocator::HEADER
     );
     let started = Instant::now();
     let total = Duration::from_secs_f64(options.minutes * 60.0);
@@ -296,9 +352,10 @@ fn main() -> std::process::ExitCode {
         let in_flight = submitted.load(Ordering::Relaxed).saturating_sub(answered);
         if second.is_multiple_of(10) || second <= 3 {
             println!(
-                "{second:>6} {rate:>12.0} {:>10.1} {:>10.1} {in_flight:>12}",
+                "{second:>6} {rate:>12.0} {:>10.1} {:>10.1} {in_flight:>12}{}",
                 rss as f64 / 1048576.0,
-                heap as f64 / 1048576.0
+                heap as f64 / 1048576.0,
+                allocator::row()
             );
         }
         growth.sample(second, rss);
