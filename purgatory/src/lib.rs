@@ -26,7 +26,8 @@
 //!   There is no purge interval and no reaper walking lists. What stays is
 //!   memory without user data: up to
 //!   [`spare_cells`](PurgatoryBuilder::spare_cells) emptied cells kept for
-//!   reuse (and a magazine of up to 32 per thread), given back on shutdown;
+//!   reuse (and a magazine of up to 32 per thread), those no trade between
+//!   threads needed for a while freed, the rest given back on shutdown;
 //!   a lane's cleared 16-byte slots until its head passes them (within one
 //!   timeout) or their 4 KiB chunk has no pending entry left (at once); and
 //!   a watch list's emptied 8-byte slots until their chunk (at most 4 KiB)
@@ -81,7 +82,16 @@
 //! where it lies once it is answered, so an operation of `S` bytes costs
 //! about `S + 137`. A cell is allocated on the thread that
 //! submits and freed on the thread that answers, so the allocator's
-//! footprint can grow beyond what is in use. In a soak of three minutes
+//! footprint can grow beyond what is in use. Answers also come in bursts
+//! (a timer thread that ran late expires tens of thousands at once): the
+//! spare cells' depot is sized for them (65,536 cells by default) so that
+//! a burst's cells serve the next submissions rather than being freed and
+//! allocated again, which fragmented jemalloc's pages of the cells' size
+//! by 2-3 MiB within minutes on a busy machine. What a round of 4,096
+//! trades between threads did not need is freed; after a burst with no
+//! trades behind it, up to the capacity stays (9.0 MB after `burst_memory`'s
+//! million operations answered on one thread) until trades resume or
+//! shutdown. In a soak of three minutes
 //! at about 1.2M operations a second (`cargo run --release --example
 //! soak`), glibc's malloc grew the resident size 5.4% past its first
 //! minute, mimalloc 16.4%, and jemalloc stayed within 2.0%: an embedding
@@ -89,9 +99,11 @@
 //! `tikv-jemallocator` crate as its global allocator), or to cap glibc's
 //! arenas (`MALLOC_ARENA_MAX`), which slowed the growth to 4.2%. An hour
 //! at 100,000 operations in flight with jemalloc kept the resident size
-//! within 3.0-4.2% in ten-second means in each of the three hours judged
-//! that way (BENCHMARKS.md, beside two earlier hours whose single
-//! one-second samples reached 10% above the first minute); jemalloc's
+//! within 2.2-4.8% in ten-second means in each of the five hours judged
+//! that way before the watch lists' entries left without their lock,
+//! reached 5.0% in 45 minutes after (a fail at the limit), and stayed
+//! within 4.7% (4.9% in one-second samples) once the depot above and the
+//! kept expiry buffers came (BENCHMARKS.md); jemalloc's
 //! `dirty_decay_ms:0,muzzy_decay_ms:0` kept it a further 1-1.5 MiB lower,
 //! and its swings narrower, at the same rate in five minutes.
 //!
