@@ -51,8 +51,8 @@
 //! soak (`examples/soak.rs`, jemalloc) that churn alone grew the pages of
 //! the cells' size class by 2-3 MiB above the cells in use within
 //! minutes when the machine was busy, and never gave them back; with
-//! depot room for the bursts the class stayed within 0.02 MiB of the
-//! cells in use.
+//! depot room for the bursts (65,536 cells, before trimming came) the
+//! class stayed within 0.02 MiB of the cells in use for five minutes.
 //!
 //! So the depot is sized for bursts, and trims what it does not use, as
 //! Bonwick's depot does with its working set: it notes the fewest full
@@ -74,8 +74,10 @@ use crossbeam_utils::CachePadded;
 /// submissions (and answers), and a thread keeps at most this many idle.
 pub(crate) const MAGAZINE: usize = 32;
 
-/// Trades with the depot between two trims: with [`MAGAZINE`] cells a
-/// trade, about 130,000 cells moved between threads.
+/// Trades with the depot between two trims: a magazine in or out each, so
+/// 131,072 cells through the depot, or some 65,000 operations submitted
+/// on one thread and answered on another (one trade each way per
+/// [`MAGAZINE`] of them).
 pub(crate) const TRIM_EVERY: u32 = 4096;
 
 type Magazine<K, O> = Vec<CellRef<K, O>>;
@@ -194,10 +196,11 @@ impl<K, O> SpareCells<K, O> {
     #[cold]
     fn refill(&self, mine: &mut Magazine<K, O>) {
         let mut depot = self.depot.lock();
-        if let Some(full) = depot.full.pop() {
-            let empty = std::mem::replace(mine, full);
-            depot.empty.push(empty);
-        }
+        let Some(full) = depot.full.pop() else {
+            return;
+        };
+        let empty = std::mem::replace(mine, full);
+        depot.empty.push(empty);
         let unused = depot.traded();
         drop(depot);
         drop(unused);

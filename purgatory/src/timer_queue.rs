@@ -113,10 +113,12 @@ impl<K, O> Ord for HeapEntry<K, O> {
 /// The room [`TimerQueue::expire`] works in, kept by its caller from one
 /// call to the next. A timer thread that ran late expires a hundred
 /// milliseconds of deadlines in one call, tens of thousands of entries:
-/// buffers made for each call were large blocks allocated and freed
-/// several times a second, and the allocator held their freed pages
-/// between its purges (1-2 MiB swings of the soak's resident size, with
-/// jemalloc).
+/// buffers made for each call were blocks of 256-512 KiB allocated and
+/// freed several times a second (seen in the soak's live allocations),
+/// and the allocator holds freed pages between its purges; jemalloc's
+/// unused pages swung between 0.2 and 2.3 MiB there, and stayed at or
+/// below 0.8 MiB once these buffers and the spare cells' larger depot
+/// came (BENCHMARKS.md).
 pub(crate) struct ExpiryBuffers<K, O> {
     /// What the wheel handed out, under the timer's lock.
     entries: Vec<(u64, Due<Cell<K, O>>)>,
@@ -141,17 +143,22 @@ impl<K, O> ExpiryBuffers<K, O> {
     /// room for what a late timer thread meets, not for a one-off burst.
     pub(crate) const KEEP: usize = 1 << 16;
 
-    /// Lets go of a buffer that grew past [`KEEP`](Self::KEEP).
+    /// Whether an emptied buffer is worth keeping: it did not grow past
+    /// [`KEEP`](Self::KEEP).
+    pub(crate) fn worth_keeping<T>(buffer: &Vec<T>) -> bool {
+        buffer.capacity() <= Self::KEEP
+    }
+
+    /// Lets go of the buffers not worth keeping.
     fn trim(&mut self) {
-        if self.entries.capacity() > Self::KEEP {
-            self.entries = Vec::new();
+        fn trim<T>(buffer: &mut Vec<T>) {
+            if !ExpiryBuffers::<(), ()>::worth_keeping(buffer) {
+                *buffer = Vec::new();
+            }
         }
-        if self.fired.capacity() > Self::KEEP {
-            self.fired = Vec::new();
-        }
-        if self.dead.capacity() > Self::KEEP {
-            self.dead = Vec::new();
-        }
+        trim(&mut self.entries);
+        trim(&mut self.fired);
+        trim(&mut self.dead);
     }
 }
 

@@ -58,7 +58,7 @@ impl Threads {
                     for mut batch in &rx {
                         shared.drive_all(&mut batch, Request::Force(Outcome::Expired));
                         // Back to the timer thread, for its next batch.
-                        if batch.capacity() <= ExpiryBuffers::<K, O>::KEEP {
+                        if ExpiryBuffers::<K, O>::worth_keeping(&batch) {
                             rx.recycle(batch);
                         }
                     }
