@@ -1,11 +1,13 @@
 //! Everything the purgatory keeps about one submitted operation.
 
 use crate::outcome::Outcome;
+use crate::purgatory::Shared;
 use crate::timer_queue::CellRef;
 use crate::unchecked::lane::{Timed, TimerWord};
 use crate::unchecked::{prefetch, OpState};
 use crate::watchers::Links;
 use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 
 pub(crate) use crate::unchecked::lane::{FIRED, NO_TIMER};
 
@@ -31,6 +33,14 @@ pub(crate) struct Cell<K, O> {
     /// a copy of what `Pending::links` holds, readable without holding
     /// the operation, for a batch to prefetch ahead (`Shared::drive_all`).
     pub watch_hint: AtomicUsize,
+    /// The purgatory it belongs to, for its handle and completers to reach.
+    /// Taken when the cell is allocated and kept through every reuse (see
+    /// `spare_cells.rs`), so that a submission does not take a reference of
+    /// its own: that count would cross between the submitting and the
+    /// answering core twice a request, in a line every submission writes.
+    /// The purgatory's spare cells refer back to it; shutdown frees them,
+    /// which ends the cycle.
+    pub home: Arc<Shared<K, O>>,
 }
 
 /// What only the thread that holds an operation (see `unchecked/state.rs`)
@@ -65,18 +75,33 @@ impl<K, O> Timed for Cell<K, O> {
 impl<K, O> Cell<K, O> {
     /// A cell for a submission; the calling thread holds the operation
     /// until it calls `state.start` (see `unchecked/state.rs`).
-    pub(crate) fn new(op: O, seq: u64) -> Self {
+    pub(crate) fn new(op: O, seq: u64, home: Arc<Shared<K, O>>) -> Self {
         Cell {
-            // Held by the submitter until it has watched and scheduled it.
-            state: OpState::new_held(Pending {
-                op,
-                links: Links::new(),
-                timer_address: 0,
-            }),
+            state: Self::held(op),
             timer: TimerWord::new(),
             seq,
             watch_hint: AtomicUsize::new(0),
+            home,
         }
+    }
+
+    /// Makes a spare cell (one that [`clear`](Self::clear) emptied) a new
+    /// submission's, as [`new`](Self::new) does, in the same purgatory.
+    pub(crate) fn renew(&mut self, op: O, seq: u64) {
+        self.state = Self::held(op);
+        self.timer = TimerWord::new();
+        self.seq = seq;
+        *self.watch_hint.get_mut() = 0;
+    }
+
+    /// A state held by the submitter until it has watched and scheduled the
+    /// operation.
+    fn held(op: O) -> OpState<Pending<K, O>> {
+        OpState::new_held(Pending {
+            op,
+            links: Links::new(),
+            timer_address: 0,
+        })
     }
 
     /// Asks the CPU for the lines of `cell`, reference counts included,
@@ -120,20 +145,20 @@ mod tests {
     }
 
     #[test]
-    fn a_16_byte_operations_cell_fills_two_cache_lines() {
+    fn a_16_byte_operations_cell_is_136_bytes() {
         // The operation is kept once (the handle takes it where it lies)
         // and the hand-over's phases are bits of the state word: with its
-        // reference count, the cell of a 16-byte operation under `u64`
-        // keys is 128 bytes, an allocator size class of its own, niche in
-        // the operation or not.
+        // reference count and its purgatory's, the cell of a 16-byte
+        // operation under `u64` keys is 136 bytes, niche in the operation
+        // or not.
         let count = std::mem::size_of::<usize>();
-        assert_eq!(count + std::mem::size_of::<Cell<u64, [u64; 2]>>(), 128);
+        assert_eq!(count + std::mem::size_of::<Cell<u64, [u64; 2]>>(), 136);
         assert_eq!(
             count + std::mem::size_of::<Cell<u64, std::time::Duration>>(),
-            128
+            136
         );
         // Each byte of the operation costs one byte of the cell, not two.
         let bigger = std::mem::size_of::<Cell<u64, [u64; 6]>>();
-        assert_eq!(count + bigger, 128 + 32);
+        assert_eq!(count + bigger, 136 + 32);
     }
 }

@@ -5,7 +5,6 @@ use crate::purgatory::Shared;
 use crate::timer_queue::CellRef;
 use crate::DelayedOperation;
 use std::hash::Hash;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Force-completes one operation, or resets its timeout, from anywhere.
@@ -45,7 +44,6 @@ use std::time::Duration;
 /// remote.join().unwrap();
 /// ```
 pub struct Completer<K, O> {
-    shared: Arc<Shared<K, O>>,
     cell: CellRef<K, O>,
     /// The handle's prefetch hints (see `unchecked/prefetch.rs`); stale
     /// ones cost a wasted prefetch, never a wrong answer.
@@ -57,24 +55,20 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
-    pub(crate) fn new(shared: Arc<Shared<K, O>>, cell: CellRef<K, O>, hints: [usize; 2]) -> Self {
-        Completer {
-            shared,
-            cell,
-            hints,
-        }
+    pub(crate) fn new(cell: CellRef<K, O>, hints: [usize; 2]) -> Self {
+        Completer { cell, hints }
     }
 
     /// As [`Delayed::force_complete`](crate::Delayed::force_complete):
     /// `true` if the operation ends completed by this call.
     pub fn force_complete(&self) -> bool {
-        self.shared.force_complete(&self.cell, self.hints)
+        self.cell.home.force_complete(&self.cell, self.hints)
     }
 
     /// As [`Delayed::reset_timeout`](crate::Delayed::reset_timeout): `true`
     /// if the new deadline, `timeout` from now, is in force.
     pub fn reset_timeout(&self, timeout: Duration) -> bool {
-        self.shared.reset_timeout(&self.cell, timeout)
+        self.cell.home.reset_timeout(&self.cell, timeout)
     }
 
     /// Whether the outcome has been decided.
@@ -86,7 +80,6 @@ where
 impl<K, O> Clone for Completer<K, O> {
     fn clone(&self) -> Self {
         Completer {
-            shared: Arc::clone(&self.shared),
             cell: CellRef::clone(&self.cell),
             hints: self.hints,
         }
@@ -97,7 +90,7 @@ impl<K, O> Clone for Completer<K, O> {
 /// completer is its last reference.
 impl<K, O> Drop for Completer<K, O> {
     fn drop(&mut self) {
-        self.shared.recycle(&mut self.cell);
+        Shared::recycle(&mut self.cell);
     }
 }
 

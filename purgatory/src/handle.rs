@@ -10,7 +10,6 @@ use crate::DelayedOperation;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -44,7 +43,6 @@ use std::time::{Duration, Instant};
 /// assert_eq!(purgatory.watched(), 0);
 /// ```
 pub struct Delayed<K, O> {
-    shared: Arc<Shared<K, O>>,
     cell: CellRef<K, O>,
     at_once: bool,
     /// Where the operation's first watch entry and its timer entry were
@@ -57,14 +55,8 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
-    pub(crate) fn new(
-        shared: Arc<Shared<K, O>>,
-        cell: CellRef<K, O>,
-        at_once: bool,
-        hints: [usize; 2],
-    ) -> Self {
+    pub(crate) fn new(cell: CellRef<K, O>, at_once: bool, hints: [usize; 2]) -> Self {
         Delayed {
-            shared,
             cell,
             at_once,
             hints,
@@ -93,11 +85,7 @@ where
     /// operation or push its timeout back from anywhere, while the handle
     /// itself is awaited or waited on elsewhere. See [`Completer`].
     pub fn completer(&self) -> Completer<K, O> {
-        Completer::new(
-            Arc::clone(&self.shared),
-            CellRef::clone(&self.cell),
-            self.hints,
-        )
+        Completer::new(CellRef::clone(&self.cell), self.hints)
     }
 
     /// Completes the operation now, as [`Outcome::Completed`], without
@@ -113,7 +101,7 @@ where
     /// decided already, or another one (an expiry, a cancel, a shutdown)
     /// forced first, even if that one's callbacks are still running.
     pub fn force_complete(&self) -> bool {
-        self.shared.force_complete(&self.cell, self.hints)
+        self.cell.home.force_complete(&self.cell, self.hints)
     }
 
     /// Pushes the operation's timeout back (or forward) to `timeout` from
@@ -127,7 +115,7 @@ where
     /// its expiry is under way: a heartbeat that comes too late is told so,
     /// not told that the session was extended.
     pub fn reset_timeout(&self, timeout: Duration) -> bool {
-        self.shared.reset_timeout(&self.cell, timeout)
+        self.cell.home.reset_timeout(&self.cell, timeout)
     }
 
     /// Blocks the calling thread until the operation is answered.
@@ -193,7 +181,7 @@ where
 /// handle is its last reference.
 impl<K, O> Drop for Delayed<K, O> {
     fn drop(&mut self) {
-        self.shared.recycle(&mut self.cell);
+        Shared::recycle(&mut self.cell);
     }
 }
 

@@ -121,11 +121,10 @@ where
         let timeout = shared
             .guarded("timeout", || op.timeout())
             .unwrap_or(Duration::ZERO);
-        let cell = shared.spare.cell(op, seq);
+        let cell = shared.spare.cell(op, seq, || Arc::clone(shared));
         // The handle takes `cell` itself: a clone here and a drop at the end
         // would be two more atomic read-modify-writes per submission.
-        let handle =
-            |cell, at_once, hints| Ok(Delayed::new(Arc::clone(shared), cell, at_once, hints));
+        let handle = |cell, at_once, hints| Ok(Delayed::new(cell, at_once, hints));
 
         if holds {
             // This thread made `cell` just above, held (`Cell::new`).
@@ -327,6 +326,10 @@ where
         if let Some(workers) = workers {
             workers.join();
         }
+        if self.shared.purge_interval.is_some() {
+            // The baseline leaves answered operations in their lists.
+            self.shared.watchers.clear();
+        }
         // Handles dropped from now on free their cells (one whose drop
         // races with this may still park its cell; that one is freed with
         // the purgatory's shared state, which holds the pool).
@@ -486,7 +489,7 @@ where
                 Request::Check => served == Served::Held,
                 Request::Force(_) => served == Served::Decided,
             });
-            self.recycle(&mut cell);
+            Self::recycle(&mut cell);
         }
         answered
     }
@@ -529,9 +532,16 @@ where
 impl<K, O> Shared<K, O> {
     /// Keeps the cell of an answered operation for reuse if `cell` is its
     /// last reference (see `spare_cells.rs`); the caller then drops `cell`.
-    pub(crate) fn recycle(&self, cell: &mut CellRef<K, O>) {
-        if !self.shutting_down.load(Ordering::Relaxed) {
-            self.spare.give_back(cell);
+    /// The purgatory is the cell's own (`Cell::home`).
+    pub(crate) fn recycle(cell: &mut CellRef<K, O>) {
+        if !cell.home.shutting_down.load(Ordering::Relaxed) {
+            SpareCells::give_back(cell);
         }
+    }
+
+    /// The pool of spare cells.
+    #[inline]
+    pub(crate) fn spare(&self) -> &SpareCells<K, O> {
+        &self.spare
     }
 }

@@ -17,6 +17,16 @@
 //! submissions take a kept cell before they allocate. Spare cells hold no
 //! user data, and shutdown gives them all back.
 //!
+//! A cell keeps a reference to its purgatory (`Cell::home`) from its
+//! allocation to its free, through every reuse: a handle reaches the
+//! purgatory through its cell, and a submission and its answer touch no
+//! reference count of the purgatory's, which two cores would pass between
+//! them twice a request. So spare cells refer back to the purgatory that
+//! holds them. Shutdown ends that cycle: [`SpareCells::release`] frees them
+//! all, and nothing is kept after it (checked under each magazine's lock,
+//! which `release` takes in turn), so the purgatory is freed with its last
+//! handle.
+//!
 //! # Magazines
 //! Cells are kept in *magazines* of [`MAGAZINE`] cells, as in Bonwick's
 //! slab allocator: each thread has one of its own (by its number, see
@@ -66,9 +76,12 @@
 
 use crate::cell::Cell;
 use crate::no_yield_lock::Mutex;
+use crate::purgatory::Shared;
 use crate::thread_stripe;
 use crate::timer_queue::CellRef;
 use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Cells in a full magazine: the depot's lock is taken once per this many
 /// submissions (and answers), and a thread keeps at most this many idle.
@@ -98,6 +111,11 @@ pub(crate) struct SpareCells<K, O> {
     magazine: usize,
     /// Full magazines the depot keeps at most.
     full_max: usize,
+    /// Set by [`release`](Self::release): no more cells are kept. Read
+    /// under a magazine's lock, so that no cell is kept after `release`
+    /// has emptied that magazine (a kept cell refers to the purgatory,
+    /// which holds the pool: it would never be freed).
+    released: AtomicBool,
 }
 
 /// Magazines between threads: full ones for a thread that ran dry, empty
@@ -151,44 +169,54 @@ impl<K, O> SpareCells<K, O> {
             }),
             magazine,
             full_max: capacity.checked_div(magazine).unwrap_or(0),
+            released: AtomicBool::new(false),
         }
     }
 
     /// The calling thread's magazine, if cells are kept.
     #[inline]
     fn own(&self) -> Option<&Mutex<Magazine<K, O>>> {
-        if self.own.is_empty() {
+        if !self.keeps() {
             return None;
         }
         let own = thread_stripe::current().and_then(|n| self.own.get(n));
         Some(own.unwrap_or(&self.shared))
     }
 
-    /// A cell for a new operation: a spare one if there is one.
-    pub(crate) fn cell(&self, op: O, seq: u64) -> CellRef<K, O> {
-        if let Some(own) = self.own() {
-            let spare = {
-                let mut mine = own.lock();
-                if mine.is_empty() {
-                    self.refill(&mut mine);
-                }
-                let spare = mine.pop();
-                if let Some(next) = mine.last() {
-                    Cell::prefetch(next);
-                }
-                spare
-            };
-            if let Some(mut spare) = spare {
-                // Unique unless a handle's drop is between parking the cell
-                // and releasing its own reference (see `give_back`): then
-                // allocate.
-                if let Some(cell) = CellRef::get_mut(&mut spare) {
-                    *cell = Cell::new(op, seq);
-                    return spare;
-                }
+    /// A cell for a new operation, `op`: a spare one if there is one,
+    /// else a new one in `home`, the purgatory that holds this pool.
+    pub(crate) fn cell(
+        &self,
+        op: O,
+        seq: u64,
+        home: impl FnOnce() -> Arc<Shared<K, O>>,
+    ) -> CellRef<K, O> {
+        if let Some(mut spare) = self.take() {
+            // Unique unless a handle's drop is between parking the cell and
+            // releasing its own reference (see `give_back`): then allocate.
+            if let Some(cell) = CellRef::get_mut(&mut spare) {
+                cell.renew(op, seq);
+                return spare;
             }
         }
-        CellRef::new(Cell::new(op, seq))
+        CellRef::new(Cell::new(op, seq, home()))
+    }
+
+    /// The calling thread's next spare cell, if there is one.
+    #[inline]
+    fn take(&self) -> Option<CellRef<K, O>> {
+        let mut mine = self.own()?.lock();
+        if mine.is_empty() {
+            if self.released.load(Ordering::Relaxed) {
+                return None;
+            }
+            self.refill(&mut mine);
+        }
+        let spare = mine.pop();
+        if let Some(next) = mine.last() {
+            Cell::prefetch(next);
+        }
+        spare
     }
 
     /// Trades the calling thread's empty magazine for a full one from the
@@ -206,14 +234,12 @@ impl<K, O> SpareCells<K, O> {
         drop(unused);
     }
 
-    /// Parks `cell` for reuse if it is answered and `cell` is its last
-    /// reference; otherwise leaves it alone. The caller drops its own
-    /// reference right after, which makes the parked one unique.
-    pub(crate) fn give_back(&self, cell: &mut CellRef<K, O>) {
-        let Some(own) = self.own() else {
-            return;
-        };
-        if !cell.state.is_done() {
+    /// Parks `cell` for reuse, in the pool of its purgatory
+    /// (`Cell::home`), if it is answered and `cell` is its last reference;
+    /// otherwise leaves it alone. The caller drops its own reference right
+    /// after, which makes the parked one unique.
+    pub(crate) fn give_back(cell: &mut CellRef<K, O>) {
+        if !cell.home.spare().keeps() || !cell.state.is_done() {
             return;
         }
         // `triomphe`'s `get_mut` is a plain load of the count, not a
@@ -226,8 +252,25 @@ impl<K, O> SpareCells<K, O> {
         // is not kept, it is dropped after the lock (declared before it),
         // and the caller's drop frees the cell as usual.
         let parked = CellRef::clone(cell);
+        let spare = cell.home.spare();
+        if let Some(own) = spare.own() {
+            spare.park(own, parked);
+        }
+    }
+
+    /// Whether this pool keeps cells at all.
+    #[inline]
+    fn keeps(&self) -> bool {
+        !self.own.is_empty()
+    }
+
+    /// Parks `cell` in `own`, the calling thread's magazine, unless the
+    /// pool is released or full.
+    fn park(&self, own: &Mutex<Magazine<K, O>>, parked: CellRef<K, O>) {
         let mut mine = own.lock();
-        if mine.len() >= self.magazine && !self.unload(&mut mine) {
+        if self.released.load(Ordering::Relaxed)
+            || (mine.len() >= self.magazine && !self.unload(&mut mine))
+        {
             return;
         }
         mine.push(parked);
@@ -264,8 +307,9 @@ impl<K, O> SpareCells<K, O> {
         own + self.depot.lock().full.iter().map(Vec::len).sum::<usize>()
     }
 
-    /// Frees every spare cell.
+    /// Frees every spare cell, and keeps none from now on.
     pub(crate) fn release(&self) {
+        self.released.store(true, Ordering::Relaxed);
         let mut all: Vec<Magazine<K, O>> = self
             .magazines()
             .map(|m| std::mem::take(&mut *m.lock()))
@@ -279,11 +323,61 @@ impl<K, O> SpareCells<K, O> {
 mod tests {
     use super::*;
     use crate::outcome::Outcome;
-    use std::sync::Arc;
+
+    /// A pool, in a purgatory without threads for its cells to belong to.
+    struct Pool<O> {
+        home: Arc<Shared<u32, O>>,
+    }
+
+    impl<O> Pool<O> {
+        fn new(capacity: usize) -> Self {
+            Pool {
+                home: Shared::detached(capacity),
+            }
+        }
+
+        fn cell(&self, op: O, seq: u64) -> CellRef<u32, O> {
+            self.home.spare().cell(op, seq, || Arc::clone(&self.home))
+        }
+
+        fn give_back(&self, cell: &mut CellRef<u32, O>) {
+            assert!(Arc::ptr_eq(&cell.home, &self.home));
+            SpareCells::give_back(cell);
+        }
+
+        fn len(&self) -> usize {
+            self.home.spare().len()
+        }
+
+        fn release(&self) {
+            self.home.spare().release();
+        }
+    }
+
+    /// Kept cells refer to their purgatory: released, they let it go.
+    impl<O> Drop for Pool<O> {
+        fn drop(&mut self) {
+            self.release();
+        }
+    }
+
+    #[test]
+    fn a_released_pool_lets_its_purgatory_go() {
+        let spare = Pool::new(4 * MAGAZINE);
+        give_back_answered(&spare, 2 * MAGAZINE + 3);
+        let home = Arc::downgrade(&spare.home);
+        drop(spare);
+        assert_eq!(home.strong_count(), 0, "freed with its last cell");
+        // After a release nothing is kept, so nothing holds it again.
+        let spare = Pool::new(4 * MAGAZINE);
+        spare.release();
+        give_back_answered(&spare, 3);
+        assert_eq!(spare.len(), 0);
+    }
 
     /// A cell from `spare` whose operation `op` has been answered (its
     /// result delivered and not taken).
-    fn answered<O>(spare: &SpareCells<u32, O>, op: O) -> CellRef<u32, O> {
+    fn answered<O>(spare: &Pool<O>, op: O) -> CellRef<u32, O> {
         let cell = spare.cell(op, 1);
         cell.state.decide_at_start(Outcome::Completed, |_, _| true);
         assert!(cell.state.is_done());
@@ -292,7 +386,7 @@ mod tests {
 
     #[test]
     fn a_given_back_cell_is_reused_cleared() {
-        let spare = SpareCells::new(2);
+        let spare = Pool::new(2);
         let mut cell = answered(&spare, "first".to_string());
         let first = CellRef::as_ptr(&cell);
         spare.give_back(&mut cell);
@@ -315,7 +409,7 @@ mod tests {
 
     #[test]
     fn the_cell_given_back_last_is_reused_first() {
-        let spare = SpareCells::new(4);
+        let spare = Pool::new(4);
         let (mut a, mut b) = (answered(&spare, 1u8), answered(&spare, 2u8));
         let (pa, pb) = (CellRef::as_ptr(&a), CellRef::as_ptr(&b));
         spare.give_back(&mut a);
@@ -327,7 +421,7 @@ mod tests {
 
     #[test]
     fn shared_and_pending_cells_are_not_kept() {
-        let spare = SpareCells::new(4);
+        let spare = Pool::new(4);
         // Another reference exists: not the last one, not parked.
         let mut shared = answered(&spare, "shared".to_string());
         let other = CellRef::clone(&shared);
@@ -339,7 +433,7 @@ mod tests {
         spare.give_back(&mut pending);
         assert_eq!(spare.len(), 0);
         // Keeping none is allowed.
-        let none = SpareCells::<u32, String>::new(0);
+        let none = Pool::<String>::new(0);
         let mut c = answered(&none, "c".to_string());
         none.give_back(&mut c);
         assert_eq!(none.len(), 0);
@@ -348,7 +442,7 @@ mod tests {
     /// Answers `n` operations on this thread and gives their cells back
     /// (made first, so none of them is a cell given back here); returns
     /// where the cells were.
-    fn give_back_answered(spare: &SpareCells<u32, u64>, n: usize) -> Vec<usize> {
+    fn give_back_answered(spare: &Pool<u64>, n: usize) -> Vec<usize> {
         let cells: Vec<_> = (0..n as u64).map(|i| answered(spare, i)).collect();
         cells
             .into_iter()
@@ -364,14 +458,14 @@ mod tests {
     fn a_thread_keeps_one_magazine_and_the_depot_the_capacity() {
         // A capacity below a magazine: magazines of that size, one in the
         // depot.
-        let small = SpareCells::new(3);
+        let small = Pool::new(3);
         give_back_answered(&small, 10);
         assert_eq!(small.len(), 3 + 3);
         small.release();
         assert_eq!(small.len(), 0);
         // Two magazines' worth of capacity: two full in the depot, the
         // thread's own full beside them, the rest freed.
-        let spare = SpareCells::new(2 * MAGAZINE);
+        let spare = Pool::new(2 * MAGAZINE);
         give_back_answered(&spare, 10 * MAGAZINE);
         assert_eq!(spare.len(), 3 * MAGAZINE);
         // Taken back in full: the own magazine, then the depot's.
@@ -382,7 +476,7 @@ mod tests {
 
     #[test]
     fn the_depot_frees_what_a_round_of_trades_left_unused() {
-        let spare = Arc::new(SpareCells::new(64 * MAGAZINE));
+        let spare = Arc::new(Pool::new(64 * MAGAZINE));
         // A burst: an answering thread fills 40 magazines at once.
         {
             let spare = Arc::clone(&spare);
@@ -445,7 +539,7 @@ mod tests {
         // took last: all alive at once, no cell may be in two threads' hands.
         let threads = thread_stripe::count() + 8;
         let capacity = 4 * MAGAZINE;
-        let spare = Arc::new(SpareCells::new(capacity));
+        let spare = Arc::new(Pool::new(capacity));
         let barrier = Arc::new(std::sync::Barrier::new(threads));
         let workers: Vec<_> = (0..threads as u64)
             .map(|t| {
@@ -488,7 +582,7 @@ mod tests {
 
     #[test]
     fn cells_given_back_on_one_thread_serve_submissions_on_another() {
-        let spare = Arc::new(SpareCells::new(4 * MAGAZINE));
+        let spare = Arc::new(Pool::new(4 * MAGAZINE));
         // The answering thread fills two magazines and starts a third.
         let given: Vec<usize> = {
             let spare = Arc::clone(&spare);
@@ -513,7 +607,7 @@ mod tests {
 
     #[test]
     fn giving_back_drops_the_users_result_at_once() {
-        let spare = SpareCells::new(1);
+        let spare = Pool::new(1);
         let op = Arc::new(());
         let mut cell = answered(&spare, Arc::clone(&op));
         assert_eq!(Arc::strong_count(&op), 2, "the result holds the operation");

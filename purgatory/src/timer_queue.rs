@@ -431,7 +431,7 @@ mod tests {
     use super::*;
 
     fn cell(seq: u64) -> CellRef<u32, ()> {
-        CellRef::new(Cell::new((), seq))
+        CellRef::new(Cell::new((), seq, crate::purgatory::Shared::detached(0)))
     }
 
     /// The word of a cell whose entry is in the wheel, or a plain mark.

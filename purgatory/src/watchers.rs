@@ -177,7 +177,7 @@ pub(crate) struct Watchers<K, O> {
     /// left in their lists.
     lazy: bool,
     /// [`Watchers::clear`], made where its bounds hold, for `drop`.
-    clear: fn(&mut Self),
+    clear: fn(&Self),
 }
 
 impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
@@ -428,11 +428,13 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             + self.groups.iter().map(|l| held(&l)).sum::<usize>()
     }
 
-    /// Takes every list apart, groups first, before the maps go: a list's
-    /// chunks keep it, so lists still in the maps (the baseline's, with
-    /// completed operations in them, or any if operations were left
-    /// unanswered) would otherwise never be freed.
-    fn clear(&mut self) {
+    /// Takes every list apart, groups first: before the maps go, because a
+    /// list's chunks keep it, so lists still in the maps (the baseline's,
+    /// with completed operations in them, or any if operations were left
+    /// unanswered) would otherwise never be freed; and at the baseline's
+    /// shutdown, because their cells refer to the purgatory (`Cell::home`),
+    /// which holds the lists.
+    pub(crate) fn clear(&self) {
         let groups: Vec<ListRef<K, O>> = self.groups.iter().map(|l| Arc::clone(&l)).collect();
         let keys: Vec<ListRef<K, O>> = self.keys.iter().map(|l| Arc::clone(&l)).collect();
         for list in groups.iter().chain(&keys) {

@@ -422,3 +422,76 @@ fn the_last_reference_may_go_on_the_timer_thread() {
         "the shutdown on the timer thread returned"
     );
 }
+
+/// The system's clock, with a token that says whether the purgatory still
+/// holds it: its shared state does until it is freed.
+struct TokenClock {
+    _token: Arc<()>,
+}
+
+impl purgatory::Clock for TokenClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+#[test]
+fn the_purgatory_is_freed_with_its_last_handle_whoever_answered() {
+    for kind in KINDS {
+        let token = Arc::new(());
+        let journal = Arc::new(Journal::default());
+        let never = Arc::new(AtomicBool::new(false));
+        let p = Arc::new(
+            Purgatory::builder("freed")
+                .timer(kind)
+                .clock(TokenClock {
+                    _token: Arc::clone(&token),
+                })
+                .driver(Driver::Thread {
+                    expiration_threads: 2,
+                })
+                .build()
+                .unwrap(),
+        );
+        let submit = |id, ms| {
+            p.try_complete_else_watch(
+                Probe::new(id, &never, Duration::from_millis(ms), &journal),
+                &[id as u32 % 7],
+            )
+            .unwrap()
+        };
+        // Cells answered every way and given back on several threads: by
+        // expiry with no handle left (the workers give them back), forced
+        // through handles and completers on other threads, checked; one
+        // handle outlives the purgatory.
+        let kept = submit(0, 60_000);
+        std::thread::scope(|s| {
+            for t in 0..3u64 {
+                let submit = &submit;
+                s.spawn(move || {
+                    for i in 0..2_000 {
+                        let id = 1 + t * 10_000 + i;
+                        let h = submit(id, 1 + i % 5);
+                        match i % 3 {
+                            0 => drop(h),
+                            1 => {
+                                let c = h.completer();
+                                std::thread::spawn(move || c.force_complete())
+                                    .join()
+                                    .unwrap();
+                                drop(h);
+                            }
+                            _ => {
+                                h.force_complete();
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        assert!(eventually(|| p.delayed() == 1), "all but one answered");
+        drop(p);
+        assert_eq!(kept.wait().outcome, Outcome::Shutdown);
+        assert_eq!(Arc::strong_count(&token), 1, "{kind:?}: freed");
+    }
+}

@@ -253,3 +253,27 @@ where
         }
     }
 }
+
+#[cfg(test)]
+impl<K: Hash + Eq + Clone, O> Shared<K, O> {
+    /// A purgatory's shared state with no threads, for the tests of its
+    /// parts: cells need one to belong to (`Cell::home`).
+    pub(crate) fn detached(spare_cells: usize) -> Arc<Self> {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        Arc::new(Shared {
+            name: "detached".to_string(),
+            kind: TimerKind::Wheel,
+            scale: TickScale::new(clock.now(), Duration::from_millis(1)).expect("a tick"),
+            clock,
+            timer: TimerQueue::new(TimerKind::Wheel),
+            watchers: Watchers::new(2, false),
+            counters: Counters::new(),
+            spare: SpareCells::new(spare_cells),
+            shutting_down: AtomicBool::new(false),
+            timer_thread: OnceLock::new(),
+            purge_interval: None,
+            since_purge: AtomicU64::new(0),
+            submitted: AtomicU64::new(0),
+        })
+    }
+}
