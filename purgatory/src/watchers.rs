@@ -101,12 +101,15 @@ pub(crate) struct Link<K, O> {
     /// Where the entry is; none in the baseline's lists, which leave their
     /// entries to walks and purges.
     place: Option<Place<Cell<K, O>, List<K, O>>>,
-    /// Where the entry was stored when added, to prefetch before removing
-    /// it (see `unchecked/prefetch.rs`).
-    address: usize,
 }
 
 impl<K, O> Link<K, O> {
+    /// Where the entry is stored, to prefetch before removing it (see
+    /// `unchecked/prefetch.rs`); 0 in the baseline's lists.
+    fn address(&self) -> usize {
+        self.place.as_ref().map_or(0, Place::address)
+    }
+
     /// Keys the entry stands for: a group's link stands for all of its
     /// keys (the baseline has no groups).
     fn keys(&self) -> usize {
@@ -245,7 +248,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     pub(crate) fn prefetch(&self, links: &Links<K, O>) {
         if !self.lazy {
             for link in links {
-                prefetch::for_write(link.address);
+                prefetch::for_write(link.address());
             }
         }
     }
@@ -254,7 +257,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     /// prefetch before it completes the operation (0 for the baseline).
     pub(crate) fn hint(&self, links: &Links<K, O>) -> usize {
         match links.first() {
-            Some(link) if !self.lazy => link.address,
+            Some(link) if !self.lazy => link.address(),
             _ => 0,
         }
     }
@@ -470,8 +473,8 @@ where
     // The shard's read lock is held while the list is locked, so the list
     // cannot be detached in between (detaching needs the write lock).
     let link = |list: &ListRef<K, O>| {
-        let (place, address) = list.shared.lock().push(list, entry);
-        Link { place, address }
+        let place = list.shared.lock().push(list, entry);
+        Link { place }
     };
     if let Some(list) = map.get(name) {
         return link(&list);

@@ -58,7 +58,7 @@ fn new_list() -> Arc<List> {
 }
 
 fn push(list: &Arc<List>, cell: &Cell) -> Place<Op, List> {
-    let (place, _) = list.0.lock().push(list, Entry::Op(Cell::clone(cell)));
+    let place = list.0.lock().push(list, Entry::Op(Cell::clone(cell)));
     place.unwrap()
 }
 

@@ -5,6 +5,7 @@
 use super::watch_list::{
     group_word, op_word, remove, After, Entry, Owner, Place, Shared, MAX_SLOTS, MIN_SLOTS,
 };
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 type Cell = triomphe::Arc<Op>;
@@ -36,7 +37,7 @@ fn chunks(list: &Arc<List>) -> usize {
 }
 
 fn push(list: &Arc<List>, cell: &Cell) -> TestPlace {
-    let (place, _) = list.0.lock().push(list, Entry::Op(Cell::clone(cell)));
+    let place = list.0.lock().push(list, Entry::Op(Cell::clone(cell)));
     place.expect("an eager list names its entries")
 }
 
@@ -90,6 +91,13 @@ fn removal_by_place_walk_and_close() {
     let list = list(false);
     let cells: Vec<Cell> = (0..5).map(op).collect();
     let mut places: Vec<Option<TestPlace>> = cells.iter().map(|c| Some(push(&list, c))).collect();
+    // A place's address is its entry's slot: what a removal prefetches.
+    for (place, cell) in places.iter().zip(&cells) {
+        let address = place.as_ref().unwrap().address() as *const AtomicUsize;
+        // SAFETY: the place's unit keeps its chunk, and so the slot.
+        let word = unsafe { &*address }.load(Ordering::Relaxed);
+        assert_eq!(word, op_word(&**cell));
+    }
     assert!(take_out(places[1].take().unwrap(), &cells[1]));
     assert_eq!(values(&list), [0, 2, 3, 4]);
     assert_eq!(list.0.lock().len(), 4);
@@ -147,9 +155,8 @@ fn a_lazy_list_names_no_place_and_frees_what_it_takes_out() {
     let list = list(true);
     let cells: Vec<Cell> = (0..3 * MAX_SLOTS as u32).map(op).collect();
     for cell in &cells {
-        let (place, address) = list.0.lock().push(&list, Entry::Op(Cell::clone(cell)));
+        let place = list.0.lock().push(&list, Entry::Op(Cell::clone(cell)));
         assert!(place.is_none());
-        assert_ne!(address, 0);
     }
     let mut removed = Vec::new();
     let references = list.0.lock().retain(
