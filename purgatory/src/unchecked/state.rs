@@ -44,7 +44,10 @@
 //! `RUNNING` is never released once `DONE` is set, which is what keeps every
 //! later request away from the value the reader takes.
 
-use super::sync::{drop_guarded, thread_token, AtomicU32, AtomicU64, Exclusive, Mutex, Ordering};
+use super::sync::{
+    drop_guarded, or_exclusive, set_exclusive, thread_token, AtomicU32, AtomicU64, Exclusive,
+    Mutex, Ordering,
+};
 use crate::outcome::Outcome;
 use std::mem::ManuallyDrop;
 use std::task::Waker;
@@ -366,10 +369,10 @@ impl<O> OpState<O> {
     /// so that no later call reaches the operation, whatever state it was
     /// cleared in.
     pub(crate) fn clear(&mut self) {
-        self.owner.store(0, Ordering::Relaxed);
-        let before = self
-            .flags
-            .fetch_or(RUNNING | DONE | TAKEN, Ordering::Relaxed);
+        // `&mut self`: plain stores, no locked instruction (a spare cell is
+        // cleared on every answer and again when it is reused).
+        set_exclusive(&mut self.owner, 0);
+        let before = or_exclusive(&mut self.flags, RUNNING | DONE | TAKEN);
         if before & TAKEN == 0 {
             // SAFETY: `&mut self`: no other access can be alive. `TAKEN`
             // was clear, so the operation is there, and the bits now set

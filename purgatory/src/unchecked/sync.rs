@@ -20,6 +20,20 @@ use std::task::{Wake, Waker};
 use std::thread::Thread;
 use std::time::Instant;
 
+/// `word |= bits` for a word nobody else can reach: a plain load and
+/// store. Returns the bits before.
+pub(crate) fn or_exclusive(word: &mut AtomicU32, bits: u32) -> u32 {
+    let word = word.get_mut();
+    let before = *word;
+    *word |= bits;
+    before
+}
+
+/// `word = value` for a word nobody else can reach.
+pub(crate) fn set_exclusive(word: &mut AtomicU64, value: u64) {
+    *word.get_mut() = value;
+}
+
 /// A number that identifies the calling thread: threads are counted from 1
 /// as they first ask, so a token is never 0, never reused (as a
 /// thread-local's address would be once its thread ends) and never reaches

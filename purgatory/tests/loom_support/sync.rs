@@ -30,6 +30,23 @@ pub(crate) const WATCH_SLOTS: (usize, usize) = (2, 2);
 pub(crate) const LANE_SLOTS: u32 = 3;
 pub(crate) use loom::sync::MutexGuard;
 
+/// `word |= bits` for a word nobody else can reach (`state.rs`'s
+/// `clear`): loom checks that nobody else does.
+#[allow(dead_code)]
+pub(crate) fn or_exclusive(word: &mut AtomicU32, bits: u32) -> u32 {
+    word.with_mut(|word| {
+        let before = *word;
+        *word |= bits;
+        before
+    })
+}
+
+/// `word = value` for a word nobody else can reach.
+#[allow(dead_code)]
+pub(crate) fn set_exclusive(word: &mut AtomicU64, value: u64) {
+    word.with_mut(|word| *word = value);
+}
+
 /// loom's `UnsafeCell` fails the model if two threads reach the value
 /// at once: the check that `RUNNING`, then the hand-over, really are
 /// exclusive.
