@@ -76,9 +76,12 @@
 //! watch list: 153 bytes each for 1e6 operations of 16 bytes under 3 keys
 //! (`cargo run --release --example burst_memory`), 137 beyond the
 //! operation. The cell (128 bytes with its reference count, the size of
-//! two cache lines) holds the operation, its state word, one watch link inline, its
-//! timer id and submission order, two prefetch hints, and the waker of the
-//! handle's last poll. The operation is kept once: the handle takes it
+//! two cache lines) holds the operation, its state word, one watch link
+//! inline, its timer id and submission order, two prefetch hints, the
+//! waker of the handle's last poll, and a reference to its purgatory,
+//! which it keeps through its reuses (a handle reaches the purgatory
+//! through its cell and holds no count of its own, which every submission
+//! and answer would touch from two cores). The operation is kept once: the handle takes it
 //! where it lies once it is answered, so an operation of `S` bytes costs
 //! about `S + 137`. A cell is allocated on the thread that
 //! submits and freed on the thread that answers, so the allocator's
