@@ -18,7 +18,8 @@
 //! freed on whichever thread answers them, as in a broker.
 //!
 //! Every second it samples the resident size (`/proc/self/statm`) and the
-//! bytes the program has allocated and not freed. Built with jemalloc, it
+//! bytes the program has allocated and not freed; every ten it prints them
+//! with the spare cells the purgatory keeps (part of that heap). Built with jemalloc, it
 //! also prints where jemalloc's resident bytes are: its active pages (the
 //! heap and the gaps between its blocks, so that fragmentation shows as
 //! their distance to the heap), its metadata, and the freed pages it has
@@ -327,12 +328,13 @@ fn main() -> std::process::ExitCode {
         options.minutes, options.pending
     );
     println!(
-        "{:>6} {:>12} {:>10} {:>10} {:>12}{}",
+        "{:>6} {:>12} {:>10} {:>10} {:>12} {:>12}{}",
         "s",
         "ops/s",
         "rss MiB",
         "heap MiB",
         "in flight",
+        "spare cells",
         allocator::HEADER
     );
     let started = Instant::now();
@@ -351,8 +353,10 @@ fn main() -> std::process::ExitCode {
         let heap = alloc::in_use().max(0) as u64;
         let in_flight = submitted.load(Ordering::Relaxed).saturating_sub(answered);
         if second.is_multiple_of(10) || second <= 3 {
+            // Part of the heap: the cells kept for the next submissions.
+            let spare = purgatory.metrics().spare_cells;
             println!(
-                "{second:>6} {rate:>12.0} {:>10.1} {:>10.1} {in_flight:>12}{}",
+                "{second:>6} {rate:>12.0} {:>10.1} {:>10.1} {in_flight:>12} {spare:>12}{}",
                 rss as f64 / 1048576.0,
                 heap as f64 / 1048576.0,
                 allocator::row()
