@@ -106,7 +106,8 @@
 //! that way before the watch lists' entries left without their lock,
 //! reached 5.0% in 45 minutes after (a fail at the limit), and stayed
 //! within 4.7% (4.9% in one-second samples) once the depot above and the
-//! kept expiry buffers came (BENCHMARKS.md); jemalloc's
+//! kept expiry buffers came, and within 3.4% (3.5%) once handles no longer
+//! counted references to the purgatory (BENCHMARKS.md); jemalloc's
 //! `dirty_decay_ms:0,muzzy_decay_ms:0` kept it a further 1-1.5 MiB lower,
 //! and its swings narrower, at the same rate in five minutes.
 //!
