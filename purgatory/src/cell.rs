@@ -88,10 +88,19 @@ impl<K, O> Cell<K, O> {
     /// Makes a spare cell (one that [`clear`](Self::clear) emptied) a new
     /// submission's, as [`new`](Self::new) does, in the same purgatory.
     pub(crate) fn renew(&mut self, op: O, seq: u64) {
-        self.state = Self::held(op);
-        self.timer = TimerWord::new();
-        self.seq = seq;
-        *self.watch_hint.get_mut() = 0;
+        // Every field named, so that a field added to the cell is not
+        // forgotten here; `home` is the one kept.
+        let Cell {
+            state,
+            timer,
+            seq: order,
+            watch_hint,
+            home: _,
+        } = self;
+        *state = Self::held(op);
+        *timer = TimerWord::new();
+        *order = seq;
+        *watch_hint.get_mut() = 0;
     }
 
     /// A state held by the submitter until it has watched and scheduled the

@@ -330,9 +330,9 @@ where
             // The baseline leaves answered operations in their lists.
             self.shared.watchers.clear();
         }
-        // Handles dropped from now on free their cells (one whose drop
-        // races with this may still park its cell; that one is freed with
-        // the purgatory's shared state, which holds the pool).
+        // Handles dropped from now on free their cells: the pool keeps
+        // none after this, not even one whose drop races with it (a kept
+        // cell would keep the purgatory, which holds the pool).
         self.shared.spare.release();
         tracing::debug!(purgatory = %self.shared.name, "shut down");
     }

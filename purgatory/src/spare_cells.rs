@@ -173,14 +173,12 @@ impl<K, O> SpareCells<K, O> {
         }
     }
 
-    /// The calling thread's magazine, if cells are kept.
+    /// The calling thread's magazine (the shared one beyond the numbered
+    /// threads); only for a pool that [`keeps`](Self::keeps) cells.
     #[inline]
-    fn own(&self) -> Option<&Mutex<Magazine<K, O>>> {
-        if !self.keeps() {
-            return None;
-        }
+    fn own(&self) -> &Mutex<Magazine<K, O>> {
         let own = thread_stripe::current().and_then(|n| self.own.get(n));
-        Some(own.unwrap_or(&self.shared))
+        own.unwrap_or(&self.shared)
     }
 
     /// A cell for a new operation, `op`: a spare one if there is one,
@@ -205,7 +203,10 @@ impl<K, O> SpareCells<K, O> {
     /// The calling thread's next spare cell, if there is one.
     #[inline]
     fn take(&self) -> Option<CellRef<K, O>> {
-        let mut mine = self.own()?.lock();
+        if !self.keeps() {
+            return None;
+        }
+        let mut mine = self.own().lock();
         if mine.is_empty() {
             if self.released.load(Ordering::Relaxed) {
                 return None;
@@ -248,14 +249,8 @@ impl<K, O> SpareCells<K, O> {
             Some(unique) => unique.clear(),
             None => return,
         }
-        // Cloned before locking, to keep the critical section short. If it
-        // is not kept, it is dropped after the lock (declared before it),
-        // and the caller's drop frees the cell as usual.
-        let parked = CellRef::clone(cell);
-        let spare = cell.home.spare();
-        if let Some(own) = spare.own() {
-            spare.park(own, parked);
-        }
+        // Cloned before locking, to keep the critical section short.
+        cell.home.spare().park(CellRef::clone(cell));
     }
 
     /// Whether this pool keeps cells at all.
@@ -264,10 +259,12 @@ impl<K, O> SpareCells<K, O> {
         !self.own.is_empty()
     }
 
-    /// Parks `cell` in `own`, the calling thread's magazine, unless the
-    /// pool is released or full.
-    fn park(&self, own: &Mutex<Magazine<K, O>>, parked: CellRef<K, O>) {
-        let mut mine = own.lock();
+    /// Parks `parked` in the calling thread's magazine, unless the pool is
+    /// released or full. If it is not kept, it is dropped after the lock
+    /// (a parameter outlives the locals), and the caller's drop frees the
+    /// cell as usual.
+    fn park(&self, parked: CellRef<K, O>) {
+        let mut mine = self.own().lock();
         if self.released.load(Ordering::Relaxed)
             || (mine.len() >= self.magazine && !self.unload(&mut mine))
         {

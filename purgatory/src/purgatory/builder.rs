@@ -183,13 +183,9 @@ where
             return Err(ConfigError::ZeroShards);
         }
         let shards = self.shards.clamp(2, MAX_SHARDS).next_power_of_two();
-        let purge_interval = match self.timer {
-            TimerKind::DelayQueue { purge_interval: 0 } => {
-                return Err(ConfigError::ZeroPurgeInterval)
-            }
-            TimerKind::DelayQueue { purge_interval } => Some(purge_interval),
-            TimerKind::Wheel => None,
-        };
+        if let TimerKind::DelayQueue { purge_interval: 0 } = self.timer {
+            return Err(ConfigError::ZeroPurgeInterval);
+        }
         if let Driver::Thread {
             expiration_threads: 0,
         } = self.driver
@@ -198,21 +194,14 @@ where
         }
         let scale =
             TickScale::new(self.clock.now(), self.tick).map_err(|_| ConfigError::ZeroTick)?;
-        let shared = Arc::new(Shared {
-            name: self.name,
-            kind: self.timer,
-            clock: self.clock,
+        let shared = Arc::new(Shared::new(
+            self.name,
+            self.timer,
+            self.clock,
             scale,
-            timer: TimerQueue::new(self.timer),
-            watchers: Watchers::new(shards, purge_interval.is_some()),
-            counters: Counters::new(),
-            spare: SpareCells::new(self.spare_cells),
-            shutting_down: AtomicBool::new(false),
-            timer_thread: OnceLock::new(),
-            purge_interval,
-            since_purge: AtomicU64::new(0),
-            submitted: AtomicU64::new(0),
-        });
+            shards,
+            self.spare_cells,
+        ));
         let threads = match self.driver {
             Driver::Manual => None,
             Driver::Thread { expiration_threads } => Some(Threads::start(
@@ -254,26 +243,52 @@ where
     }
 }
 
-#[cfg(test)]
 impl<K: Hash + Eq + Clone, O> Shared<K, O> {
-    /// A purgatory's shared state with no threads, for the tests of its
-    /// parts: cells need one to belong to (`Cell::home`).
-    pub(crate) fn detached(spare_cells: usize) -> Arc<Self> {
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        Arc::new(Shared {
-            name: "detached".to_string(),
-            kind: TimerKind::Wheel,
-            scale: TickScale::new(clock.now(), Duration::from_millis(1)).expect("a tick"),
+    /// A purgatory's state for settings `build` has checked (a power of
+    /// two of shards, a purge interval above 0); no thread is started.
+    fn new(
+        name: String,
+        timer: TimerKind,
+        clock: Arc<dyn Clock>,
+        scale: TickScale,
+        shards: usize,
+        spare_cells: usize,
+    ) -> Self {
+        let purge_interval = match timer {
+            TimerKind::DelayQueue { purge_interval } => Some(purge_interval),
+            TimerKind::Wheel => None,
+        };
+        Shared {
+            name,
+            kind: timer,
             clock,
-            timer: TimerQueue::new(TimerKind::Wheel),
-            watchers: Watchers::new(2, false),
+            scale,
+            timer: TimerQueue::new(timer),
+            watchers: Watchers::new(shards, purge_interval.is_some()),
             counters: Counters::new(),
             spare: SpareCells::new(spare_cells),
             shutting_down: AtomicBool::new(false),
             timer_thread: OnceLock::new(),
-            purge_interval: None,
+            purge_interval,
             since_purge: AtomicU64::new(0),
             submitted: AtomicU64::new(0),
-        })
+        }
+    }
+
+    /// A wheel purgatory's state with no threads, for the tests of its
+    /// parts: cells need one to belong to (`Cell::home`).
+    #[cfg(test)]
+    pub(crate) fn detached(spare_cells: usize) -> Arc<Self> {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let scale = TickScale::new(clock.now(), Duration::from_millis(1)).expect("a tick");
+        let name = "detached".to_string();
+        Arc::new(Self::new(
+            name,
+            TimerKind::Wheel,
+            clock,
+            scale,
+            2,
+            spare_cells,
+        ))
     }
 }
