@@ -1,17 +1,24 @@
 //! How late the threaded timer fires: operations with timeouts spread over
 //! 1-200 ms that nothing completes, so every one expires; each records when
 //! its expiry ran against its deadline (submission plus timeout). Early
-//! fires must be 0. Both timers in one run, optionally with busy threads
-//! loading the machine.
+//! fires must be 0. Both timers and a floor (below) in one run, optionally
+//! with busy threads loading the machine.
 //!
 //! ```sh
 //! cargo bench --bench lateness                      # 100,000 operations, 2 busy threads
 //! cargo bench --bench lateness -- --load-threads 0  # on an idle machine
 //! cargo bench --bench lateness -- --timer wheel     # one timer (to profile it)
+//! cargo bench --bench lateness -- --timer wheel,floor # the wheel beside the floor
 //! cargo bench --bench lateness -- --nice -20        # the purgatory's threads favoured
 //! cargo bench --bench lateness -- --fifo 1          # ... or in a real-time class
 //! cargo bench --bench lateness -- --slice-us 100    # ... or with a short slice, at nice 0
 //! ```
+//!
+//! Beside the timers runs `floor`: no purgatory, one thread that knows
+//! every deadline and sleeps until each one's tick. Its lateness is the
+//! wait for a core that the machine's scheduler imposes on any timer
+//! thread, under the same load and priority settings: what a timer can
+//! approach but not beat.
 //!
 //! Beside each timer's figures, the same for the operations that fell due
 //! while the submitting thread was still inserting ("in burst") and for
@@ -27,7 +34,7 @@
 //! run before busy ones without taking a larger share of the CPU.
 
 use clap::Parser;
-use purgatory::{DelayedOperation, Driver, Outcome, Purgatory, ThreadRole, TimerKind};
+use purgatory::{DelayedOperation, Driver, Outcome, Purgatory, TimerKind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -73,9 +80,16 @@ struct Args {
     /// its deadline on an idle machine.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     tick_us: u64,
-    /// Which timers to measure.
-    #[arg(long, value_enum, default_value = "both")]
-    timer: Which,
+    /// Which timers to measure, in this order (comma-separated): `floor`
+    /// is no timer but a bare thread sleeping until each deadline's tick,
+    /// the least lateness this machine's scheduler allows any timer thread.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "wheel,delayqueue,floor"
+    )]
+    timer: Vec<Which>,
     #[arg(long, hide = true)]
     bench: bool,
 }
@@ -84,7 +98,7 @@ struct Args {
 enum Which {
     Wheel,
     Delayqueue,
-    Both,
+    Floor,
 }
 
 /// Expires; records how late (ns, negative if early).
@@ -147,62 +161,20 @@ fn main() {
         "{:<11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
         "timer", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "early"
     );
-    for (name, kind) in [
-        ("wheel", TimerKind::Wheel),
-        (
-            "delayqueue",
-            TimerKind::DelayQueue {
-                purge_interval: 1000,
-            },
-        ),
-    ] {
-        let wanted = match args.timer {
-            Which::Both => true,
-            Which::Wheel => name == "wheel",
-            Which::Delayqueue => name == "delayqueue",
+    for &which in &args.timer {
+        let (name, (expired, burst_end)) = match which {
+            Which::Wheel => ("wheel", through_purgatory(&args, TimerKind::Wheel)),
+            Which::Delayqueue => (
+                "delayqueue",
+                through_purgatory(
+                    &args,
+                    TimerKind::DelayQueue {
+                        purge_interval: 1000,
+                    },
+                ),
+            ),
+            Which::Floor => ("floor", sleeping_thread(&args)),
         };
-        if !wanted {
-            continue;
-        }
-        let mut builder = Purgatory::builder("lateness")
-            .timer(kind)
-            .tick(Duration::from_micros(args.tick_us))
-            .driver(Driver::Thread {
-                expiration_threads: args.workers as usize,
-            });
-        if let Some(nice) = args.nice {
-            builder = builder.on_thread_start(move |role| set_nice(role, nice));
-        }
-        if let Some(priority) = args.fifo {
-            builder = builder.on_thread_start(move |role| set_fifo(&format!("{role:?}"), priority));
-        }
-        if let Some(slice) = args.slice_us {
-            builder = builder.on_thread_start(move |role| set_slice(&format!("{role:?}"), slice));
-        }
-        let purgatory: Purgatory<u32, Op> = builder.build().unwrap();
-        if let (true, Some(priority)) = (args.fifo_submitter, args.fifo) {
-            set_fifo("submitting", priority);
-        }
-        let lateness = Arc::new(Mutex::new(Vec::with_capacity(args.ops as usize)));
-        let span = args.max_timeout_ms.saturating_sub(1) as f64;
-        for i in 0..args.ops {
-            let ms = 1.0 + span * (i as f64 * 0.618_033_988_75).fract();
-            let timeout = Duration::from_secs_f64(ms / 1000.0);
-            let op = Op {
-                deadline: Instant::now() + timeout,
-                timeout,
-                lateness: lateness.clone(),
-            };
-            // The handle is dropped: the operation answers through its callback.
-            drop(purgatory.try_complete_else_watch(op, &[i % 64]).unwrap());
-        }
-        let burst_end = Instant::now();
-        let deadline =
-            Instant::now() + Duration::from_millis(args.max_timeout_ms) + Duration::from_secs(30);
-        while purgatory.delayed() > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let expired = lateness.lock().unwrap().clone();
         let sorted = |during: Option<bool>| {
             let mut late: Vec<i64> = expired
                 .iter()
@@ -229,6 +201,116 @@ fn main() {
     }
 }
 
+/// The `i`th operation's timeout: spread evenly (by the golden ratio's
+/// steps) from 1 ms to `--max-timeout-ms`, the same for every timer.
+fn timeout_of(i: u32, args: &Args) -> Duration {
+    let span = args.max_timeout_ms.saturating_sub(1) as f64;
+    let ms = 1.0 + span * (i as f64 * 0.618_033_988_75).fract();
+    Duration::from_secs_f64(ms / 1000.0)
+}
+
+/// Submits the operations to a purgatory with `kind` of timer, from this
+/// thread in one burst, and waits until they have expired: each one's
+/// deadline and lateness, and when the burst ended.
+fn through_purgatory(args: &Args, kind: TimerKind) -> (Vec<(Instant, i64)>, Instant) {
+    let mut builder = Purgatory::builder("lateness")
+        .timer(kind)
+        .tick(Duration::from_micros(args.tick_us))
+        .driver(Driver::Thread {
+            expiration_threads: args.workers as usize,
+        });
+    if let Some(nice) = args.nice {
+        builder = builder.on_thread_start(move |role| set_nice(&format!("{role:?}"), nice));
+    }
+    if let Some(priority) = args.fifo {
+        builder = builder.on_thread_start(move |role| set_fifo(&format!("{role:?}"), priority));
+    }
+    if let Some(slice) = args.slice_us {
+        builder = builder.on_thread_start(move |role| set_slice(&format!("{role:?}"), slice));
+    }
+    let purgatory: Purgatory<u32, Op> = builder.build().unwrap();
+    if let (true, Some(priority)) = (args.fifo_submitter, args.fifo) {
+        set_fifo("submitting", priority);
+    }
+    let lateness = Arc::new(Mutex::new(Vec::with_capacity(args.ops as usize)));
+    for i in 0..args.ops {
+        let timeout = timeout_of(i, args);
+        let op = Op {
+            deadline: Instant::now() + timeout,
+            timeout,
+            lateness: lateness.clone(),
+        };
+        // The handle is dropped: the operation answers through its callback.
+        drop(purgatory.try_complete_else_watch(op, &[i % 64]).unwrap());
+    }
+    let burst_end = Instant::now();
+    let deadline =
+        Instant::now() + Duration::from_millis(args.max_timeout_ms) + Duration::from_secs(30);
+    while purgatory.delayed() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let expired = lateness.lock().unwrap().clone();
+    (expired, burst_end)
+}
+
+/// The floor under any timer thread: no purgatory, one thread that knows
+/// every deadline in advance and sleeps until the next tick at which one
+/// falls due (deadlines rounded up to the tick, as the purgatory's are),
+/// then counts them all as fired at its wake-up. What it measures is how
+/// late a sleeping thread gets a core, nothing else. It runs with the
+/// purgatory's threads' priority settings; the deadlines are taken in a
+/// loop like the purgatory's submissions, but without their work.
+fn sleeping_thread(args: &Args) -> (Vec<(Instant, i64)>, Instant) {
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let (deadlines_tx, deadlines_rx) = std::sync::mpsc::channel::<Vec<Instant>>();
+    let tick = Duration::from_micros(args.tick_us);
+    let (nice, fifo, slice) = (args.nice, args.fifo, args.slice_us);
+    let sleeper = std::thread::spawn(move || {
+        if let Some(nice) = nice {
+            set_nice("floor", nice);
+        }
+        if let Some(priority) = fifo {
+            set_fifo("floor", priority);
+        }
+        if let Some(slice) = slice {
+            set_slice("floor", slice);
+        }
+        let start = Instant::now();
+        ready_tx.send(start).unwrap();
+        let mut deadlines = deadlines_rx.recv().unwrap();
+        deadlines.sort_unstable();
+        let mut fired = Vec::with_capacity(deadlines.len());
+        let mut next = 0;
+        while let Some(&first) = deadlines.get(next) {
+            // The first tick boundary at or after the deadline.
+            let ticks = (first - start).as_nanos().div_ceil(tick.as_nanos());
+            let wake = start + tick * u32::try_from(ticks).expect("within u32 ticks");
+            loop {
+                let now = Instant::now();
+                if now >= wake {
+                    break;
+                }
+                std::thread::sleep(wake - now);
+            }
+            let now = Instant::now();
+            while let Some(&due) = deadlines.get(next).filter(|&&d| d <= now) {
+                fired.push((due, (now - due).as_nanos() as i64));
+                next += 1;
+            }
+        }
+        fired
+    });
+    // Deadlines after the thread's start, as the purgatory's are after its
+    // build: none can be due before the clock it rounds by began.
+    ready.recv().unwrap();
+    let deadlines: Vec<Instant> = (0..args.ops)
+        .map(|i| Instant::now() + timeout_of(i, args))
+        .collect();
+    let burst_end = Instant::now();
+    deadlines_tx.send(deadlines).unwrap();
+    (sleeper.join().unwrap(), burst_end)
+}
+
 /// One line of the table: `late` (sorted, ns) at p50, p90, p99, p99.9 and
 /// its largest, in ms, then `last`.
 fn print_row(label: &str, late: &[i64], last: &str) {
@@ -250,14 +332,14 @@ fn print_row(label: &str, late: &[i64], last: &str) {
 
 /// Sets the calling thread's nice value; a thread that cannot have it
 /// would make the run measure something else, so the run stops.
-fn set_nice(role: ThreadRole, nice: i32) {
+fn set_nice(role: &str, nice: i32) {
     // SAFETY: `gettid` has no preconditions.
     let tid = unsafe { libc::gettid() };
     // SAFETY: plain system call on this thread's id; no memory is passed.
     let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
     if rc != 0 {
         eprintln!(
-            "setpriority({nice}) on the {role:?} thread: {}",
+            "setpriority({nice}) on the {role} thread: {}",
             std::io::Error::last_os_error()
         );
         std::process::exit(2);
