@@ -21,6 +21,7 @@ use crate::unchecked::prefetch;
 use crate::unchecked::{Request, Served};
 use crate::watchers::Watchers;
 use crate::DelayedOperation;
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -71,8 +72,11 @@ pub(crate) struct Shared<K, O> {
     /// The baseline's purge interval; `None` for the wheel.
     purge_interval: Option<u64>,
     since_purge: AtomicU64,
-    /// Operations submitted so far; numbers each one.
-    submitted: AtomicU64,
+    /// Operations submitted so far; numbers each one. Written by every
+    /// submission, so on a cache line of its own: beside the fields that
+    /// the other threads read on every operation (the timer's, the
+    /// clock), each submission would take their line away from them.
+    submitted: CachePadded<AtomicU64>,
 }
 
 impl<K, O> Purgatory<K, O>

@@ -12,6 +12,7 @@ use crate::cell::{Cell, FIRED, NO_TIMER};
 use crate::no_yield_lock::InheritingMutex as Mutex;
 use crate::unchecked::lane::{self, plain_deadline, Word};
 use crate::wheel_timer::{Due, WheelTimer};
+use crossbeam_utils::CachePadded;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 use std::time::Duration;
@@ -42,8 +43,8 @@ pub enum TimerKind {
 // boxing it would add a pointer to follow on every schedule and cancel.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum TimerQueue<K, O> {
-    Wheel(Mutex<WheelState<K, O>>),
-    Heap(Mutex<HeapState<K, O>>),
+    Wheel(CachePadded<Mutex<WheelState<K, O>>>),
+    Heap(CachePadded<Mutex<HeapState<K, O>>>),
 }
 
 pub(crate) struct WheelState<K, O> {
@@ -165,15 +166,17 @@ impl<K, O> ExpiryBuffers<K, O> {
 impl<K, O> TimerQueue<K, O> {
     pub(crate) fn new(kind: TimerKind) -> Self {
         match kind {
-            TimerKind::Wheel => TimerQueue::Wheel(Mutex::new(WheelState {
+            TimerKind::Wheel => TimerQueue::Wheel(CachePadded::new(Mutex::new(WheelState {
                 wheel: WheelTimer::new(),
                 wake_at: u64::MAX,
-            })),
-            TimerKind::DelayQueue { .. } => TimerQueue::Heap(Mutex::new(HeapState {
-                heap: BinaryHeap::new(),
-                wake_at: u64::MAX,
-                seq: 0,
-            })),
+            }))),
+            TimerKind::DelayQueue { .. } => {
+                TimerQueue::Heap(CachePadded::new(Mutex::new(HeapState {
+                    heap: BinaryHeap::new(),
+                    wake_at: u64::MAX,
+                    seq: 0,
+                })))
+            }
         }
     }
 

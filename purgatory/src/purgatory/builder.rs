@@ -9,6 +9,7 @@ use crate::spare_cells::SpareCells;
 use crate::timer_queue::{TimerKind, TimerQueue};
 use crate::watchers::Watchers;
 use crate::DelayedOperation;
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::hash::Hash;
 use std::marker::PhantomData;
@@ -271,7 +272,7 @@ impl<K: Hash + Eq + Clone, O> Shared<K, O> {
             timer_thread: OnceLock::new(),
             purge_interval,
             since_purge: AtomicU64::new(0),
-            submitted: AtomicU64::new(0),
+            submitted: CachePadded::new(AtomicU64::new(0)),
         }
     }
 
