@@ -50,7 +50,8 @@ pub enum ConfigError {
     ZeroTick,
     /// At least one watch-list shard is needed.
     ZeroShards,
-    /// The timer thread needs at least one expiration worker.
+    /// `Driver::Thread` needs at least one expiration thread beside the
+    /// first, to take the clock while a callback runs.
     ZeroExpirationThreads,
     /// The DelayQueue baseline purges every `purge_interval` completions; 0 is not an interval.
     ZeroPurgeInterval,
@@ -66,7 +67,7 @@ impl fmt::Display for ConfigError {
                 f.write_str("the purgatory needs at least one watch-list shard")
             }
             ConfigError::ZeroExpirationThreads => {
-                f.write_str("the timer thread needs at least one expiration worker")
+                f.write_str("the threaded driver needs at least one expiration thread")
             }
             ConfigError::ZeroPurgeInterval => f.write_str("the purge interval must be at least 1"),
             ConfigError::Spawn(e) => write!(f, "could not start a purgatory thread: {e}"),

@@ -57,16 +57,18 @@
 //! one once a lane empties) wait in that timeout's lane, a FIFO whose
 //! deadlines arrive in order, which a completing operation leaves without
 //! taking the timer's lock; the others in the timing wheel. With the
-//! default [`Driver::Thread`], a timer thread sleeps until the next
-//! deadline or non-empty wheel bucket is due (woken early when an earlier
-//! deadline is inserted) and hands expired operations to
-//! expiration workers, so a slow callback does not delay other expirations.
-//! An operation fires within a tick of its deadline when these threads get
-//! a core at once; on a busy machine they wait for one like any thread, and
-//! [`PurgatoryBuilder::on_thread_start`] lets the embedder favour them (a
-//! priority, a core of their own). A timer thread left in a real-time class
-//! lends that priority (Linux) to a submitter holding the timer's lock
-//! when it waits for it.
+//! default [`Driver::Thread`], the purgatory's threads take turns at the
+//! clock: the one at it sleeps until the next deadline or non-empty wheel
+//! bucket is due (woken early when an earlier deadline is inserted), takes
+//! what is due, lets another have the clock and runs the callbacks itself,
+//! so an expiry waits for one wake-up; a callback that blocks holds up the
+//! others' expiries only until another thread takes the clock.
+//! An operation fires within a tick of its deadline when that thread gets
+//! a core at once; on a busy machine it waits for one like any thread, and
+//! [`PurgatoryBuilder::on_thread_start`] lets the embedder favour the
+//! purgatory's threads (a priority, a core of their own). A thread left in
+//! a real-time class lends that priority (Linux) to a submitter holding
+//! the timer's lock when it waits for it.
 //! With [`Driver::Manual`] there is no thread: the owner moves time with
 //! [`Purgatory::advance_clock`], usually with a [`ManualClock`], which
 //! makes tests and simulations deterministic.
@@ -140,7 +142,7 @@
 //! an operation's `Drop` runs under one. A thread that finds the timer's, a
 //! watch list's or the spare cells' lock held spins briefly and then sleeps
 //! until it is released; it never yields its core, which on a busy machine
-//! would leave the timer thread or an expiration worker queued behind
+//! would leave the thread at the clock queued behind
 //! other threads for a scheduler slice per yield (BENCHMARKS.md, "Expiry
 //! lateness"). The timer's lock is, on Linux, priority-inheriting for the
 //! purgatory's real-time threads (see `on_thread_start`).

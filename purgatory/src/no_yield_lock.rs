@@ -1,11 +1,12 @@
-//! The mutexes of the locks that the timer thread and the expiration
-//! workers wait on behind a submitter: the timer's, the watch lists' and
-//! the spare cells'. Their waiters spin briefly, then sleep in the kernel
-//! until the holder releases the lock; they never call `sched_yield`.
+//! The mutexes of the locks that the purgatory's threads wait on behind a
+//! submitter: the timer's, the watch lists' and the spare cells'; and the
+//! clock those threads take turns at. Their waiters spin briefly, then
+//! sleep in the kernel until the holder releases the lock; they never call
+//! `sched_yield`.
 //!
 //! Why not parking_lot's: its waiters yield several times before they
 //! sleep. On a busy machine the holder of these locks is often a submitter
-//! that the timer thread or a worker has just preempted. Under Linux's
+//! that the thread at the clock has just preempted. Under Linux's
 //! EEVDF scheduler each yield moves the yielding thread's deadline back a
 //! slice, so the waiter, once the lock is free, queues behind every
 //! runnable thread for about a millisecond a yield; a sleeper woken by the
@@ -60,6 +61,15 @@ impl<T> Mutex<T> {
     /// Blocks until the lock is taken; never panics.
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lock if it is free; never blocks or panics.
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        match self.0.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 }
 

@@ -1,11 +1,12 @@
 //! The purgatory: submission, checks by key, cancellation and shutdown,
 //! and the state its handles and threads share. How it is built is in
-//! `builder.rs`, its timer thread and workers in `threads.rs`.
+//! `builder.rs`, its threads in `threads.rs`.
 
+mod at_clock;
 mod builder;
-mod handoff;
 mod threads;
 
+use at_clock::AtClock;
 pub use builder::{Driver, PurgatoryBuilder, ThreadRole};
 use threads::Threads;
 
@@ -26,9 +27,8 @@ use parking_lot::Mutex;
 use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::thread::Thread;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use timing_wheel::{Clock, TickScale};
 
 /// Parks delayed operations under keys and answers each exactly once.
@@ -67,8 +67,9 @@ pub(crate) struct Shared<K, O> {
     /// Cells of answered operations, for reuse.
     spare: SpareCells<K, O>,
     shutting_down: AtomicBool,
-    /// The timer thread, to wake it when an earlier deadline arrives.
-    timer_thread: OnceLock<Thread>,
+    /// Which thread sleeps until the next deadline, to wake it when an
+    /// earlier one arrives.
+    at_clock: AtClock,
     /// The baseline's purge interval; `None` for the wheel.
     purge_interval: Option<u64>,
     since_purge: AtomicU64,
@@ -308,27 +309,30 @@ where
     }
 
     /// Answers every pending operation with [`Outcome::Shutdown`] (those
-    /// already handed to the expiration workers finish as expired), joins
-    /// the threads, and refuses later submissions with
-    /// [`SubmitError::ShutDown`]. Idempotent; also run on drop.
+    /// a thread already took from the timer finish as expired), joins the
+    /// threads once they have run their callbacks, and refuses later
+    /// submissions with [`SubmitError::ShutDown`]. Idempotent; also run on
+    /// drop.
     ///
     /// An operation's callback (or `Drop`) may call it, or drop the last
     /// reference to the purgatory, even on one of the purgatory's own
-    /// threads. That thread is not waited for (it cannot wait for itself);
-    /// on the timer thread, neither are the expiration workers. They finish
-    /// the operations already handed to them on their own.
+    /// threads. The threads are then not waited for (that one cannot wait
+    /// for itself, and another may be waiting for the clock it holds); they
+    /// finish the operations they took on their own.
     pub fn shutdown(&self) {
         if self.shared.shutting_down.swap(true, Ordering::SeqCst) {
             return;
         }
         let threads = self.threads.lock().take();
-        let workers = threads.and_then(Threads::stop_timer);
+        if let Some(threads) = &threads {
+            threads.stop(&self.shared.at_clock);
+        }
         self.shared.drive_all(
             &mut self.shared.timer.drain(),
             Request::Force(Outcome::Shutdown),
         );
-        if let Some(workers) = workers {
-            workers.join();
+        if let Some(threads) = threads {
+            threads.join(&self.shared.at_clock);
         }
         if self.shared.purge_interval.is_some() {
             // The baseline leaves answered operations in their lists.
@@ -466,36 +470,92 @@ where
     /// lines of the one two places ahead are asked for while this one is
     /// completed, so that their misses overlap (`unchecked/prefetch.rs`).
     ///
-    /// `cells` is left empty, its room kept for the caller (the expiration
-    /// workers hand it back to the timer thread).
+    /// `cells` is left empty, its room kept for the caller.
     fn drive_all(&self, cells: &mut Vec<CellRef<K, O>>, request: Request) -> usize {
-        const AHEAD: usize = 2;
-        cells.iter().take(AHEAD).for_each(Cell::prefetch);
+        self.drive_rest(&mut cells.drain(..), request)
+    }
+
+    /// `drive_all` on what is left in `cells`.
+    fn drive_rest(
+        &self,
+        cells: &mut std::vec::Drain<'_, CellRef<K, O>>,
+        request: Request,
+    ) -> usize {
+        Self::prefetch_first(cells);
         let mut answered = 0;
-        let mut cells = cells.drain(..);
-        while let Some(mut cell) = cells.next() {
-            if let Some(ahead) = cells.as_slice().get(AHEAD - 1) {
-                Cell::prefetch(ahead);
-            }
-            // The next cell's lines were asked for a turn ago; its watch
-            // entry, which a forced outcome removes, can be asked for now.
-            // Not for a check: most checked operations stay watched, and
-            // their entries would be pulled away from the submitters for
-            // nothing.
-            if let (Request::Force(_), Some(next)) = (request, cells.as_slice().first()) {
-                prefetch::for_write(next.watch_hint.load(Ordering::Relaxed));
-            }
-            // A check counts what its condition completed; a force, what
-            // it decided. An outcome left by another thread and served here
-            // is that thread's, and counted by neither.
-            let served = self.drive(&cell, request, Reader::Internal);
-            answered += usize::from(match request {
-                Request::Check => served == Served::Held,
-                Request::Force(_) => served == Served::Decided,
-            });
-            Self::recycle(&mut cell);
+        while let Some(cell) = cells.next() {
+            answered += self.drive_next(cell, cells, request);
         }
         answered
+    }
+
+    /// `drive_rest`, stopping early once the clock has passed `until`:
+    /// what is left stays in `cells`, undriven (dropping `cells` would
+    /// drop it unanswered: the caller drives it with `drive_rest`). The
+    /// clock is read every [`Self::CLOCK_READ_EVERY`] cells, so a run may
+    /// overstay by that many callbacks.
+    fn drive_until(
+        &self,
+        cells: &mut std::vec::Drain<'_, CellRef<K, O>>,
+        request: Request,
+        until: Instant,
+    ) {
+        Self::prefetch_first(cells);
+        let mut driven = 0usize;
+        while let Some(cell) = cells.next() {
+            self.drive_next(cell, cells, request);
+            driven += 1;
+            if driven.is_multiple_of(Self::CLOCK_READ_EVERY) && Instant::now() >= until {
+                break;
+            }
+        }
+    }
+
+    /// Cells `drive_until` drives between two reads of the clock (a read
+    /// costs about a tenth of an expiry).
+    const CLOCK_READ_EVERY: usize = 16;
+
+    /// How far ahead of the cell being driven a batch is prefetched.
+    const AHEAD: usize = 2;
+
+    fn prefetch_first(cells: &std::vec::Drain<'_, CellRef<K, O>>) {
+        cells
+            .as_slice()
+            .iter()
+            .take(Self::AHEAD)
+            .for_each(Cell::prefetch);
+    }
+
+    /// One step of a batch: drives `cell`, with the prefetches for `rest`,
+    /// the cells after it; returns 1 if this call answered it with the
+    /// request's own outcome (see `drive_all`).
+    #[inline(always)]
+    fn drive_next(
+        &self,
+        mut cell: CellRef<K, O>,
+        rest: &std::vec::Drain<'_, CellRef<K, O>>,
+        request: Request,
+    ) -> usize {
+        if let Some(ahead) = rest.as_slice().get(Self::AHEAD - 1) {
+            Cell::prefetch(ahead);
+        }
+        // The next cell's lines were asked for a turn ago; its watch
+        // entry, which a forced outcome removes, can be asked for now.
+        // Not for a check: most checked operations stay watched, and
+        // their entries would be pulled away from the submitters for
+        // nothing.
+        if let (Request::Force(_), Some(next)) = (request, rest.as_slice().first()) {
+            prefetch::for_write(next.watch_hint.load(Ordering::Relaxed));
+        }
+        // A check counts what its condition completed; a force, what it
+        // decided. An outcome left by another thread and served here is
+        // that thread's, and counted by neither.
+        let served = self.drive(&cell, request, Reader::Internal);
+        Self::recycle(&mut cell);
+        usize::from(match request {
+            Request::Check => served == Served::Held,
+            Request::Force(_) => served == Served::Decided,
+        })
     }
 
     /// Forces `Completed` on behalf of a handle or a completer; true if
@@ -527,9 +587,7 @@ where
     }
 
     fn wake_timer_thread(&self) {
-        if let Some(thread) = self.timer_thread.get() {
-            thread.unpark();
-        }
+        self.at_clock.wake();
     }
 }
 

@@ -140,6 +140,131 @@ fn a_slow_expiration_callback_does_not_hold_up_later_expirations() {
 }
 
 #[test]
+fn with_one_worker_a_blocking_callback_holds_up_other_expiries_only_briefly() {
+    // The thread that took the slow one's batch blocks in it; the other
+    // takes the clock at its next look (within a hundred ticks).
+    for kind in KINDS {
+        let p = threaded(kind, 1);
+        let slow_done = Arc::new(AtomicBool::new(false));
+        let slow = Slow {
+            timeout: Duration::from_millis(5),
+            nap: Duration::from_secs(3),
+            finished: Arc::clone(&slow_done),
+        };
+        let quick = Slow {
+            timeout: Duration::from_millis(100),
+            nap: Duration::ZERO,
+            finished: Arc::new(AtomicBool::new(false)),
+        };
+        p.try_complete_else_watch(slow, &[1]).unwrap();
+        let h = p.try_complete_else_watch(quick, &[2]).unwrap();
+        assert_eq!(
+            h.wait_timeout(PATIENCE).expect("expired").outcome,
+            Outcome::Expired
+        );
+        assert!(
+            !slow_done.load(Ordering::SeqCst),
+            "the quick one waited for the slow callback"
+        );
+        p.shutdown();
+        assert!(slow_done.load(Ordering::SeqCst), "shutdown waits for it");
+    }
+}
+
+/// Logs when its expiry callback begins and ends, napping in between.
+struct Napping {
+    id: u32,
+    timeout: Duration,
+    nap: Duration,
+    log: Arc<std::sync::Mutex<Vec<(u32, bool)>>>,
+}
+
+impl DelayedOperation for Napping {
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+    fn try_complete(&mut self) -> bool {
+        false
+    }
+    fn on_complete(&mut self, _: Outcome) {
+        self.log.lock().unwrap().push((self.id, false));
+        std::thread::sleep(self.nap);
+        self.log.lock().unwrap().push((self.id, true));
+    }
+}
+
+#[test]
+fn a_deadline_that_arrives_while_a_callback_blocks_is_kept_by_the_other_thread() {
+    // Nothing else is pending when the blocking callback begins, so the
+    // other thread waits without a timeout; the new submission must wake it.
+    for kind in KINDS {
+        let p = threaded(kind, 1);
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let napping = |id, timeout_ms, nap_ms| Napping {
+            id,
+            timeout: Duration::from_millis(timeout_ms),
+            nap: Duration::from_millis(nap_ms),
+            log: Arc::clone(&log),
+        };
+        p.try_complete_else_watch(napping(1, 5, 2_000), &[1])
+            .unwrap();
+        assert!(eventually(|| log.lock().unwrap().contains(&(1, false))));
+        let h = p.try_complete_else_watch(napping(2, 20, 0), &[2]).unwrap();
+        assert_eq!(
+            h.wait_timeout(PATIENCE).expect("expired").outcome,
+            Outcome::Expired
+        );
+        assert!(
+            !log.lock().unwrap().contains(&(1, true)),
+            "the second waited for the first one's callback: {:?}",
+            log.lock().unwrap()
+        );
+        p.shutdown();
+    }
+}
+
+#[test]
+fn a_batch_that_outlasts_its_tick_is_answered_whole_and_once_while_the_clock_goes_on() {
+    for kind in KINDS {
+        let p = threaded(kind, 1);
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let napping = |id, timeout_ms, nap| Napping {
+            id,
+            timeout: Duration::from_millis(timeout_ms),
+            nap,
+            log: Arc::clone(&log),
+        };
+        // One batch of 400 callbacks of 250 µs: 100 ms of work, due at once.
+        let batch: Vec<_> = (0..400)
+            .map(|id| {
+                p.try_complete_else_watch(napping(id, 30, Duration::from_micros(250)), &[id])
+                    .unwrap()
+            })
+            .collect();
+        // Due while that batch runs.
+        let later = p
+            .try_complete_else_watch(napping(1_000, 45, Duration::ZERO), &[1_000])
+            .unwrap();
+        for h in batch {
+            assert_eq!(h.wait().outcome, Outcome::Expired);
+        }
+        assert_eq!(later.wait().outcome, Outcome::Expired);
+        let log = log.lock().unwrap();
+        let mut ended: Vec<u32> = log.iter().filter(|e| e.1).map(|e| e.0).collect();
+        ended.sort_unstable();
+        let mut expected: Vec<u32> = (0..400).collect();
+        expected.push(1_000);
+        assert_eq!(ended, expected, "each answered once");
+        let at = |entry| log.iter().position(|e| *e == entry).unwrap();
+        let last_of_batch = (0..400).map(|id| at((id, true))).max().unwrap();
+        assert!(
+            at((1_000, true)) < last_of_batch,
+            "the later deadline waited for the whole batch"
+        );
+    }
+}
+
+#[test]
 fn panicking_callbacks_and_drops_do_not_kill_the_timer_or_its_workers() {
     for kind in KINDS {
         let p = threaded(kind, 1);

@@ -2,7 +2,7 @@
 //! time, its clock and tick, its map shards and spare cells.
 
 use super::threads::Threads;
-use super::{Purgatory, Shared};
+use super::{AtClock, Purgatory, Shared};
 use crate::error::ConfigError;
 use crate::metrics::Counters;
 use crate::spare_cells::SpareCells;
@@ -14,19 +14,29 @@ use parking_lot::Mutex;
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use timing_wheel::{Clock, SystemClock, TickScale};
 
 /// Who moves the purgatory's time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Driver {
-    /// A timer thread sleeps until the next deadline (woken early when an
-    /// earlier one is inserted) and hands expired operations to
-    /// `expiration_threads` workers, so a slow callback never delays other
-    /// expirations.
+    /// `1 + expiration_threads` threads take turns at the clock: the one
+    /// at it sleeps until the next deadline (woken early when an earlier
+    /// one is inserted), takes what is due, lets the clock go to the
+    /// others and runs the expired operations' callbacks itself, so an
+    /// expiry waits for one thread's wake-up, not a timer thread's and
+    /// then a worker's.
+    ///
+    /// Callbacks should be quick. One that blocks holds up only its own
+    /// thread: another takes the clock when it next looks (at most a
+    /// hundred ticks later, within 10 ms to 1 s, or at once for a batch
+    /// that outlasts its tick or a deadline submitted meanwhile), so up to
+    /// `expiration_threads` callbacks may block at once before the expiries
+    /// behind them wait.
     Thread {
-        /// Workers that run expired operations' callbacks.
+        /// Threads beside the first (at least 1); each can run callbacks
+        /// while another keeps the clock.
         expiration_threads: usize,
     },
     /// No thread: the owner calls [`Purgatory::advance_clock`], which
@@ -40,18 +50,21 @@ pub enum Driver {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ThreadRole {
-    /// The timer thread, which wakes at each deadline and takes what is due.
+    /// The first thread (named `{name}-timer`), the first at the clock.
+    /// The threads take turns at the clock and at running expired
+    /// operations' callbacks (see [`Driver::Thread`]), so each may do
+    /// either.
     Timer,
-    /// Expiration worker number `.0`, which runs expired operations'
-    /// callbacks.
+    /// Thread number `.0` beside the first (named `{name}-expiration-{n}`).
     Expiration(usize),
 }
 
 /// What [`PurgatoryBuilder::on_thread_start`] runs.
 pub(crate) type ThreadHook = Arc<dyn Fn(ThreadRole) + Send + Sync>;
 
-/// Builds a [`Purgatory`]. Defaults: the timing wheel, a timer thread with
-/// one expiration worker, the system clock, 1 ms ticks, 32 shards.
+/// Builds a [`Purgatory`]. Defaults: the timing wheel, two threads taking
+/// turns at the clock (one expiration thread beside the first), the system
+/// clock, 1 ms ticks, 32 shards.
 pub struct PurgatoryBuilder<K, O> {
     _types: PhantomData<fn() -> (K, O)>,
     name: String,
@@ -75,7 +88,7 @@ where
         self
     }
 
-    /// Who moves time: a timer thread (default) or the owner.
+    /// Who moves time: the purgatory's threads (default) or the owner.
     pub fn driver(mut self, driver: Driver) -> Self {
         self.driver = driver;
         self
@@ -131,19 +144,19 @@ where
 
     /// Runs `hook` on each of the purgatory's threads (with
     /// [`Driver::Thread`]) as it starts, before it does any work: to give
-    /// the timer thread a higher priority, pin a thread to a core, or
+    /// the purgatory's threads a higher priority, pin a thread to a core, or
     /// register it with a profiler. A panic in `hook` is caught and logged;
     /// the thread goes on. [`build`](Self::build) returns once every thread
     /// has run `hook`, so it applies to every operation submitted after.
     ///
-    /// Under load, how late operations expire depends on how soon the timer
-    /// thread and the workers get a core once woken (see the expiry
+    /// Under load, how late operations expire depends on how soon the
+    /// thread at the clock gets a core once woken (see the expiry
     /// lateness figures in the repository's BENCHMARKS.md); an embedder
     /// with the privilege can favour them here. A thread that the hook
     /// leaves in a real-time class (`SCHED_FIFO`, `SCHED_RR`,
     /// `SCHED_DEADLINE`) also lends that priority, on Linux, to a submitter
     /// holding the timer's lock when it waits for it, so a submitter
-    /// preempted mid-insert does not hold the timer thread up until its
+    /// preempted mid-insert does not hold the thread at the clock up until its
     /// next turn. Without the privilege, Linux 6.12 and later let a thread
     /// ask for a shorter scheduler slice at its nice value (`sched_setattr`
     /// with `sched_runtime`, as the `lateness` bench's `--slice-us` does),
@@ -269,7 +282,7 @@ impl<K: Hash + Eq + Clone, O> Shared<K, O> {
             counters: Counters::new(),
             spare: SpareCells::new(spare_cells),
             shutting_down: AtomicBool::new(false),
-            timer_thread: OnceLock::new(),
+            at_clock: AtClock::new(),
             purge_interval,
             since_purge: AtomicU64::new(0),
             submitted: CachePadded::new(AtomicU64::new(0)),

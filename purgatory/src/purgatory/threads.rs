@@ -1,12 +1,34 @@
-//! The timer thread, which sleeps until the next deadline and expires what
-//! is due, and the expiration workers, which run the expired operations'
-//! callbacks; and how they are stopped, from any thread, their own included.
+//! The purgatory's threads, which take turns at the clock: the one at the
+//! clock sleeps until the next deadline, takes what is due, lets the clock
+//! go and runs the expired operations' callbacks itself, then takes the
+//! clock again unless another thread has; and how they are stopped, from
+//! any thread, their own included.
+//!
+//! Why turns rather than a timer thread that hands expired operations to
+//! workers: on a busy machine each wake-up waits for a core, up to a
+//! scheduler slice or tick (milliseconds at equal priority). With a
+//! hand-off an expiry waits for two wake-ups in turn, the timer thread's
+//! and then the worker's; here for one. Nobody else is woken for a batch
+//! that takes less than a tick: a wake-up of a thread that then finds
+//! nothing to do still takes a core from a busy thread, and the tail of
+//! the next expiry's wait grew with them (docs/performance.md).
+//!
+//! The others wait for their turn with a timeout (`watch`) while
+//! operations are pending, and take the clock when they find it free: so
+//! a callback that blocks holds up the expiries behind it for at most that
+//! long, and up to `expiration_threads` callbacks may block at once. A batch
+//! that outlasts its tick wakes them at once. With nothing pending they
+//! wait without a timeout, and the thread that next takes a batch, or a
+//! submission that finds nobody at the clock, wakes them (`at_clock.rs`).
+//!
+//! The clock is a lock that sleeps rather than yields (`no_yield_lock.rs`).
 
+use super::at_clock::AtClock;
 use super::builder::{ThreadHook, ThreadRole};
-use super::handoff::{self, Receiver, Sender};
 use super::Shared;
 use crate::caught;
 use crate::error::ConfigError;
+use crate::no_yield_lock::Mutex;
 use crate::outcome::Outcome;
 use crate::timer_queue::{CellRef, ExpiryBuffers};
 use crate::unchecked::Request;
@@ -15,22 +37,33 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-/// The timer thread and the expiration workers.
+/// The threads that take turns at the clock.
 pub(super) struct Threads {
     stop: Arc<AtomicBool>,
-    timer: JoinHandle<()>,
-    workers: Workers,
-}
-
-/// The expiration workers, and the channel that feeds them.
-pub(super) struct Workers {
-    /// Dropping every sender lets the workers finish the queue and exit.
-    feed: Box<dyn Send>,
+    /// The clock: whoever holds it is the one that sleeps until the next
+    /// deadline. It keeps the expiry's buffers (see `ExpiryBuffers`).
+    clock: Arc<dyn Turn>,
     threads: Vec<JoinHandle<()>>,
 }
 
+/// The clock's lock, without its types (for `Threads`, which has none).
+trait Turn: Send + Sync {
+    /// Blocks until the clock is free, and lets it go.
+    fn wait_for_it(&self);
+}
+
+impl<T: Send> Turn for Mutex<T> {
+    fn wait_for_it(&self) {
+        drop(self.lock());
+    }
+}
+
 impl Threads {
+    /// Starts `1 + workers` threads (the first named the timer thread, the
+    /// others expiration workers: they all do both, in turn), and returns
+    /// once each has run the start hook.
     pub(super) fn start<K, O>(
         shared: &Arc<Shared<K, O>>,
         workers: usize,
@@ -40,85 +73,91 @@ impl Threads {
         K: Hash + Eq + Clone + Send + Sync + 'static,
         O: DelayedOperation,
     {
-        let (tx, rx) = handoff::queue::<Vec<CellRef<K, O>>>();
         let spawn_err = |e: std::io::Error| ConfigError::Spawn(e.to_string());
-        // Each thread reports once it has run the hook; see the end.
+        let stop = Arc::new(AtomicBool::new(false));
+        let clock = Arc::new(Mutex::new(ExpiryBuffers::<K, O>::default()));
+        // Each thread reports once it has run the hook, and waits until
+        // all are known (`AtClock` must know them before one takes the
+        // clock); see the end.
         let (started_tx, started) = crossbeam_channel::bounded::<()>(workers + 1);
-        let mut worker_threads = Vec::with_capacity(workers);
-        for n in 0..workers {
-            let rx: Receiver<Vec<CellRef<K, O>>> = rx.clone();
-            let shared = Arc::clone(shared);
+        let (go_tx, go) = crossbeam_channel::bounded::<()>(0);
+        let mut threads = Vec::with_capacity(workers + 1);
+        for index in 0..=workers {
+            let (role, name) = match index {
+                0 => (ThreadRole::Timer, format!("{}-timer", shared.name)),
+                n => (
+                    ThreadRole::Expiration(n - 1),
+                    format!("{}-expiration-{}", shared.name, n - 1),
+                ),
+            };
+            let (shared, thread_stop, thread_clock) =
+                (Arc::clone(shared), Arc::clone(&stop), Arc::clone(&clock));
             let on_start = on_start.clone();
             let started = started_tx.clone();
-            let worker = std::thread::Builder::new()
-                .name(format!("{}-expiration-{n}", shared.name))
+            let go = go.clone();
+            let thread = std::thread::Builder::new()
+                .name(name)
                 .spawn(move || {
-                    starting(on_start, ThreadRole::Expiration(n), &shared.name);
+                    starting(on_start, role, &shared.name);
                     let _ = started.send(());
-                    for mut batch in &rx {
-                        shared.drive_all(&mut batch, Request::Force(Outcome::Expired));
-                        // Back to the timer thread, for its next batch.
-                        if ExpiryBuffers::<K, O>::worth_keeping(&batch) {
-                            rx.recycle(batch);
-                        }
-                    }
+                    // Closed (not sent on) once every thread is known.
+                    let _ = go.recv();
+                    take_turns(&shared, &thread_clock, &thread_stop, index);
                 })
-                .map_err(spawn_err)?;
-            worker_threads.push(worker);
+                .map_err(spawn_err);
+            match thread {
+                Ok(thread) => threads.push(thread),
+                Err(e) => {
+                    // The ones started stop at their first turn.
+                    stop.store(true, Ordering::SeqCst);
+                    drop(go_tx);
+                    return Err(e);
+                }
+            }
         }
-        let timer_shared = Arc::clone(shared);
-        let stop = Arc::new(AtomicBool::new(false));
-        let timer_stop = Arc::clone(&stop);
-        let timer_tx = tx.clone();
-        let timer = std::thread::Builder::new()
-            .name(format!("{}-timer", shared.name))
-            .spawn(move || {
-                starting(on_start, ThreadRole::Timer, &timer_shared.name);
-                let _ = started_tx.send(());
-                timer_loop(&timer_shared, &timer_stop, &timer_tx)
-            })
-            .map_err(spawn_err)?;
-        // Set once, here, before any submission can need it.
-        let _ = shared.timer_thread.set(timer.thread().clone());
+        shared
+            .at_clock
+            .set_threads(threads.iter().map(|t| t.thread().clone()).collect());
+        drop(go_tx);
         // Returns once every thread has run its hook (a panicking one
         // included), so that a priority raised there counts from the first
         // operation, not from the thread's first turn on a busy machine.
         started.iter().take(workers + 1).for_each(drop);
         Ok(Threads {
             stop,
-            timer,
-            workers: Workers {
-                feed: Box::new(tx),
-                threads: worker_threads,
-            },
+            clock,
+            threads,
         })
     }
 
-    /// Stops and joins the timer thread; the workers go on with their queue.
-    /// `None` when this is the timer thread (an operation dropped there let
-    /// go of the last reference to the purgatory): it holds a sender of
-    /// the workers' channel, so they cannot finish before it returns, and
-    /// are left to finish on their own.
-    pub(super) fn stop_timer(self) -> Option<Workers> {
+    /// Stops the turns: once this returns, no thread takes anything more
+    /// from the timer. Threads running callbacks finish them (see `join`).
+    pub(super) fn stop(&self, at_clock: &AtClock) {
         self.stop.store(true, Ordering::SeqCst);
-        self.timer.thread().unpark();
-        if is_current(&self.timer) {
-            return None;
+        at_clock.wake_all();
+        // Whoever holds the clock now sees the stop when it wakes, and lets
+        // the clock go without reading the timer; every later holder sees
+        // it first thing. Unless this very thread holds it: a drop while
+        // it reads the timer let go of the last reference to the purgatory.
+        // Nobody else reads the timer meanwhile then, and this thread
+        // sees the stop at its next turn.
+        if !at_clock.is_held_here() {
+            self.clock.wait_for_it();
         }
-        join_logged(self.timer, "timer thread");
-        Some(self.workers)
     }
-}
 
-impl Workers {
-    pub(super) fn join(self) {
-        drop(self.feed);
-        for worker in self.threads {
-            // A callback on this very worker may be shutting down (or
-            // dropping the last reference): a thread cannot wait for
-            // itself. It drains the queue once the callback returns.
-            if !is_current(&worker) {
-                join_logged(worker, "expiration worker");
+    /// Waits until the threads have finished what they hold, unless this is
+    /// one of them (a callback or a drop on it is shutting down): a thread
+    /// cannot wait for itself, and another may be waiting for the clock
+    /// this one holds. They then finish on their own.
+    pub(super) fn join(self, at_clock: &AtClock) {
+        if at_clock.is_one_of_us() {
+            return;
+        }
+        for thread in self.threads {
+            // The turns catch callback panics; a join error would be ours.
+            if thread.join().is_err() {
+                tracing::error!("a purgatory thread panicked");
             }
         }
     }
@@ -139,46 +178,95 @@ fn starting(hook: Option<ThreadHook>, role: ThreadRole, purgatory: &str) {
     crate::no_yield_lock::lend_priority_if_real_time();
 }
 
-fn is_current(thread: &JoinHandle<()>) -> bool {
-    thread.thread().id() == std::thread::current().id()
+/// How long a thread waiting for its turn sleeps between looks at the
+/// clock while operations are pending: a hundred ticks, within 10 ms to
+/// 1 s. The longest a callback that blocks holds up the expiries behind
+/// it. Shorter costs lateness: each look is a wake-up that takes a core
+/// from a busy thread (`cargo bench --bench lateness`, docs/performance.md).
+fn watch(tick: Duration) -> Duration {
+    tick.saturating_mul(100)
+        .clamp(Duration::from_millis(10), Duration::from_secs(1))
 }
 
-fn join_logged(thread: JoinHandle<()>, what: &str) {
-    // The loops catch callback panics; a join error would be ours.
-    if thread.join().is_err() {
-        tracing::error!("purgatory {what} panicked");
-    }
-}
-
-/// Sleeps until the next deadline (or a wake-up), expires what is due, and
-/// hands the expired operations to the workers.
-fn timer_loop<K, O>(
+/// Thread `index`'s life: wait for the clock, sleep at it until something
+/// is due (woken early when an earlier deadline is inserted), take what is
+/// due, let the clock go, and answer it as expired.
+fn take_turns<K, O>(
     shared: &Shared<K, O>,
+    clock: &Mutex<ExpiryBuffers<K, O>>,
     stop: &AtomicBool,
-    to_workers: &Sender<Vec<CellRef<K, O>>>,
+    index: usize,
 ) where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
-    // Kept from one expiry to the next, and the batches' buffers come back
-    // from the workers: see `ExpiryBuffers`.
-    let mut buffers = ExpiryBuffers::default();
-    let mut due = Vec::new();
-    while !stop.load(Ordering::SeqCst) {
-        let now = shared.scale.now_tick(shared.clock.now());
-        let next = shared.timer.expire(now, &mut due, true, &mut buffers);
-        if !due.is_empty() {
-            match to_workers.send(std::mem::take(&mut due)) {
-                Ok(spare) => due = spare.unwrap_or_default(),
-                Err(_) => break,
+    let watch = watch(shared.scale.tick());
+    let mut due: Vec<CellRef<K, O>> = Vec::new();
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(mut buffers) = clock.try_lock() else {
+            wait_for_turn(shared, watch);
+            continue;
+        };
+        shared.at_clock.arrive(index);
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                shared.at_clock.leave();
+                return;
+            }
+            let now = shared.scale.now_tick(shared.clock.now());
+            let next = shared.timer.expire(now, &mut due, true, &mut buffers);
+            if !due.is_empty() {
+                break;
+            }
+            // An insert with an earlier deadline after `expire` recorded
+            // the wake-up time unparks us; an unpark before we park makes
+            // park return at once, so none is missed.
+            match next.and_then(|tick| shared.scale.instant_of(tick)) {
+                Some(at) => {
+                    std::thread::park_timeout(at.saturating_duration_since(shared.clock.now()))
+                }
+                None => std::thread::park(),
             }
         }
-        // An insert with an earlier deadline after `expire` recorded the
-        // wake-up time unparks us; an unpark before we park makes park
-        // return at once, so none is missed.
-        match next.and_then(|tick| shared.scale.instant_of(tick)) {
-            Some(at) => std::thread::park_timeout(at.saturating_duration_since(shared.clock.now())),
-            None => std::thread::park(),
+        shared.at_clock.leave();
+        drop(buffers);
+        // Threads that saw nothing pending wait without a timeout: they
+        // must watch the clock while these callbacks run.
+        if shared.at_clock.anyone_dozing() {
+            shared.at_clock.wake_all();
         }
+        let until = Instant::now() + shared.scale.tick();
+        let mut batch = due.drain(..);
+        shared.drive_until(&mut batch, Request::Force(Outcome::Expired), until);
+        if batch.len() > 0 {
+            // A tick is spent: the next deadline is another thread's.
+            shared.at_clock.wake_all();
+            shared.drive_rest(&mut batch, Request::Force(Outcome::Expired));
+        }
+        drop(batch);
+        if !ExpiryBuffers::<K, O>::worth_keeping(&due) {
+            due = Vec::new();
+        }
+    }
+}
+
+/// Sleeps until this thread's next look at the clock: after [`watch`]
+/// while operations are pending, or until woken when none is.
+fn wait_for_turn<K, O>(shared: &Shared<K, O>, watch: Duration)
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
+    if shared.timer.next_expiration().is_some() {
+        std::thread::park_timeout(watch);
+    } else {
+        shared.at_clock.doze(|| {
+            if shared.timer.next_expiration().is_none() {
+                std::thread::park();
+            }
+        });
     }
 }
