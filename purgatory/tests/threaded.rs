@@ -1,4 +1,4 @@
-//! The timer thread and the expiration workers, on the real clock. Each test
+//! The purgatory's threads, on the real clock. Each test
 //! checks an order of events, never a speed: bounds are generous.
 
 mod common;
@@ -109,65 +109,37 @@ impl DelayedOperation for Slow {
 }
 
 #[test]
-fn a_slow_expiration_callback_does_not_hold_up_later_expirations() {
-    let p = threaded(TimerKind::Wheel, 2);
-    let slow_done = Arc::new(AtomicBool::new(false));
-    let slow = Slow {
-        timeout: Duration::from_millis(5),
-        nap: Duration::from_secs(3),
-        finished: Arc::clone(&slow_done),
-    };
-    let quick = Slow {
-        timeout: Duration::from_millis(100),
-        nap: Duration::ZERO,
-        finished: Arc::new(AtomicBool::new(false)),
-    };
-    p.try_complete_else_watch(slow, &[1]).unwrap();
-    let h = p.try_complete_else_watch(quick, &[2]).unwrap();
-    assert_eq!(
-        h.wait_timeout(PATIENCE).expect("expired").outcome,
-        Outcome::Expired
-    );
-    assert!(
-        !slow_done.load(Ordering::SeqCst),
-        "the quick one waited for the slow callback"
-    );
-    p.shutdown();
-    assert!(
-        slow_done.load(Ordering::SeqCst),
-        "shutdown joins the workers"
-    );
-}
-
-#[test]
-fn with_one_worker_a_blocking_callback_holds_up_other_expiries_only_briefly() {
-    // The thread that took the slow one's batch blocks in it; the other
-    // takes the clock at its next look (within a hundred ticks).
-    for kind in KINDS {
-        let p = threaded(kind, 1);
-        let slow_done = Arc::new(AtomicBool::new(false));
-        let slow = Slow {
-            timeout: Duration::from_millis(5),
-            nap: Duration::from_secs(3),
-            finished: Arc::clone(&slow_done),
-        };
-        let quick = Slow {
-            timeout: Duration::from_millis(100),
-            nap: Duration::ZERO,
-            finished: Arc::new(AtomicBool::new(false)),
-        };
-        p.try_complete_else_watch(slow, &[1]).unwrap();
-        let h = p.try_complete_else_watch(quick, &[2]).unwrap();
-        assert_eq!(
-            h.wait_timeout(PATIENCE).expect("expired").outcome,
-            Outcome::Expired
-        );
-        assert!(
-            !slow_done.load(Ordering::SeqCst),
-            "the quick one waited for the slow callback"
-        );
-        p.shutdown();
-        assert!(slow_done.load(Ordering::SeqCst), "shutdown waits for it");
+fn a_blocking_expiration_callback_holds_up_other_expiries_only_briefly() {
+    // The thread that took the slow one's batch blocks in it; another takes
+    // the clock (with one expiration thread, at its next look: within a
+    // hundred ticks).
+    for workers in [1, 2] {
+        for kind in KINDS {
+            let p = threaded(kind, workers);
+            let slow_done = Arc::new(AtomicBool::new(false));
+            let slow = Slow {
+                timeout: Duration::from_millis(5),
+                nap: Duration::from_secs(3),
+                finished: Arc::clone(&slow_done),
+            };
+            let quick = Slow {
+                timeout: Duration::from_millis(100),
+                nap: Duration::ZERO,
+                finished: Arc::new(AtomicBool::new(false)),
+            };
+            p.try_complete_else_watch(slow, &[1]).unwrap();
+            let h = p.try_complete_else_watch(quick, &[2]).unwrap();
+            assert_eq!(
+                h.wait_timeout(PATIENCE).expect("expired").outcome,
+                Outcome::Expired
+            );
+            assert!(
+                !slow_done.load(Ordering::SeqCst),
+                "the quick one waited for the slow callback ({workers} workers)"
+            );
+            p.shutdown();
+            assert!(slow_done.load(Ordering::SeqCst), "shutdown waits for it");
+        }
     }
 }
 
