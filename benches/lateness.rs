@@ -219,14 +219,9 @@ fn through_purgatory(args: &Args, kind: TimerKind) -> (Vec<(Instant, i64)>, Inst
         .driver(Driver::Thread {
             expiration_threads: args.workers as usize,
         });
-    if let Some(nice) = args.nice {
-        builder = builder.on_thread_start(move |role| set_nice(&format!("{role:?}"), nice));
-    }
-    if let Some(priority) = args.fifo {
-        builder = builder.on_thread_start(move |role| set_fifo(&format!("{role:?}"), priority));
-    }
-    if let Some(slice) = args.slice_us {
-        builder = builder.on_thread_start(move |role| set_slice(&format!("{role:?}"), slice));
+    let favour = Favour::of(args);
+    if favour.is_asked() {
+        builder = builder.on_thread_start(move |role| favour.apply(&format!("{role:?}")));
     }
     let purgatory: Purgatory<u32, Op> = builder.build().unwrap();
     if let (true, Some(priority)) = (args.fifo_submitter, args.fifo) {
@@ -264,19 +259,11 @@ fn sleeping_thread(args: &Args) -> (Vec<(Instant, i64)>, Instant) {
     let (ready_tx, ready) = std::sync::mpsc::channel();
     let (deadlines_tx, deadlines_rx) = std::sync::mpsc::channel::<Vec<Instant>>();
     let tick = Duration::from_micros(args.tick_us);
-    let (nice, fifo, slice) = (args.nice, args.fifo, args.slice_us);
+    let favour = Favour::of(args);
     let sleeper = std::thread::spawn(move || {
-        if let Some(nice) = nice {
-            set_nice("floor", nice);
-        }
-        if let Some(priority) = fifo {
-            set_fifo("floor", priority);
-        }
-        if let Some(slice) = slice {
-            set_slice("floor", slice);
-        }
+        favour.apply("floor");
         let start = Instant::now();
-        ready_tx.send(start).unwrap();
+        ready_tx.send(()).unwrap();
         let mut deadlines = deadlines_rx.recv().unwrap();
         deadlines.sort_unstable();
         let mut fired = Vec::with_capacity(deadlines.len());
@@ -328,6 +315,42 @@ fn print_row(label: &str, late: &[i64], last: &str) {
         q(1.0),
         last
     );
+}
+
+/// What `--nice`, `--fifo` and `--slice-us` ask for the purgatory's threads
+/// (and the floor's).
+#[derive(Clone, Copy)]
+struct Favour {
+    nice: Option<i32>,
+    fifo: Option<i32>,
+    slice_us: Option<u64>,
+}
+
+impl Favour {
+    fn of(args: &Args) -> Self {
+        Favour {
+            nice: args.nice,
+            fifo: args.fifo,
+            slice_us: args.slice_us,
+        }
+    }
+
+    fn is_asked(&self) -> bool {
+        self.nice.is_some() || self.fifo.is_some() || self.slice_us.is_some()
+    }
+
+    /// Applies it to the calling thread, `role`.
+    fn apply(&self, role: &str) {
+        if let Some(nice) = self.nice {
+            set_nice(role, nice);
+        }
+        if let Some(priority) = self.fifo {
+            set_fifo(role, priority);
+        }
+        if let Some(slice) = self.slice_us {
+            set_slice(role, slice);
+        }
+    }
 }
 
 /// Sets the calling thread's nice value; a thread that cannot have it

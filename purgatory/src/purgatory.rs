@@ -41,7 +41,7 @@ where
     O: DelayedOperation,
 {
     shared: Arc<Shared<K, O>>,
-    threads: Mutex<Option<Threads>>,
+    threads: Mutex<Option<Threads<K, O>>>,
 }
 
 /// Whose reference to a cell a completion runs with, which decides whether
@@ -325,14 +325,14 @@ where
         }
         let threads = self.threads.lock().take();
         if let Some(threads) = &threads {
-            threads.stop(&self.shared.at_clock);
+            threads.stop();
         }
         self.shared.drive_all(
             &mut self.shared.timer.drain(),
             Request::Force(Outcome::Shutdown),
         );
         if let Some(threads) = threads {
-            threads.join(&self.shared.at_clock);
+            threads.join();
         }
         if self.shared.purge_interval.is_some() {
             // The baseline leaves answered operations in their lists.
@@ -511,8 +511,8 @@ where
         }
     }
 
-    /// Cells `drive_until` drives between two reads of the clock (a read
-    /// costs about a tenth of an expiry).
+    /// Cells `drive_until` drives between two reads of the clock, so that
+    /// a long batch does not read it once per callback.
     const CLOCK_READ_EVERY: usize = 16;
 
     /// How far ahead of the cell being driven a batch is prefetched.

@@ -148,7 +148,21 @@ struct Napping {
     id: u32,
     timeout: Duration,
     nap: Duration,
-    log: Arc<std::sync::Mutex<Vec<(u32, bool)>>>,
+    log: NapLog,
+}
+
+/// Each callback's id, as it begins (`false`) and ends (`true`).
+type NapLog = Arc<std::sync::Mutex<Vec<(u32, bool)>>>;
+
+impl Napping {
+    fn new(log: &NapLog, id: u32, timeout: Duration, nap: Duration) -> Self {
+        Napping {
+            id,
+            timeout,
+            nap,
+            log: Arc::clone(log),
+        }
+    }
 }
 
 impl DelayedOperation for Napping {
@@ -171,12 +185,14 @@ fn a_deadline_that_arrives_while_a_callback_blocks_is_kept_by_the_other_thread()
     // other thread waits without a timeout; the new submission must wake it.
     for kind in KINDS {
         let p = threaded(kind, 1);
-        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let napping = |id, timeout_ms, nap_ms| Napping {
-            id,
-            timeout: Duration::from_millis(timeout_ms),
-            nap: Duration::from_millis(nap_ms),
-            log: Arc::clone(&log),
+        let log = NapLog::default();
+        let napping = |id, timeout_ms, nap_ms| {
+            Napping::new(
+                &log,
+                id,
+                Duration::from_millis(timeout_ms),
+                Duration::from_millis(nap_ms),
+            )
         };
         p.try_complete_else_watch(napping(1, 5, 2_000), &[1])
             .unwrap();
@@ -199,13 +215,9 @@ fn a_deadline_that_arrives_while_a_callback_blocks_is_kept_by_the_other_thread()
 fn a_batch_that_outlasts_its_tick_is_answered_whole_and_once_while_the_clock_goes_on() {
     for kind in KINDS {
         let p = threaded(kind, 1);
-        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let napping = |id, timeout_ms, nap| Napping {
-            id,
-            timeout: Duration::from_millis(timeout_ms),
-            nap,
-            log: Arc::clone(&log),
-        };
+        let log = NapLog::default();
+        let napping =
+            |id, timeout_ms, nap| Napping::new(&log, id, Duration::from_millis(timeout_ms), nap);
         // One batch of 400 callbacks of 250 µs: 100 ms of work, due at once.
         let batch: Vec<_> = (0..400)
             .map(|id| {

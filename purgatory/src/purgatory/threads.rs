@@ -23,7 +23,6 @@
 //!
 //! The clock is a lock that sleeps rather than yields (`no_yield_lock.rs`).
 
-use super::at_clock::AtClock;
 use super::builder::{ThreadHook, ThreadRole};
 use super::Shared;
 use crate::caught;
@@ -34,47 +33,35 @@ use crate::timer_queue::{CellRef, ExpiryBuffers};
 use crate::unchecked::Request;
 use crate::DelayedOperation;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The threads that take turns at the clock.
-pub(super) struct Threads {
-    stop: Arc<AtomicBool>,
+/// The threads that take turns at the clock. They stop once the purgatory
+/// is shutting down (`Shared::shutting_down`).
+pub(super) struct Threads<K, O> {
+    shared: Arc<Shared<K, O>>,
     /// The clock: whoever holds it is the one that sleeps until the next
     /// deadline. It keeps the expiry's buffers (see `ExpiryBuffers`).
-    clock: Arc<dyn Turn>,
+    clock: Arc<Mutex<ExpiryBuffers<K, O>>>,
     threads: Vec<JoinHandle<()>>,
 }
 
-/// The clock's lock, without its types (for `Threads`, which has none).
-trait Turn: Send + Sync {
-    /// Blocks until the clock is free, and lets it go.
-    fn wait_for_it(&self);
-}
-
-impl<T: Send> Turn for Mutex<T> {
-    fn wait_for_it(&self) {
-        drop(self.lock());
-    }
-}
-
-impl Threads {
+impl<K, O> Threads<K, O>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    O: DelayedOperation,
+{
     /// Starts `1 + workers` threads (the first named the timer thread, the
     /// others expiration workers: they all do both, in turn), and returns
     /// once each has run the start hook.
-    pub(super) fn start<K, O>(
+    pub(super) fn start(
         shared: &Arc<Shared<K, O>>,
         workers: usize,
         on_start: Option<ThreadHook>,
-    ) -> Result<Self, ConfigError>
-    where
-        K: Hash + Eq + Clone + Send + Sync + 'static,
-        O: DelayedOperation,
-    {
+    ) -> Result<Self, ConfigError> {
         let spawn_err = |e: std::io::Error| ConfigError::Spawn(e.to_string());
-        let stop = Arc::new(AtomicBool::new(false));
         let clock = Arc::new(Mutex::new(ExpiryBuffers::<K, O>::default()));
         // Each thread reports once it has run the hook, and waits until
         // all are known (`AtClock` must know them before one takes the
@@ -90,26 +77,26 @@ impl Threads {
                     format!("{}-expiration-{}", shared.name, n - 1),
                 ),
             };
-            let (shared, thread_stop, thread_clock) =
-                (Arc::clone(shared), Arc::clone(&stop), Arc::clone(&clock));
+            let (thread_shared, thread_clock) = (Arc::clone(shared), Arc::clone(&clock));
             let on_start = on_start.clone();
             let started = started_tx.clone();
             let go = go.clone();
             let thread = std::thread::Builder::new()
                 .name(name)
                 .spawn(move || {
-                    starting(on_start, role, &shared.name);
+                    starting(on_start, role, &thread_shared.name);
                     let _ = started.send(());
                     // Closed (not sent on) once every thread is known.
                     let _ = go.recv();
-                    take_turns(&shared, &thread_clock, &thread_stop, index);
+                    take_turns(&thread_shared, &thread_clock, index);
                 })
                 .map_err(spawn_err);
             match thread {
                 Ok(thread) => threads.push(thread),
                 Err(e) => {
-                    // The ones started stop at their first turn.
-                    stop.store(true, Ordering::SeqCst);
+                    // The ones started stop at their first turn (the
+                    // purgatory is never handed out).
+                    shared.shutting_down.store(true, Ordering::SeqCst);
                     drop(go_tx);
                     return Err(e);
                 }
@@ -124,16 +111,17 @@ impl Threads {
         // operation, not from the thread's first turn on a busy machine.
         started.iter().take(workers + 1).for_each(drop);
         Ok(Threads {
-            stop,
+            shared: Arc::clone(shared),
             clock,
             threads,
         })
     }
 
-    /// Stops the turns: once this returns, no thread takes anything more
-    /// from the timer. Threads running callbacks finish them (see `join`).
-    pub(super) fn stop(&self, at_clock: &AtClock) {
-        self.stop.store(true, Ordering::SeqCst);
+    /// Stops the turns of a purgatory that is shutting down: once this
+    /// returns, no thread takes anything more from the timer. Threads
+    /// running callbacks finish them (see `join`).
+    pub(super) fn stop(&self) {
+        let at_clock = &self.shared.at_clock;
         at_clock.wake_all();
         // Whoever holds the clock now sees the stop when it wakes, and lets
         // the clock go without reading the timer; every later holder sees
@@ -142,7 +130,7 @@ impl Threads {
         // Nobody else reads the timer meanwhile then, and this thread
         // sees the stop at its next turn.
         if !at_clock.is_held_here() {
-            self.clock.wait_for_it();
+            drop(self.clock.lock());
         }
     }
 
@@ -150,8 +138,8 @@ impl Threads {
     /// one of them (a callback or a drop on it is shutting down): a thread
     /// cannot wait for itself, and another may be waiting for the clock
     /// this one holds. They then finish on their own.
-    pub(super) fn join(self, at_clock: &AtClock) {
-        if at_clock.is_one_of_us() {
+    pub(super) fn join(self) {
+        if self.shared.at_clock.is_one_of_us() {
             return;
         }
         for thread in self.threads {
@@ -191,19 +179,15 @@ fn watch(tick: Duration) -> Duration {
 /// Thread `index`'s life: wait for the clock, sleep at it until something
 /// is due (woken early when an earlier deadline is inserted), take what is
 /// due, let the clock go, and answer it as expired.
-fn take_turns<K, O>(
-    shared: &Shared<K, O>,
-    clock: &Mutex<ExpiryBuffers<K, O>>,
-    stop: &AtomicBool,
-    index: usize,
-) where
+fn take_turns<K, O>(shared: &Shared<K, O>, clock: &Mutex<ExpiryBuffers<K, O>>, index: usize)
+where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
     let watch = watch(shared.scale.tick());
     let mut due: Vec<CellRef<K, O>> = Vec::new();
     loop {
-        if stop.load(Ordering::SeqCst) {
+        if shared.shutting_down.load(Ordering::SeqCst) {
             return;
         }
         let Some(mut buffers) = clock.try_lock() else {
@@ -212,7 +196,7 @@ fn take_turns<K, O>(
         };
         shared.at_clock.arrive(index);
         loop {
-            if stop.load(Ordering::SeqCst) {
+            if shared.shutting_down.load(Ordering::SeqCst) {
                 shared.at_clock.leave();
                 return;
             }
