@@ -58,7 +58,7 @@
 //! A depot too small for the burst frees most of them, and the submitters
 //! allocate as many again: the allocator then serves a cell-sized class
 //! from whatever its freed blocks left, and its pages fragment. In the
-//! soak (`examples/soak.rs`, jemalloc) that churn alone grew the pages of
+//! soak (`examples/soak/main.rs`, jemalloc) that churn alone grew the pages of
 //! the cells' size class by 2-3 MiB above the cells in use within
 //! minutes when the machine was busy, and never gave them back; with
 //! depot room for the bursts (65,536 cells, before trimming came) the

@@ -19,7 +19,9 @@
 //!
 //! Every second it samples the resident size (`/proc/self/statm`) and the
 //! bytes the program has allocated and not freed; every ten it prints them
-//! with the spare cells the purgatory keeps (part of that heap). Built with jemalloc, it
+//! with the forced completions queued for the broker thread (operations
+//! still in flight) and the spare cells the purgatory keeps (part of that
+//! heap). Built with jemalloc, it
 //! also prints where jemalloc's resident bytes are: its active pages (the
 //! heap and the gaps between its blocks, so that fragmentation shows as
 //! their distance to the heap), its metadata, and the freed pages it has
@@ -36,6 +38,11 @@
 //! single sample is a poor baseline and a poor witness of growth; what
 //! grows shows in every window after it. The largest one-second sample is
 //! reported beside the verdict.
+//!
+//! With `--by-size` it also counts the heap by block size and, at the end,
+//! prints the sizes whose bytes in use moved by 64 KiB or more between its
+//! ten-second reports, and those that hold 1 MiB or more (`by_size.rs`): a
+//! heap that moves says so, and the block sizes say which structure.
 
 use clap::Parser;
 use purgatory::{Completer, DelayedOperation, Driver, Outcome, Purgatory};
@@ -69,11 +76,12 @@ const ALLOCATOR_NAME: &str = "system (glibc malloc)";
 
 /// Counts the bytes in use on top of the chosen allocator, so that the
 /// report tells the program's own growth from the allocator's.
-#[path = "../benches/compare/alloc.rs"]
+#[path = "../../benches/compare/alloc.rs"]
 mod alloc;
+mod by_size;
 
 #[global_allocator]
-static ALLOCATOR: alloc::Counting<Inner> = alloc::Counting(INNER);
+static ALLOCATOR: by_size::BySize<alloc::Counting<Inner>> = by_size::BySize(alloc::Counting(INNER));
 
 /// Where jemalloc's resident bytes are, beside the heap the program holds.
 #[cfg(feature = "alloc-jemalloc")]
@@ -141,6 +149,10 @@ struct Options {
     /// (`PurgatoryBuilder::spare_cells`; its default when not given).
     #[arg(long)]
     spare_cells: Option<usize>,
+    /// Count the heap by block size too, and print at the end the sizes
+    /// whose bytes in use moved.
+    #[arg(long)]
+    by_size: bool,
 }
 
 /// How each operation ends, drawn at submission.
@@ -215,6 +227,9 @@ fn main() -> std::process::ExitCode {
     if !(options.minutes > 0.0 && options.minutes <= 24.0 * 60.0) {
         eprintln!("soak: --minutes must be above 0 and at most 1440");
         return std::process::ExitCode::from(2);
+    }
+    if options.by_size {
+        by_size::enable();
     }
     let mut builder = Purgatory::builder("soak").driver(Driver::Thread {
         expiration_threads: 1,
@@ -297,7 +312,8 @@ fn main() -> std::process::ExitCode {
             })
         })
         .collect();
-    drop(forced_tx);
+    // Kept only to read how many forced completions wait for the broker.
+    let queued = forced_tx;
 
     let broker = {
         let (purgatory, progress, stop) = (
@@ -328,12 +344,13 @@ fn main() -> std::process::ExitCode {
         options.minutes, options.pending
     );
     println!(
-        "{:>6} {:>12} {:>10} {:>10} {:>12} {:>12}{}",
+        "{:>6} {:>12} {:>10} {:>10} {:>12} {:>8} {:>12}{}",
         "s",
         "ops/s",
         "rss MiB",
         "heap MiB",
         "in flight",
+        "queued",
         "spare cells",
         allocator::HEADER
     );
@@ -342,6 +359,7 @@ fn main() -> std::process::ExitCode {
     let mut growth = Growth::default();
     let mut last = (Instant::now(), 0u64);
     let mut second = 0u64;
+    let mut by_size = Vec::new();
     while started.elapsed() < total {
         second += 1;
         let wake = started + Duration::from_secs(second);
@@ -356,11 +374,15 @@ fn main() -> std::process::ExitCode {
             // Part of the heap: the cells kept for the next submissions.
             let spare = purgatory.metrics().spare_cells;
             println!(
-                "{second:>6} {rate:>12.0} {:>10.1} {:>10.1} {in_flight:>12} {spare:>12}{}",
+                "{second:>6} {rate:>12.0} {:>10.1} {:>10.1} {in_flight:>12} {:>8} {spare:>12}{}",
                 rss as f64 / 1048576.0,
                 heap as f64 / 1048576.0,
+                queued.len(),
                 allocator::row()
             );
+            if options.by_size && second.is_multiple_of(10) {
+                by_size.push((second, by_size::in_use()));
+            }
         }
         growth.sample(second, rss);
     }
@@ -395,8 +417,52 @@ fn main() -> std::process::ExitCode {
             "resident: the run was shorter than its one-minute warm-up and ten seconds; growth not judged"
         ),
     }
+    if options.by_size {
+        print_moves(&by_size);
+    }
     println!("result: {}", if failed { "FAIL" } else { "PASS" });
     std::process::ExitCode::from(u8::from(failed))
+}
+
+/// The block sizes whose bytes in use moved by 64 KiB or more over the
+/// run, or that hold 1 MiB or more, at a few of the ten-second reports
+/// (`snapshots`, in order).
+fn print_moves(snapshots: &[(u64, [isize; by_size::CLASSES])]) {
+    let Some(last) = snapshots.last() else {
+        return;
+    };
+    // The first report, a few in the first minutes, then every ten minutes and the last.
+    let shown: Vec<_> = snapshots
+        .iter()
+        .filter(|(s, _)| {
+            [10, 30, 60, 120, 300].contains(s) || s.is_multiple_of(600) || *s == last.0
+        })
+        .collect();
+    let kib = |b: isize| b as f64 / 1024.0;
+    let header: String = shown
+        .iter()
+        .map(|(s, _)| format!("{:>10}", format!("{s} s")))
+        .collect();
+    println!("heap by block size, KiB in use (sizes that moved by 64 KiB or more, or hold 1 MiB):");
+    println!("{:>12}{header}", "block bytes");
+    for class in 0..by_size::CLASSES {
+        let values: Vec<isize> = shown.iter().map(|(_, v)| v[class]).collect();
+        let (low, high) = (values.iter().min(), values.iter().max());
+        if let (Some(low), Some(high)) = (low, high) {
+            if high - low >= 64 * 1024 || *high >= 1024 * 1024 {
+                let row: String = values
+                    .iter()
+                    .map(|&b| format!("{:>10.0}", kib(b)))
+                    .collect();
+                println!("{:>12}{row}", format!("<= {}", by_size::limit(class)));
+            }
+        }
+    }
+    let totals: String = shown
+        .iter()
+        .map(|(_, v)| format!("{:>10.0}", kib(v.iter().sum())))
+        .collect();
+    println!("{:>12}{totals}", "all");
 }
 
 /// The resident size's growth after the first minute, from one sample a
