@@ -1,5 +1,7 @@
-//! What a burst leaves allocated once it is over, with and without one
-//! long-lived entry surviving it (figures in `BENCHMARKS.md`).
+//! What a burst leaves allocated once it is over: with nothing left, with
+//! one long-lived entry surviving it, and with one in a hundred of its own
+//! left pending (stragglers that wait out their timeout while the rest
+//! complete); figures in `BENCHMARKS.md`.
 //!
 //! `cargo run --release --example burst_memory [-- N]` (N defaults to 1e6)
 //!
@@ -40,28 +42,51 @@ fn mb(bytes: isize) -> f64 {
     bytes as f64 / 1e6
 }
 
-fn wheel(n: u64, survivor: bool) {
+/// What outlives the burst.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Left {
+    Nothing,
+    /// One entry with a longer deadline, submitted among the first.
+    Survivor,
+    /// Every hundredth of the burst's own entries.
+    OneIn100,
+}
+
+impl Left {
+    fn stays(self, i: u64) -> bool {
+        self == Left::OneIn100 && i % 100 == 99
+    }
+}
+
+fn wheel(n: u64, left: Left) {
     let base = alloc::in_use();
     let mut wheel: TimingWheel<u64> = TimingWheel::new();
-    if survivor {
+    if left == Left::Survivor {
         wheel.insert(3_600_000, 0).expect("room");
     }
     let ids: Vec<_> = (0..n)
         .map(|i| wheel.insert(1 + i % 30_000, i).expect("room"))
         .collect();
     let peak = alloc::in_use() - base - vec_bytes(&ids);
-    for id in ids {
-        wheel.cancel(id);
+    let kept = (0..n).filter(|&i| left.stays(i)).count();
+    let mut stragglers = Vec::with_capacity(kept);
+    for (i, id) in ids.into_iter().enumerate() {
+        if left.stays(i as u64) {
+            stragglers.push(id);
+        } else {
+            wheel.cancel(id);
+        }
     }
     println!(
-        "wheel,     survivor {survivor:<5}: peak {:>7.1} MB, after the burst {:>7.2} MB ({} pending)",
+        "wheel,     left {:<9}: peak {:>7.1} MB, after the burst {:>7.2} MB ({} pending)",
+        format!("{left:?}"),
         mb(peak),
-        mb(alloc::in_use() - base),
+        mb(alloc::in_use() - base - vec_bytes(&stragglers)),
         wheel.len()
     );
 }
 
-fn purgatory(n: u64, survivor: bool) {
+fn purgatory(n: u64, left: Left) {
     let base = alloc::in_use();
     let purgatory: Purgatory<u64, Parked> = Purgatory::builder("burst")
         .manual(ManualClock::new())
@@ -77,16 +102,23 @@ fn purgatory(n: u64, survivor: bool) {
     // their group (its key set is a recent one by then).
     let mut handles = Vec::with_capacity(n as usize);
     handles.push(submit(Duration::from_secs(30)));
-    let long = survivor.then(|| submit(Duration::from_secs(3600)));
+    let long = (left == Left::Survivor).then(|| submit(Duration::from_secs(3600)));
     handles.extend((1..n).map(|_| submit(Duration::from_secs(30))));
     let peak = alloc::in_use() - base - vec_bytes(&handles);
-    for handle in handles {
-        handle.force_complete();
+    let kept = (0..n).filter(|&i| left.stays(i)).count();
+    let mut stragglers = Vec::with_capacity(kept);
+    for (i, handle) in handles.into_iter().enumerate() {
+        if left.stays(i as u64) {
+            stragglers.push(handle);
+        } else {
+            handle.force_complete();
+        }
     }
     println!(
-        "purgatory, survivor {survivor:<5}: peak {:>7.1} MB, after the burst {:>7.2} MB ({} pending, {} spare cells)",
+        "purgatory, left {:<9}: peak {:>7.1} MB, after the burst {:>7.2} MB ({} pending, {} spare cells)",
+        format!("{left:?}"),
         mb(peak),
-        mb(alloc::in_use() - base),
+        mb(alloc::in_use() - base - vec_bytes(&stragglers)),
         purgatory.delayed(),
         purgatory.metrics().spare_cells
     );
@@ -97,10 +129,11 @@ fn main() {
     let n = std::env::args()
         .nth(1)
         .map_or(1_000_000, |v| v.parse().expect("N is a number"));
-    for survivor in [false, true] {
-        wheel(n, survivor);
+    let cases = [Left::Nothing, Left::Survivor, Left::OneIn100];
+    for left in cases {
+        wheel(n, left);
     }
-    for survivor in [false, true] {
-        purgatory(n, survivor);
+    for left in cases {
+        purgatory(n, left);
     }
 }
