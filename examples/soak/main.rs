@@ -359,7 +359,12 @@ fn main() -> std::process::ExitCode {
     let mut growth = Growth::default();
     let mut last = (Instant::now(), 0u64);
     let mut second = 0u64;
-    let mut by_size = Vec::new();
+    // Its room taken up front: its own growth would count as the heap's.
+    let mut by_size = Vec::with_capacity(if options.by_size {
+        (options.minutes * 6.0) as usize + 1
+    } else {
+        0
+    });
     while started.elapsed() < total {
         second += 1;
         let wake = started + Duration::from_secs(second);
