@@ -11,9 +11,10 @@
 //! `--pending` operations in flight, each under three keys shared by every
 //! request and one of a hundred partition keys. A third thread plays the
 //! broker: it moves partitions forward and calls `check_and_complete` on
-//! them (most operations complete so), and force-completes one operation in
-//! eight from a [`Completer`](purgatory::Completer) as a remote answer
-//! would; one in four has a short timeout and a condition that never holds,
+//! them (most operations complete so), and between rounds of 64 checks it
+//! force-completes all that were queued for it since (one operation in
+//! eight, each through its [`Completer`](purgatory::Completer)) as remote
+//! answers would be (`--forced-per-round` caps that); one in four has a short timeout and a condition that never holds,
 //! and expires. The operations are allocated on the submitting threads and
 //! freed on whichever thread answers them, as in a broker.
 //!
@@ -149,6 +150,11 @@ struct Options {
     /// (`PurgatoryBuilder::spare_cells`; its default when not given).
     #[arg(long)]
     spare_cells: Option<usize>,
+    /// Forced completions the broker thread answers between two rounds of
+    /// checks; 0 (the default): all that are queued. With 256, the queue
+    /// (65,536) fills in the first second and stays full.
+    #[arg(long, default_value_t = 0)]
+    forced_per_round: usize,
     /// Count the heap by block size too, and print at the end the sizes
     /// whose bytes in use moved.
     #[arg(long)]
@@ -315,6 +321,10 @@ fn main() -> std::process::ExitCode {
     // Kept only to read how many forced completions wait for the broker.
     let queued = forced_tx;
 
+    let per_round = match options.forced_per_round {
+        0 => usize::MAX,
+        n => n,
+    };
     let broker = {
         let (purgatory, progress, stop) = (
             Arc::clone(&purgatory),
@@ -329,7 +339,11 @@ fn main() -> std::process::ExitCode {
                     progress[p].fetch_add(1, Ordering::AcqRel);
                     purgatory.check_and_complete(&(p as u64));
                 }
-                for completer in forced_rx.try_iter().take(256) {
+                // By default all that came in since the last round, as a
+                // broker answers remote results as they arrive. Capped at
+                // 256, the queue filled at once and stayed full: two thirds
+                // of what was in flight waited there, and checks walked them.
+                for completer in forced_rx.try_iter().take(per_round) {
                     completer.force_complete();
                 }
             }
