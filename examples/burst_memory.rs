@@ -53,8 +53,22 @@ enum Left {
 }
 
 impl Left {
-    fn stays(self, i: u64) -> bool {
+    fn stays(self, i: usize) -> bool {
         self == Left::OneIn100 && i % 100 == 99
+    }
+
+    /// Ends each of the burst's `entries` with `end`, but for those that
+    /// stay, which it hands back.
+    fn end_the_rest<T>(self, entries: Vec<T>, mut end: impl FnMut(T)) -> Vec<T> {
+        let kept = (0..entries.len()).filter(|&i| self.stays(i)).count();
+        let mut stragglers = Vec::with_capacity(kept);
+        for (i, entry) in entries.into_iter().enumerate() {
+            match self.stays(i) {
+                true => stragglers.push(entry),
+                false => end(entry),
+            }
+        }
+        stragglers
     }
 }
 
@@ -68,15 +82,9 @@ fn wheel(n: u64, left: Left) {
         .map(|i| wheel.insert(1 + i % 30_000, i).expect("room"))
         .collect();
     let peak = alloc::in_use() - base - vec_bytes(&ids);
-    let kept = (0..n).filter(|&i| left.stays(i)).count();
-    let mut stragglers = Vec::with_capacity(kept);
-    for (i, id) in ids.into_iter().enumerate() {
-        if left.stays(i as u64) {
-            stragglers.push(id);
-        } else {
-            wheel.cancel(id);
-        }
-    }
+    let stragglers = left.end_the_rest(ids, |id| {
+        wheel.cancel(id);
+    });
     println!(
         "wheel,     left {:<9}: peak {:>7.1} MB, after the burst {:>7.2} MB ({} pending)",
         format!("{left:?}"),
@@ -105,15 +113,9 @@ fn purgatory(n: u64, left: Left) {
     let long = (left == Left::Survivor).then(|| submit(Duration::from_secs(3600)));
     handles.extend((1..n).map(|_| submit(Duration::from_secs(30))));
     let peak = alloc::in_use() - base - vec_bytes(&handles);
-    let kept = (0..n).filter(|&i| left.stays(i)).count();
-    let mut stragglers = Vec::with_capacity(kept);
-    for (i, handle) in handles.into_iter().enumerate() {
-        if left.stays(i as u64) {
-            stragglers.push(handle);
-        } else {
-            handle.force_complete();
-        }
-    }
+    let stragglers = left.end_the_rest(handles, |handle| {
+        handle.force_complete();
+    });
     println!(
         "purgatory, left {:<9}: peak {:>7.1} MB, after the burst {:>7.2} MB ({} pending, {} spare cells)",
         format!("{left:?}"),
