@@ -150,11 +150,11 @@ struct Options {
     /// (`PurgatoryBuilder::spare_cells`; its default when not given).
     #[arg(long)]
     spare_cells: Option<usize>,
-    /// Forced completions the broker thread answers between two rounds of
-    /// checks; 0 (the default): all that are queued. With 256, the queue
-    /// (65,536) fills in the first second and stays full.
-    #[arg(long, default_value_t = 0)]
-    forced_per_round: usize,
+    /// Forced completions the broker thread answers at most between two
+    /// rounds of checks (without it: all that are queued). With 256, the
+    /// queue (65,536) fills in the first second and stays full.
+    #[arg(long)]
+    forced_per_round: Option<usize>,
     /// Count the heap by block size too, and print at the end the sizes
     /// whose bytes in use moved.
     #[arg(long)]
@@ -321,10 +321,7 @@ fn main() -> std::process::ExitCode {
     // Kept only to read how many forced completions wait for the broker.
     let queued = forced_tx;
 
-    let per_round = match options.forced_per_round {
-        0 => usize::MAX,
-        n => n,
-    };
+    let per_round = options.forced_per_round.unwrap_or(usize::MAX);
     let broker = {
         let (purgatory, progress, stop) = (
             Arc::clone(&purgatory),

@@ -88,7 +88,7 @@
 //! about `S + 137`. A cell is allocated on the thread that
 //! submits and freed on the thread that answers, so the allocator's
 //! footprint can grow beyond what is in use. Answers also come in bursts
-//! (a timer thread that ran late expires tens of thousands at once): the
+//! (a thread at the clock that ran late expires tens of thousands at once): the
 //! spare cells' depot is sized for them (65,536 cells by default) so that
 //! a burst's cells serve the next submissions rather than being freed and
 //! allocated again, which fragmented jemalloc's pages of the cells' size
@@ -127,16 +127,18 @@
 //! counted references to the purgatory (BENCHMARKS.md); jemalloc's
 //! `dirty_decay_ms:0,muzzy_decay_ms:0` kept it a further 1-1.5 MiB lower,
 //! and its swings narrower, at the same rate in five minutes. At twice
-//! that rate (1.45-1.80M a second, the soak's broker thread answering
-//! forced completions as they come), jemalloc's default decay held 1.2-7.2
-//! MiB of freed pages: the heap stayed flat for an hour, but the resident
-//! size settled about 5.6% above its first minute (exit 1). Decay 0 took
-//! those pages to none, yet 25 minutes still ended 5.4% above the first
-//! minute in ten-second means: at that rate the heap itself swings by
-//! 4 MiB (27-31 MiB) and jemalloc's gaps between blocks widened by 1-2
-//! MiB in the first minutes, with no trend after. A broker that churns
-//! operations this fast and watches its resident size closely can
-//! shorten jemalloc's decay to save those pages.
+//! that rate (1.44-1.86M a second, the soak's broker thread answering
+//! forced completions as they come), jemalloc's default decay held 0.7-7.2
+//! MiB of freed pages: the heap stayed within 27.9-30.6 MiB for the hour
+//! after its first ten minutes, but the resident size sat 3-7% above its
+//! first minute in ten-minute means (exit 1). Decay 0 took those pages to
+//! none, yet 25 minutes still ended 5.4% above the first minute in
+//! ten-second means: at that rate the heap itself swings by 4 MiB (27-31
+//! MiB), and the gap between jemalloc's active pages and the heap went
+//! from 5.0-5.2 MiB at the start to 5.2-7.6 MiB, wider in the last ten
+//! minutes than before. A broker that churns operations this fast and
+//! watches its resident size closely can shorten jemalloc's decay to save
+//! those pages.
 //!
 //! # Lock order
 //! User code (`try_complete`, `on_complete`, `on_expiration`) runs with no

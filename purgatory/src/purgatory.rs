@@ -158,7 +158,7 @@ where
                     .timer
                     .schedule(&cell, deadline, timeout, &mut pending.timer_address)
                 {
-                    shared.wake_timer_thread();
+                    shared.at_clock.wake();
                 }
                 let watch_hint = shared.watchers.hint(&pending.links);
                 cell.watch_hint.store(watch_hint, Ordering::Relaxed);
@@ -229,7 +229,7 @@ where
 
     /// Expires, on the calling thread, every operation whose deadline has
     /// passed on the purgatory's clock; returns how many this call expired.
-    /// This is how time moves with [`Driver::Manual`]; with a timer thread
+    /// This is how time moves with [`Driver::Manual`]; with `Driver::Thread`
     /// it is seldom needed, but harmless.
     pub fn advance_clock(&self) -> usize {
         let now = self.shared.scale.now_tick(self.shared.clock.now());
@@ -581,13 +581,9 @@ where
             return false;
         };
         if wake {
-            self.wake_timer_thread();
+            self.at_clock.wake();
         }
         true
-    }
-
-    fn wake_timer_thread(&self) {
-        self.at_clock.wake();
     }
 }
 

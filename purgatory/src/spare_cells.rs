@@ -52,7 +52,7 @@
 //! more magazine, under its lock.
 //!
 //! # Bursts, and trimming what a burst left
-//! Answers come in bursts: a late timer thread expires a hundred
+//! Answers come in bursts: a late thread at the clock expires a hundred
 //! milliseconds of deadlines at once, tens of thousands of cells given back
 //! on one thread, which the submitters need again within milliseconds.
 //! A depot too small for the burst frees most of them, and the submitters

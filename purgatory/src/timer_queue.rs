@@ -6,7 +6,8 @@
 //! under the lock are dropped after it is released, since dropping the last
 //! reference to a cell drops the user's operation). A completion takes a
 //! lane's entry out without it (`unchecked/lane.rs`): most operations are in
-//! a lane, so the lock is the submitters' and the timer thread's.
+//! a lane, so the lock is taken by the submitters and the thread at the
+//! clock.
 
 use crate::cell::{Cell, FIRED, NO_TIMER};
 use crate::no_yield_lock::InheritingMutex as Mutex;
@@ -49,7 +50,7 @@ pub(crate) enum TimerQueue<K, O> {
 
 pub(crate) struct WheelState<K, O> {
     wheel: WheelTimer<Cell<K, O>>,
-    /// The tick the timer thread sleeps until (`u64::MAX`: until woken).
+    /// The tick the thread at the clock sleeps until (`u64::MAX`: until woken).
     wake_at: u64,
 }
 
@@ -112,7 +113,7 @@ impl<K, O> Ord for HeapEntry<K, O> {
 }
 
 /// The room [`TimerQueue::expire`] works in, kept by its caller from one
-/// call to the next. A timer thread that ran late expires a hundred
+/// call to the next. A thread at the clock that ran late expires a hundred
 /// milliseconds of deadlines in one call, tens of thousands of entries:
 /// buffers made for each call were blocks of 256-512 KiB allocated and
 /// freed several times a second (seen in the soak's live allocations),
@@ -141,7 +142,7 @@ impl<K, O> Default for ExpiryBuffers<K, O> {
 
 impl<K, O> ExpiryBuffers<K, O> {
     /// Entries a buffer keeps room for at most (1 MiB of 16-byte ones):
-    /// room for what a late timer thread meets, not for a one-off burst.
+    /// room for what a late thread at the clock meets, not for a one-off burst.
     pub(crate) const KEEP: usize = 1 << 16;
 
     /// Whether an emptied buffer is worth keeping: it did not grow past
@@ -181,7 +182,7 @@ impl<K, O> TimerQueue<K, O> {
     }
 
     /// Schedules `cell` at tick `deadline`, `timeout` from now, unless it
-    /// has completed already. Returns whether the timer thread must wake up
+    /// has completed already. Returns whether the thread at the clock must wake up
     /// earlier than planned, and records in `address` where the wheel
     /// stored the entry (for the completion to prefetch; the baseline
     /// records nothing).
@@ -268,7 +269,7 @@ impl<K, O> TimerQueue<K, O> {
     /// Moves a pending `cell` to a new deadline, `timeout` from now. Returns
     /// `None` if the timer no longer holds it (its timeout fired, or it was
     /// answered): the new deadline is then not in force. Otherwise, whether
-    /// the timer thread must wake up earlier than planned.
+    /// the thread at the clock must wake up earlier than planned.
     pub(crate) fn reschedule(
         &self,
         cell: &CellRef<K, O>,
@@ -303,13 +304,13 @@ impl<K, O> TimerQueue<K, O> {
 
     /// Takes every pending cell due at or before tick `now` into `due`;
     /// returns the tick the timer next has work at (and records it as the
-    /// timer thread's wake-up time when `for_timer_thread`). `buffers` are
+    /// wake-up time of the thread at the clock when `for_clock`). `buffers` are
     /// left empty, their room kept for the next call.
     pub(crate) fn expire(
         &self,
         now: u64,
         due: &mut Vec<CellRef<K, O>>,
-        for_timer_thread: bool,
+        for_clock: bool,
         buffers: &mut ExpiryBuffers<K, O>,
     ) -> Option<u64> {
         let ExpiryBuffers {
@@ -327,7 +328,7 @@ impl<K, O> TimerQueue<K, O> {
                     s.wheel
                         .advance(now, |deadline, entry| due.push((deadline, entry)));
                     let next = s.wheel.next_expiration();
-                    if for_timer_thread {
+                    if for_clock {
                         s.wake_at = next.unwrap_or(u64::MAX);
                     }
                     next
@@ -355,7 +356,7 @@ impl<K, O> TimerQueue<K, O> {
                     }
                 }
                 let next = s.heap.peek().map(|top| top.deadline);
-                if for_timer_thread {
+                if for_clock {
                     s.wake_at = next.unwrap_or(u64::MAX);
                 }
                 next
@@ -501,7 +502,7 @@ mod tests {
         timer.unschedule(&a);
         assert_eq!(plain(&a), FIRED);
         assert_eq!(timer.held(), 1);
-        // A heartbeat: `b` moves on in its lane. (No timer thread sleeps
+        // A heartbeat: `b` moves on in its lane. (No thread sleeps
         // here, so any deadline is earlier than its wake-up.)
         assert_eq!(timer.reschedule(&b, 20, timeout), Some(true));
         assert!(matches!(b.timer.load(), Word::Lane(_)));

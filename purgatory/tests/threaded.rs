@@ -88,61 +88,6 @@ fn an_earlier_deadline_wakes_the_sleeping_timer_thread() {
     }
 }
 
-/// Sleeps in its completion callback.
-struct Slow {
-    timeout: Duration,
-    nap: Duration,
-    finished: Arc<AtomicBool>,
-}
-
-impl DelayedOperation for Slow {
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
-    fn try_complete(&mut self) -> bool {
-        false
-    }
-    fn on_complete(&mut self, _: Outcome) {
-        std::thread::sleep(self.nap);
-        self.finished.store(true, Ordering::SeqCst);
-    }
-}
-
-#[test]
-fn a_blocking_expiration_callback_holds_up_other_expiries_only_briefly() {
-    // The thread that took the slow one's batch blocks in it; another takes
-    // the clock (with one expiration thread, at its next look: within a
-    // hundred ticks).
-    for workers in [1, 2] {
-        for kind in KINDS {
-            let p = threaded(kind, workers);
-            let slow_done = Arc::new(AtomicBool::new(false));
-            let slow = Slow {
-                timeout: Duration::from_millis(5),
-                nap: Duration::from_secs(3),
-                finished: Arc::clone(&slow_done),
-            };
-            let quick = Slow {
-                timeout: Duration::from_millis(100),
-                nap: Duration::ZERO,
-                finished: Arc::new(AtomicBool::new(false)),
-            };
-            p.try_complete_else_watch(slow, &[1]).unwrap();
-            let h = p.try_complete_else_watch(quick, &[2]).unwrap();
-            assert_eq!(
-                h.wait_timeout(PATIENCE).expect("expired").outcome,
-                Outcome::Expired
-            );
-            assert!(
-                !slow_done.load(Ordering::SeqCst),
-                "the quick one waited for the slow callback ({workers} workers)"
-            );
-            p.shutdown();
-            assert!(slow_done.load(Ordering::SeqCst), "shutdown waits for it");
-        }
-    }
-}
-
 /// Logs when its expiry callback begins and ends, napping in between.
 struct Napping {
     id: u32,
@@ -176,6 +121,34 @@ impl DelayedOperation for Napping {
         self.log.lock().unwrap().push((self.id, false));
         std::thread::sleep(self.nap);
         self.log.lock().unwrap().push((self.id, true));
+    }
+}
+
+#[test]
+fn a_blocking_expiration_callback_holds_up_other_expiries_only_briefly() {
+    // The thread that took the slow one's batch blocks in it; another takes
+    // the clock (with one expiration thread, at its next look: within a
+    // hundred ticks).
+    for workers in [1, 2] {
+        for kind in KINDS {
+            let p = threaded(kind, workers);
+            let log = NapLog::default();
+            let slow = Napping::new(&log, 1, Duration::from_millis(5), Duration::from_secs(3));
+            let quick = Napping::new(&log, 2, Duration::from_millis(100), Duration::ZERO);
+            let slow_done = || log.lock().unwrap().contains(&(1, true));
+            p.try_complete_else_watch(slow, &[1]).unwrap();
+            let h = p.try_complete_else_watch(quick, &[2]).unwrap();
+            assert_eq!(
+                h.wait_timeout(PATIENCE).expect("expired").outcome,
+                Outcome::Expired
+            );
+            assert!(
+                !slow_done(),
+                "the quick one waited for the slow callback ({workers} workers)"
+            );
+            p.shutdown();
+            assert!(slow_done(), "shutdown waits for it");
+        }
     }
 }
 

@@ -15,7 +15,7 @@
 //! Each operation's cell has a [`TimerWord`] naming where its entry is: a
 //! [`LaneId`] encodes the entry's chunk and slot, so a completion finds it
 //! with no lane state. Up to three parties may reach an entry: a
-//! completion (`cancel`), the timer thread (`advance`, `drain`), and a
+//! completion (`cancel`), the thread at the clock (`advance`, `drain`), and a
 //! timeout reset (`replace`); the last two under the lock. The one that
 //! moves the timer word away from the entry's id, with a compare-exchange,
 //! *resolves* the entry. It alone, besides the lane under its lock, still
@@ -34,7 +34,7 @@
 //! under the lock, to let go of the chunk at once ([`SharedLane::release`]):
 //! finished work holds no chunk of its own, as with the wheel's lanes.
 //!
-//! The timer thread takes the entries that fell due (the slot's value,
+//! The thread at the clock takes the entries that fell due (the slot's value,
 //! swapped out) under the lock, and resolves them after it ([`Expiring`]):
 //! a completion that moved the word first wins, and the expiry is dropped.
 
@@ -264,7 +264,7 @@ pub(crate) struct ReleaseToken {
 
 /// What taking an entry out gave back.
 pub(crate) struct Removed<T> {
-    /// The lane's reference to the value: `None` if the timer thread had
+    /// The lane's reference to the value: `None` if the thread at the clock had
     /// taken it meanwhile (and drops it).
     pub value: Option<Arc<T>>,
     /// Set when perhaps only the lane keeps the entry's chunk: pass it to
@@ -304,7 +304,7 @@ unsafe fn take_resolved<T>(id: LaneId) -> Removed<T> {
 }
 
 /// A completion takes `cell`'s entry `id` out of its lane; `None` if the
-/// word no longer names it (the timer thread or a reset got there first:
+/// word no longer names it (the thread at the clock or a reset got there first:
 /// load the word again).
 pub(crate) fn cancel<T: Timed>(cell: &T, id: LaneId) -> Option<Removed<T>> {
     if !cell.timer_word().swap_from(id, NO_TIMER) {
@@ -345,7 +345,7 @@ pub(crate) fn publish<T: Timed>(cell: &T, entry: NewEntry) {
 
 /// Moves `cell`'s word from the lane entry `old` to `new` (a timeout reset,
 /// under the timer's lock) and takes `old` out; gives `new` back if the
-/// word no longer names `old` (a completion or the timer thread resolved
+/// word no longer names `old` (a completion or the thread at the clock resolved
 /// it first).
 pub(crate) fn replace<T: Timed>(
     cell: &T,
@@ -372,7 +372,7 @@ pub(crate) fn discard<T>(entry: Pushed) -> Removed<T> {
     unsafe { take_resolved(entry.0) }
 }
 
-/// An entry the timer thread took because it fell due: the value is out of
+/// An entry the thread at the clock took because it fell due: the value is out of
 /// its slot, and [`resolve`](Self::resolve) decides, after the timer's
 /// lock, whether the expiry is the entry's end.
 pub(crate) struct Expiring<T: Timed> {
@@ -411,7 +411,7 @@ impl<T: Timed> Drop for Expiring<T> {
     }
 }
 
-/// Takes the value of `chunk`'s `slot` for the timer thread (under its
+/// Takes the value of `chunk`'s `slot` for the thread at the clock (under its
 /// lock), unless a completion took it first.
 ///
 /// # Safety
@@ -556,7 +556,7 @@ impl<T: Timed> SharedLane<T> {
     }
 
     /// The earliest pending deadline. (A completion may take that entry out
-    /// meanwhile: the timer thread then wakes for nothing once.)
+    /// meanwhile: the thread at the clock then wakes for nothing once.)
     pub(crate) fn next_expiration(&mut self) -> Option<u64> {
         self.settle();
         if self.head == self.tail {

@@ -120,7 +120,7 @@ fn a_completion_that_moves_the_word_first_wins_over_an_expiry_in_flight() {
     let mut lane = SharedLane::new(0);
     let a = v(1);
     push(&mut lane, 10, &a);
-    // The timer thread took the value under its lock ...
+    // The thread at the clock took the value under its lock ...
     let (_, expiring) = due(&mut lane, 10).pop().unwrap();
     // ... a completion moves the word before the expiry resolves it.
     assert_eq!(cancel_in(&mut lane, &a), Some(None));

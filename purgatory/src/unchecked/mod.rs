@@ -16,7 +16,7 @@
 //!   bit of the state word says whether it is still there.
 //!   Model-checked with loom too (`tests/loom_handover.rs`).
 //! - [`pi_mutex`] (Linux): the timer's lock, on a priority-inheriting
-//!   futex, so that a timer thread in a real-time class waiting behind a
+//!   futex, so that a purgatory thread in a real-time class waiting behind a
 //!   preempted submitter lends it its priority instead of waiting for its
 //!   next turn (figures in BENCHMARKS.md, Expiry lateness). Its word and
 //!   the kernel's protocol for it need raw system calls and an

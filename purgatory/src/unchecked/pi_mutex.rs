@@ -1,10 +1,10 @@
 //! A mutex whose holder inherits the priority of a real-time thread
 //! waiting for it (Linux's priority-inheriting futex, `FUTEX_LOCK_PI`): the
-//! timer's lock, which the timer thread takes behind submitters.
+//! timer's lock, which the thread at the clock takes behind submitters.
 //!
 //! An embedder that favours the purgatory's threads (a real-time class set
 //! in `on_thread_start`) still saw them wait milliseconds inside a burst of
-//! submissions: the timer thread, woken by its alarm, found the timer's
+//! submissions: the thread at the clock, woken by its alarm, found the timer's
 //! lock held by a submitter of ordinary priority that a busy thread had
 //! preempted, and slept until that submitter's next turn on a core (1.8-2.3
 //! ms in std's mutex, by `perf trace`). With a priority-inheriting futex the
