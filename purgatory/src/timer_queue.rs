@@ -236,7 +236,9 @@ impl<K, O> TimerQueue<K, O> {
                 Word::Lane(id) => {
                     if let Some(removed) = lane::cancel(&**cell, id) {
                         if let Some(token) = removed.release {
-                            state.lock().wheel.release(token);
+                            let mut dropped = Vec::new();
+                            state.lock().wheel.release(token, &mut dropped);
+                            drop(dropped);
                         }
                         // After the lock: it may be the last reference.
                         drop(removed.value);

@@ -9,15 +9,17 @@
 //! slots in the order they were written, with no bucket and no cascading
 //! from a higher level. The wheel takes everything else: any timeout beyond
 //! the first [`MAX_LANES`] in use, and a deadline that would land behind
-//! its lane's last one (two submitters racing across a tick). Both are
-//! exact, so an operation expires at its deadline whichever holds it.
+//! its lane's last one (two submitters racing across a tick), and the few
+//! entries left in a lane's chunk that completions thinned out (the lane
+//! moves them here and frees the chunk). Both are exact, so an operation
+//! expires at its deadline whichever holds it.
 //!
 //! Each cell's timer word names its entry: a wheel [`TimerId`] (whose index
 //! stays below 2^31) or a lane's [`LaneId`] (with bit 31 set).
 
 use crate::unchecked::lane::{
-    discard, publish, replace, Expiring, LaneId, NewEntry, ReleaseToken, SharedLane, Timed, Word,
-    FIRED, NO_TIMER,
+    discard, publish, replace, Elsewhere, Expiring, LaneId, NewEntry, ReleaseToken, SharedLane,
+    Timed, Word, FIRED, NO_TIMER,
 };
 use std::time::Duration;
 use timing_wheel::{TimerId, TimingWheel};
@@ -54,6 +56,23 @@ impl<C: Timed> Due<C> {
             }
             Due::Lane(expiring) => expiring.resolve(),
         }
+    }
+}
+
+/// The wheel takes what a lane moves out of a sparse chunk.
+impl<C> Elsewhere<C> for TimingWheel<Arc<C>> {
+    fn put(&mut self, deadline: u64, value: Arc<C>) -> Result<u64, Arc<C>> {
+        match self.insert(deadline, value) {
+            Ok(id) => Ok(id.into_raw()),
+            Err(full) => {
+                tracing::error!("timer full; operation left without a timeout");
+                Err(full.into_inner())
+            }
+        }
+    }
+
+    fn take_back(&mut self, raw: u64) -> Option<Arc<C>> {
+        self.cancel(TimerId::from_raw(raw))
     }
 }
 
@@ -161,16 +180,18 @@ impl<C: Timed> WheelTimer<C> {
         };
         dropped.extend(removed.value);
         if let Some(token) = removed.release {
-            self.release(token);
+            self.release(token, dropped);
         }
         moved
     }
 
-    /// Lets go of a lane's chunk a completion emptied (see
-    /// `lane::Removed::release`).
-    pub(crate) fn release(&mut self, token: ReleaseToken) {
+    /// Lets go of a lane's chunk a completion emptied, or moves the few
+    /// entries left in it to the wheel first (see
+    /// `lane::Removed::release`). References to drop after the lock go to
+    /// `dropped`.
+    pub(crate) fn release(&mut self, token: ReleaseToken, dropped: &mut Vec<Arc<C>>) {
         if let Some((_, lane)) = self.lanes.get_mut(token.lane as usize) {
-            lane.release(token);
+            lane.release(token, &mut self.wheel, dropped);
         }
     }
 
@@ -280,7 +301,7 @@ mod tests {
             Word::Lane(id) => {
                 let removed = lane::cancel(&**cell, id)?;
                 if let Some(token) = removed.release {
-                    timer.release(token);
+                    timer.release(token, &mut Vec::new());
                 }
                 removed.value.map(|c| c.n)
             }

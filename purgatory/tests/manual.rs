@@ -162,6 +162,45 @@ fn the_baseline_purges_every_purge_interval_completions() {
 }
 
 #[test]
+fn stragglers_among_early_completions_expire_on_time_and_each_once() {
+    // A burst under one timeout, most of it answered early: the timer moves
+    // the stragglers out of their thinned-out lane chunks (to the wheel),
+    // which must change nothing a user sees.
+    let (p, clock, journal) = setup(TimerKind::Wheel);
+    let timeout = Duration::from_millis(200);
+    let handles: Vec<_> = (0..2_000)
+        .map(|id| {
+            let probe = Probe::new(id, &flag(false), timeout, &journal);
+            p.try_complete_else_watch(probe, &["hot", "t-1"]).unwrap()
+        })
+        .collect();
+    let stays = |id: u64| id % 50 == 7;
+    for (id, h) in (0u64..).zip(&handles) {
+        if !stays(id) {
+            assert!(h.force_complete());
+        }
+    }
+    assert_eq!(p.delayed(), 40);
+    assert_eq!(p.metrics().held_timer_entries, 40);
+    // One straggler answered after the move, one pushed back.
+    assert!(handles[7].force_complete());
+    assert!(handles[57].reset_timeout(Duration::from_millis(300)));
+    clock.advance(Duration::from_millis(199));
+    assert_eq!(p.advance_clock(), 0, "none early");
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(p.advance_clock(), 38);
+    clock.advance(Duration::from_millis(100));
+    assert_eq!(p.advance_clock(), 1);
+    let outcomes = journal.outcomes();
+    assert_eq!(outcomes.len(), 2_000, "each answered once");
+    for (id, outcome) in outcomes {
+        let expired = stays(id) && id != 7;
+        assert_eq!(outcome == Outcome::Expired, expired, "{id}");
+    }
+    assert_empty(&p);
+}
+
+#[test]
 fn operations_expire_at_their_deadline_and_not_before() {
     for kind in KINDS {
         let (p, clock, journal) = setup(kind);

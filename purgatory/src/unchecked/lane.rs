@@ -34,11 +34,31 @@
 //! under the lock, to let go of the chunk at once ([`SharedLane::release`]):
 //! finished work holds no chunk of its own, as with the wheel's lanes.
 //!
+//! # When a few entries are left in a chunk
+//! In a broker most operations of a timeout complete early and a few wait
+//! it out (a fetch on a quiet partition among many on busy ones): each of
+//! those would keep its whole chunk, 4 KiB for a 16-byte entry, until the
+//! head reaches it, a full timeout later. So the completion that leaves a
+//! chunk with [`SPARSE`] entries unresolved asks the lane, as for an
+//! emptied one, to let go of it; the lane moves those entries elsewhere
+//! (the timer's wheel, about 40 bytes each) under the lock, and frees the
+//! chunk. Moving an entry resolves it, like a reset: the lane swaps the
+//! slot's value out, stores the entry elsewhere, and moves the timer word
+//! from the lane's id to the new one with a compare-exchange. A completion
+//! that moved the word first wins (the lane takes its new entry back and
+//! drops the value it swapped out; the completion finds the slot empty),
+//! as against the thread at the clock. Only the completion that crosses
+//! the mark asks, so a chunk that thinned out while it was still the
+//! tail's (a lane filled more slowly than its operations complete), or
+//! while the head was in it, keeps its entries until the head passes:
+//! asking on every completion below the mark would put the timer's lock
+//! back on the completion path.
+//!
 //! The thread at the clock takes the entries that fell due (the slot's value,
 //! swapped out) under the lock, and resolves them after it ([`Expiring`]):
 //! a completion that moved the word first wins, and the expiry is dropped.
 
-use super::sync::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering, LANE_SLOTS};
+use super::sync::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering, LANE_SLOTS, LANE_SPARSE};
 use std::collections::VecDeque;
 use std::ptr::{self, NonNull};
 
@@ -48,6 +68,12 @@ type Arc<T> = triomphe::Arc<T>;
 /// Slots per chunk: with the 64-byte header, a chunk is 4 KiB (and a few
 /// in the loom models, whose chunks must fill within a few steps).
 const SLOTS: u32 = LANE_SLOTS;
+
+/// A chunk that completions leave with this many unresolved entries is
+/// sparse: the lane moves them elsewhere and frees it (see the module
+/// docs). A sixteenth of a chunk: at about 40 bytes an entry elsewhere, the
+/// move keeps at most a sixth of the chunk's 4 KiB.
+const SPARSE: u32 = LANE_SPARSE;
 
 /// A lane refuses entries past this many positions from its head, so that
 /// positions compared with wrapping arithmetic never alias.
@@ -229,6 +255,8 @@ enum Left<T> {
     Nothing(Box<Chunk<T>>),
     /// One unit, perhaps the lane's.
     One,
+    /// Exactly [`SPARSE`] units besides the lane's (if it still holds it).
+    Sparse,
     More,
 }
 
@@ -248,12 +276,13 @@ unsafe fn give_back<T>(chunk: NonNull<Chunk<T>>, units: u32) -> Left<T> {
             Left::Nothing(unsafe { Box::from_raw(chunk.as_ptr()) })
         }
         1 => Left::One,
+        n if n == SPARSE + 1 => Left::Sparse,
         _ => Left::More,
     }
 }
 
-/// Asks the lane that holds a chunk to let go of it (see
-/// [`SharedLane::release`]).
+/// Asks the lane that holds a chunk to let go of it, once what is left in
+/// it is moved elsewhere (see [`SharedLane::release`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ReleaseToken {
     /// The timer's lane that held it.
@@ -267,8 +296,9 @@ pub(crate) struct Removed<T> {
     /// The lane's reference to the value: `None` if the thread at the clock had
     /// taken it meanwhile (and drops it).
     pub value: Option<Arc<T>>,
-    /// Set when perhaps only the lane keeps the entry's chunk: pass it to
-    /// [`SharedLane::release`] under the timer's lock.
+    /// Set when perhaps only the lane keeps the entry's chunk, or a few
+    /// entries besides: pass it to [`SharedLane::release`] under the
+    /// timer's lock.
     pub release: Option<ReleaseToken>,
 }
 
@@ -293,7 +323,7 @@ unsafe fn take_resolved<T>(id: LaneId) -> Removed<T> {
             drop(freed);
             None
         }
-        Left::One => Some(ReleaseToken {
+        Left::One | Left::Sparse => Some(ReleaseToken {
             lane,
             base,
             chunk: chunk.as_ptr() as usize,
@@ -370,6 +400,18 @@ pub(crate) fn replace<T: Timed>(
 pub(crate) fn discard<T>(entry: Pushed) -> Removed<T> {
     // SAFETY: a `Pushed` holds its entry's unit, and is consumed here.
     unsafe { take_resolved(entry.0) }
+}
+
+/// Where a lane moves the few entries left in a sparse chunk (the timer's
+/// wheel), under the timer's lock.
+pub(crate) trait Elsewhere<T> {
+    /// Stores `value`, due at `deadline`; the plain word that names it
+    /// there (never a lane id, [`NO_TIMER`] or [`FIRED`]), or the value
+    /// back if there is no room.
+    fn put(&mut self, deadline: u64, value: Arc<T>) -> Result<u64, Arc<T>>;
+
+    /// Takes back what [`put`](Self::put) stored under `raw`.
+    fn take_back(&mut self, raw: u64) -> Option<Arc<T>>;
 }
 
 /// An entry the thread at the clock took because it fell due: the value is out of
@@ -602,31 +644,101 @@ impl<T: Timed> SharedLane<T> {
     }
 
     /// Lets go of the chunk `token` names if this lane still holds it and
-    /// nothing but the lane's unit is left in it.
-    pub(crate) fn release(&mut self, token: ReleaseToken) {
-        let offset = token.base.wrapping_sub(self.base);
-        let index = (offset / SLOTS) as usize;
-        if !offset.is_multiple_of(SLOTS) || index >= self.chunks.len() {
-            return;
-        }
-        let Some(chunk) = self.chunks[index] else {
+    /// nothing but the lane's unit is left in it. If a few entries are
+    /// left (at most [`SPARSE`]), the chunk is written to its end and the
+    /// head is not in it, moves them `elsewhere` first (see the module
+    /// docs). References to drop after the timer's lock go to `dropped`.
+    pub(crate) fn release(
+        &mut self,
+        token: ReleaseToken,
+        elsewhere: &mut impl Elsewhere<T>,
+        dropped: &mut Vec<Arc<T>>,
+    ) {
+        let Some(index) = self.holds(token) else {
             return;
         };
-        if chunk.as_ptr() as usize != token.chunk {
-            return;
-        }
+        let chunk = self.chunks[index].expect("held");
         // SAFETY: the lane's unit keeps the chunk allocated.
-        let left = unsafe { chunk.as_ref() }
-            .header
-            .unresolved
-            .load(Ordering::Acquire);
+        let unresolved = &unsafe { chunk.as_ref() }.header.unresolved;
+        let left = unresolved.load(Ordering::Acquire);
         if left != 1 {
-            return;
+            // The head's chunk is let go of by the head itself soon enough,
+            // and the tail's still takes pushes.
+            let written = index + 1 < self.chunks.len() || self.unwritten() == 0;
+            if left > SPARSE + 1 || index == 0 || !written {
+                return;
+            }
+            // SAFETY: held by the lane, written to its end.
+            unsafe { Self::move_out(chunk, elsewhere, dropped) };
+            // A completion between its compare-exchange and its give-back
+            // still holds a unit: its give-back asks again.
+            if unresolved.load(Ordering::Acquire) != 1 {
+                return;
+            }
         }
         self.chunks[index] = None;
         // SAFETY: the lane's unit, the last.
         self.keep(unsafe { give_back(chunk, 1) });
         self.settle();
+    }
+
+    /// Where `token`'s chunk is in `chunks`, if the lane still holds it.
+    fn holds(&self, token: ReleaseToken) -> Option<usize> {
+        let offset = token.base.wrapping_sub(self.base);
+        let index = (offset / SLOTS) as usize;
+        if !offset.is_multiple_of(SLOTS) || index >= self.chunks.len() {
+            return None;
+        }
+        let chunk = self.chunks[index]?;
+        (chunk.as_ptr() as usize == token.chunk).then_some(index)
+    }
+
+    /// Moves every entry still in `chunk` `elsewhere`, resolving each as a
+    /// reset does; an entry a completion resolved first stays the
+    /// completion's (it finds its slot empty and gives its unit back).
+    ///
+    /// # Safety
+    /// `chunk` is held by the calling lane and written to its end.
+    unsafe fn move_out(
+        chunk: NonNull<Chunk<T>>,
+        elsewhere: &mut impl Elsewhere<T>,
+        dropped: &mut Vec<Arc<T>>,
+    ) {
+        for slot in 0..SLOTS {
+            // SAFETY: the lane's unit keeps the chunk allocated.
+            let s = unsafe { &chunk.as_ref().slots[slot as usize] };
+            let taken = s.value.swap(ptr::null_mut(), Ordering::AcqRel);
+            if taken.is_null() {
+                continue;
+            }
+            // SAFETY: a non-null value is a reference a push made with
+            // `into_raw`, and the swap made this call its only owner.
+            let value = unsafe { Arc::from_raw(taken) };
+            let id = LaneId::new(chunk.as_ptr() as usize, slot).expect("the lane made it");
+            if value.timer_word().load() != Word::Lane(id) {
+                // Resolved by a completion, which gives its unit back.
+                dropped.push(value);
+                continue;
+            }
+            let cell = Arc::clone(&value);
+            let raw = match elsewhere.put(s.deadline.load(Ordering::Relaxed), value) {
+                Ok(raw) => raw,
+                // Full: like an operation scheduled into a full timer, it
+                // waits for its condition without a timeout.
+                Err(value) => {
+                    dropped.push(value);
+                    NO_TIMER
+                }
+            };
+            if cell.timer_word().swap_from(id, raw) {
+                // SAFETY: moving the word resolved the entry and gave this
+                // call its unit; the lane's own keeps the chunk.
+                let _ = unsafe { give_back(chunk, 1) };
+            } else if raw != NO_TIMER {
+                dropped.extend(elsewhere.take_back(raw));
+            }
+            dropped.push(cell);
+        }
     }
 
     /// Entries pending: exact while no completion is taking one out.
@@ -757,5 +869,7 @@ impl Pushed {
 pub(crate) const CHUNK_BYTES: usize = std::mem::size_of::<Chunk<()>>();
 #[cfg(test)]
 pub(crate) const TEST_SLOTS: u32 = SLOTS;
+#[cfg(test)]
+pub(crate) const TEST_SPARSE: u32 = SPARSE;
 #[cfg(test)]
 pub(crate) const HEADER_BYTES: usize = SLOT_OFFSET;

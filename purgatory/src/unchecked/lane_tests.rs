@@ -35,14 +35,84 @@ fn push(lane: &mut SharedLane<V>, deadline: u64, cell: &Arc<V>) -> LaneId {
     id
 }
 
-/// A completion's take-out, releasing the chunk as the timer does.
+/// Where the tests' lanes move what is left in a sparse chunk, as the
+/// timer moves it to its wheel: named by plain words 1, 2, 3, ...
+#[derive(Default)]
+pub(crate) struct Parked {
+    last: u64,
+    entries: BTreeMap<u64, (u64, Arc<V>)>,
+}
+
+impl Elsewhere<V> for Parked {
+    fn put(&mut self, deadline: u64, value: Arc<V>) -> Result<u64, Arc<V>> {
+        self.last += 1;
+        self.entries.insert(self.last, (deadline, value));
+        Ok(self.last)
+    }
+
+    fn take_back(&mut self, raw: u64) -> Option<Arc<V>> {
+        self.entries.remove(&raw).map(|(_, value)| value)
+    }
+}
+
+impl Parked {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// What a completion does to an entry here, under the timer's lock:
+    /// `None` if `cell`'s word names none.
+    fn cancel(&mut self, cell: &Arc<V>) -> Option<Option<u64>> {
+        match cell.timer.load() {
+            Word::Plain(FIRED | NO_TIMER) | Word::Lane(_) => None,
+            Word::Plain(raw) => {
+                cell.timer.store_plain(NO_TIMER);
+                Some(self.take_back(raw).map(|c| c.n))
+            }
+        }
+    }
+
+    /// Hands out what is due at `now`, marked fired.
+    fn due(&mut self, now: u64) -> Vec<Arc<V>> {
+        let due: Vec<u64> = self
+            .entries
+            .iter()
+            .filter(|(_, (deadline, _))| *deadline <= now)
+            .map(|(&raw, _)| raw)
+            .collect();
+        due.into_iter()
+            .filter_map(|raw| self.take_back(raw))
+            .inspect(|cell| cell.timer.store_plain(FIRED))
+            .collect()
+    }
+
+    fn next_expiration(&self) -> Option<u64> {
+        self.entries.values().map(|(deadline, _)| *deadline).min()
+    }
+}
+
+/// A completion's take-out, releasing the chunk as the timer does, where
+/// nothing moves out of the lane.
 fn cancel_in(lane: &mut SharedLane<V>, cell: &Arc<V>) -> Option<Option<u64>> {
+    let mut parked = Parked::default();
+    let taken = cancel_or_moved(lane, &mut parked, cell);
+    assert_eq!(parked.len(), 0, "nothing moved");
+    taken
+}
+
+/// A completion's take-out, releasing the chunk as the timer does; an
+/// entry the lane moved out is taken out of `parked`.
+fn cancel_or_moved(
+    lane: &mut SharedLane<V>,
+    parked: &mut Parked,
+    cell: &Arc<V>,
+) -> Option<Option<u64>> {
     let Word::Lane(id) = cell.timer.load() else {
-        return None;
+        return parked.cancel(cell);
     };
     let removed = cancel(&**cell, id)?;
     if let Some(token) = removed.release {
-        lane.release(token);
+        lane.release(token, parked, &mut Vec::new());
     }
     Some(removed.value.map(|c| c.n))
 }
@@ -158,38 +228,94 @@ fn a_reset_that_moves_the_word_first_wins_over_an_expiry_in_flight() {
 #[test]
 fn a_chunk_its_completions_emptied_is_let_go_at_once() {
     let mut lane = SharedLane::new(0);
-    let cells: Vec<_> = (0..u64::from(TEST_SLOTS) * 3).map(v).collect();
+    let mut parked = Parked::default();
+    let cells: Vec<_> = (0..u64::from(TEST_SLOTS) * 2).map(v).collect();
     for (i, cell) in cells.iter().enumerate() {
         push(&mut lane, i as u64, cell);
     }
-    assert_eq!(chunks_held(&lane), 3);
-    // The middle chunk, between pending entries: only its last
-    // completion's release lets it go.
-    let middle = &cells[TEST_SLOTS as usize..2 * TEST_SLOTS as usize];
-    for cell in middle {
-        assert!(chunks_held(&lane) == 3);
-        cancel_in(&mut lane, cell);
+    // The head's chunk: nothing is moved out of it (the head lets go of it
+    // soon enough), and its last completion lets it go.
+    let (first, second) = cells.split_at(TEST_SLOTS as usize);
+    for cell in first {
+        assert_eq!(chunks_held(&lane), 2);
+        assert_eq!(
+            cancel_or_moved(&mut lane, &mut parked, cell),
+            Some(Some(cell.n))
+        );
     }
-    assert_eq!(chunks_held(&lane), 2);
-    assert_eq!(lane.chunks_kept(), 3, "the middle one, as the spare");
-    assert_eq!(lane.len(), 2 * TEST_SLOTS as usize);
-    assert!(middle.iter().all(Arc::is_unique));
+    assert_eq!(parked.len(), 0);
+    assert_eq!(chunks_held(&lane), 1);
+    assert_eq!(lane.chunks_kept(), 2, "the first one, as the spare");
+    assert_eq!(lane.next_expiration(), Some(u64::from(TEST_SLOTS)));
+    assert!(first.iter().all(Arc::is_unique));
     // The tail's chunk is kept while it can take pushes ...
     let tail = v(0);
     push(&mut lane, 1_000, &tail);
-    for cell in cells[2 * TEST_SLOTS as usize..].iter().chain([&tail]) {
-        cancel_in(&mut lane, cell);
+    for cell in second.iter().chain([&tail]) {
+        cancel_or_moved(&mut lane, &mut parked, cell);
     }
-    assert_eq!(chunks_held(&lane), 2);
     // ... and the one before it, written to its end, is not.
-    assert_eq!(lane.len(), TEST_SLOTS as usize);
-    let fired = due(&mut lane, u64::MAX)
-        .into_iter()
-        .filter_map(|(_, e)| e.resolve())
-        .count();
-    assert_eq!(fired, TEST_SLOTS as usize);
+    assert_eq!(parked.len(), 0);
     assert!(lane.is_empty());
     assert_eq!(chunks_held(&lane), 1, "the tail's");
+}
+
+#[test]
+fn the_last_entries_of_a_thinned_out_chunk_move_out_and_it_is_let_go() {
+    let (slots, sparse) = (TEST_SLOTS as usize, TEST_SPARSE as usize);
+    let mut lane = SharedLane::new(0);
+    let mut parked = Parked::default();
+    let cells: Vec<_> = (0..slots as u64 * 3).map(v).collect();
+    for (i, cell) in cells.iter().enumerate() {
+        push(&mut lane, i as u64, cell);
+    }
+    // The middle chunk, between pending entries, taken out from its end
+    // but for its first `sparse` entries.
+    let middle = &cells[slots..2 * slots];
+    let (stay, gone) = middle.split_at(sparse);
+    for cell in gone.iter().rev() {
+        assert_eq!(chunks_held(&lane), 3);
+        assert_eq!(
+            cancel_or_moved(&mut lane, &mut parked, cell),
+            Some(Some(cell.n))
+        );
+    }
+    // The completion that left `sparse` moved them out, and the chunk went.
+    assert_eq!(chunks_held(&lane), 2);
+    assert_eq!(lane.chunks_kept(), 3, "the middle one, as the spare");
+    assert_eq!(parked.len(), sparse);
+    assert_eq!(lane.len(), 2 * slots);
+    // Each keeps its deadline there, and its word names it there.
+    let deadlines: Vec<u64> = parked.entries.values().map(|(d, _)| *d).collect();
+    assert_eq!(deadlines, stay.iter().map(|c| c.n).collect::<Vec<_>>());
+    for (cell, raw) in stay.iter().zip(parked.entries.keys()) {
+        assert_eq!(cell.timer.load(), Word::Plain(*raw));
+    }
+    assert_eq!(
+        cancel_or_moved(&mut lane, &mut parked, &stay[0]),
+        Some(Some(stay[0].n))
+    );
+    let fired = parked.due(u64::MAX);
+    assert_eq!(fired.len(), sparse - 1);
+    drop(fired);
+    assert!(
+        middle.iter().all(Arc::is_unique),
+        "one reference each, dropped"
+    );
+    assert!(stay[1..]
+        .iter()
+        .all(|c| c.timer.load() == Word::Plain(FIRED)));
+    // Nothing moves out of the tail's chunk while it takes pushes.
+    let late: Vec<_> = (0..slots as u64).map(|n| v(10_000 + n)).collect();
+    for cell in &late[..slots - 1] {
+        push(&mut lane, 10_000, cell);
+    }
+    for cell in &late[sparse..slots - 1] {
+        cancel_or_moved(&mut lane, &mut parked, cell);
+    }
+    assert_eq!(parked.len(), 0);
+    assert_eq!(chunks_held(&lane), 3);
+    assert_eq!(lane.len(), 2 * slots + sparse);
 }
 
 #[test]
@@ -213,48 +339,62 @@ fn dropping_a_lane_expires_what_it_holds() {
 fn completions_racing_expiries_take_each_entry_out_once() {
     use std::sync::Mutex;
     const N: u64 = 200_000;
-    let lane = Mutex::new(SharedLane::new(0));
+    // The lane and where it moves the last entries of thinned-out chunks,
+    // under one lock as in the timer.
+    let timer = Mutex::new((SharedLane::new(0), Parked::default()));
     let (to_cancel, cancels) = std::sync::mpsc::sync_channel::<Arc<V>>(1024);
     let fired = std::thread::scope(|s| {
         let completer = s.spawn(|| {
             let mut taken = 0u64;
             for cell in cancels {
-                let Word::Lane(id) = cell.timer.load() else {
-                    continue;
-                };
-                if let Some(removed) = cancel(&*cell, id) {
-                    taken += 1;
-                    if let Some(token) = removed.release {
-                        lane.lock().unwrap().release(token);
+                loop {
+                    let Word::Lane(id) = cell.timer.load() else {
+                        let mut t = timer.lock().unwrap();
+                        taken += u64::from(t.1.cancel(&cell).is_some());
+                        break;
+                    };
+                    if let Some(removed) = cancel(&*cell, id) {
+                        taken += 1;
+                        if let Some(token) = removed.release {
+                            let (lane, parked) = &mut *timer.lock().unwrap();
+                            lane.release(token, parked, &mut Vec::new());
+                        }
+                        break;
                     }
                 }
             }
             taken
         });
+        let expire = |now| {
+            let (lane, parked) = &mut *timer.lock().unwrap();
+            let due = due(lane, now);
+            let mut fired = parked.due(now);
+            fired.extend(due.into_iter().filter_map(|(_, e)| e.resolve()));
+            fired
+        };
         let mut fired = Vec::new();
         for n in 0..N {
             let cell = v(n);
-            push(&mut lane.lock().unwrap(), n / 4, &cell);
-            if n % 3 != 0 {
+            push(&mut timer.lock().unwrap().0, n / 4, &cell);
+            // Most are taken out, and the chunks thin out to a few.
+            if n % 3 != 0 || n % 100 > 5 {
                 to_cancel.send(cell).unwrap();
             }
             if n % 64 == 0 {
-                let due = due(&mut lane.lock().unwrap(), n / 4 - n / 64);
-                fired.extend(due.into_iter().filter_map(|(_, e)| e.resolve()));
+                fired.extend(expire(n / 4 - n / 64));
             }
         }
         drop(to_cancel);
         let taken = completer.join().unwrap();
-        let rest = due(&mut lane.lock().unwrap(), u64::MAX);
-        fired.extend(rest.into_iter().filter_map(|(_, e)| e.resolve()));
+        fired.extend(expire(u64::MAX));
         assert_eq!(taken + fired.len() as u64, N, "each entry once");
         fired
     });
     assert!(fired.iter().all(|c| c.timer.load() == Word::Plain(FIRED)));
     drop(fired);
-    let mut lane = lane.into_inner().unwrap();
+    let (mut lane, parked) = timer.into_inner().unwrap();
     assert!(lane.is_empty());
-    assert_eq!(lane.len(), 0);
+    assert_eq!(lane.len() + parked.len(), 0);
     assert!(chunks_held(&lane) <= 1);
 }
 
@@ -263,6 +403,10 @@ enum Op {
     /// Push at the last deadline plus this (minus, when negative).
     Push(i64),
     Cancel(usize),
+    /// Take out this many entries in a row, from the picked pending one
+    /// on, but for one in 32: chunks left with a few (which then move out
+    /// of the lane).
+    CancelRun(usize, usize),
     /// Move an entry to the last deadline plus this.
     Reset(usize, i64),
     Advance(u64),
@@ -279,10 +423,22 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Long lanes whose chunks thin out before the head reaches them.
+fn thinning_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        40 => (0i64..3).prop_map(Op::Push),
+        2 => any::<usize>().prop_map(Op::Cancel),
+        1 => (any::<usize>(), 260usize..520).prop_map(|(i, n)| Op::CancelRun(i, n)),
+        1 => (any::<usize>(), 0i64..20).prop_map(|(i, d)| Op::Reset(i, d)),
+        1 => (0u64..10).prop_map(Op::Advance),
+    ]
+}
+
 /// Runs `ops` on a lane and on a map keyed by (deadline, push order),
 /// and compares everything observable after each step.
 fn run(ops: &[Op], first: u32) -> Result<(), TestCaseError> {
     let mut lane = SharedLane::starting_at(first);
+    let mut parked = Parked::default();
     let mut model: BTreeMap<(u64, u64), u64> = BTreeMap::new();
     let mut cells: Vec<(Arc<V>, (u64, u64))> = Vec::new();
     let (mut last, mut now, mut order) = (0u64, 0u64, 0u64);
@@ -309,22 +465,30 @@ fn run(ops: &[Op], first: u32) -> Result<(), TestCaseError> {
             Op::Cancel(pick) if !cells.is_empty() => {
                 let (cell, key) = &cells[pick % cells.len()];
                 let expected = model.remove(key);
-                let taken = cancel_in(&mut lane, cell).flatten();
+                let taken = cancel_or_moved(&mut lane, &mut parked, cell).flatten();
                 prop_assert_eq!(taken, expected);
             }
             Op::Reset(pick, step) if !cells.is_empty() => {
                 let i = pick % cells.len();
                 let deadline = last.saturating_add_signed(step).max(now);
-                let Word::Lane(old) = cells[i].0.timer.load() else {
-                    continue;
-                };
-                let pushed = lane.push(deadline, Arc::clone(&cells[i].0)).ok().unwrap();
-                let removed = replace(&*cells[i].0, old, NewEntry::Lane(pushed))
-                    .ok()
-                    .unwrap();
-                prop_assert!(removed.value.is_some());
-                if let Some(token) = removed.release {
-                    lane.release(token);
+                let cell = &cells[i].0;
+                match cell.timer.load() {
+                    Word::Lane(old) => {
+                        let pushed = lane.push(deadline, Arc::clone(cell)).ok().unwrap();
+                        let removed = replace(&**cell, old, NewEntry::Lane(pushed)).ok().unwrap();
+                        prop_assert!(removed.value.is_some());
+                        if let Some(token) = removed.release {
+                            lane.release(token, &mut parked, &mut Vec::new());
+                        }
+                    }
+                    Word::Plain(FIRED | NO_TIMER) => continue,
+                    // Moved out of the lane: back into it, as the timer
+                    // moves a wheel entry.
+                    Word::Plain(raw) => {
+                        prop_assert!(parked.take_back(raw).is_some());
+                        let pushed = lane.push(deadline, Arc::clone(cell)).ok().unwrap();
+                        publish(&**cell, NewEntry::Lane(pushed));
+                    }
                 }
                 let n = model.remove(&cells[i].1).unwrap();
                 let key = (deadline, order);
@@ -333,14 +497,33 @@ fn run(ops: &[Op], first: u32) -> Result<(), TestCaseError> {
                 cells[i].1 = key;
                 last = deadline;
             }
-            Op::Cancel(_) | Op::Reset(..) => {}
+            Op::CancelRun(pick, n) if !cells.is_empty() => {
+                let pending: Vec<usize> = (0..cells.len())
+                    .filter(|&i| !Arc::is_unique(&cells[i].0))
+                    .collect();
+                let Some(&from) = pending.get(pick % pending.len().max(1)) else {
+                    continue;
+                };
+                let run = cells.iter().skip(from).take(n).enumerate();
+                for (_, (cell, key)) in run.filter(|(i, _)| i % 32 != 0) {
+                    let expected = model.remove(key);
+                    let taken = cancel_or_moved(&mut lane, &mut parked, cell).flatten();
+                    prop_assert_eq!(taken, expected);
+                }
+            }
+            Op::Cancel(_) | Op::CancelRun(..) | Op::Reset(..) => {}
             Op::Advance(by) => {
                 now += by;
-                let fired: Vec<u64> = due(&mut lane, now)
+                let mut in_order: Vec<(u64, u64)> = due(&mut lane, now)
                     .into_iter()
-                    .map(|(_, e)| e.resolve().unwrap().n)
+                    .map(|(deadline, e)| (deadline, e.resolve().unwrap().n))
                     .collect();
-                let expected: Vec<u64> = model.range(..(now + 1, 0)).map(|(_, &n)| n).collect();
+                prop_assert!(in_order.is_sorted_by_key(|&(deadline, _)| deadline));
+                in_order.extend(parked.due(now).iter().map(|c| (0, c.n)));
+                let mut fired: Vec<u64> = in_order.into_iter().map(|(_, n)| n).collect();
+                fired.sort_unstable();
+                let mut expected: Vec<u64> = model.range(..(now + 1, 0)).map(|(_, &n)| n).collect();
+                expected.sort_unstable();
                 model.retain(|&(deadline, _), _| deadline > now);
                 prop_assert_eq!(fired, expected);
             }
@@ -349,6 +532,7 @@ fn run(ops: &[Op], first: u32) -> Result<(), TestCaseError> {
                     .drain()
                     .into_iter()
                     .map(|e| e.resolve().unwrap().n)
+                    .chain(parked.due(u64::MAX).iter().map(|c| c.n))
                     .collect();
                 all.sort_unstable();
                 let mut expected: Vec<u64> = model.values().copied().collect();
@@ -357,8 +541,12 @@ fn run(ops: &[Op], first: u32) -> Result<(), TestCaseError> {
                 prop_assert_eq!(all, expected);
             }
         }
-        prop_assert_eq!(lane.len(), model.len());
-        prop_assert_eq!(lane.next_expiration(), model.keys().next().map(|&(d, _)| d));
+        prop_assert_eq!(lane.len() + parked.len(), model.len());
+        let next = [lane.next_expiration(), parked.next_expiration()];
+        prop_assert_eq!(
+            next.into_iter().flatten().min(),
+            model.keys().next().map(|&(d, _)| d)
+        );
         // Finished work holds at most a chunk per pending entry, plus
         // the tail's chunk.
         prop_assert!(
@@ -366,7 +554,8 @@ fn run(ops: &[Op], first: u32) -> Result<(), TestCaseError> {
             "{} chunks",
             chunks_held(&lane)
         );
-        // The lane's references are those of its pending entries.
+        // The lane's references are those of its pending entries, and
+        // where it moved some, theirs.
         let referenced = cells.iter().filter(|(c, _)| !Arc::is_unique(c)).count();
         prop_assert_eq!(referenced, model.len());
     }
@@ -378,6 +567,13 @@ proptest! {
 
     #[test]
     fn behaves_like_a_sorted_map(ops in prop::collection::vec(op(), 1..1_500)) {
+        run(&ops, 0)?;
+    }
+
+    #[test]
+    fn moves_the_last_entries_of_thinned_out_chunks(
+        ops in prop::collection::vec(thinning_op(), 1..4_000)
+    ) {
         run(&ops, 0)?;
     }
 

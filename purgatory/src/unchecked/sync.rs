@@ -15,6 +15,10 @@ pub(crate) const WATCH_SLOTS: (usize, usize) = (4, 512);
 
 /// Slots per chunk of a timer lane (`lane.rs`): 4 KiB with the header.
 pub(crate) const LANE_SLOTS: u32 = 252;
+
+/// Entries left in a lane chunk at which the lane moves them out and frees
+/// it (`lane.rs`).
+pub(crate) const LANE_SPARSE: u32 = LANE_SLOTS / 16;
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 use std::thread::Thread;

@@ -28,6 +28,9 @@ pub(crate) const WATCH_SLOTS: (usize, usize) = (2, 2);
 /// Three slots a lane chunk, so that a model fills one and starts the next
 /// in a few steps.
 pub(crate) const LANE_SLOTS: u32 = 3;
+
+/// One entry left makes a chunk sparse, so that a model moves it out.
+pub(crate) const LANE_SPARSE: u32 = 1;
 pub(crate) use loom::sync::MutexGuard;
 
 /// `word |= bits` for a word nobody else can reach (`state.rs`'s
