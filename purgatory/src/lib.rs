@@ -98,18 +98,20 @@
 //! million operations answered on one thread) until trades resume or
 //! shutdown.
 //!
-//! Operations that wait among many answered early pin memory. A timer
-//! lane's chunk (4 KiB for 252 consecutive submissions of one timeout) and
-//! a watch list's chunk (up to 512 entries) go when their last entry does,
-//! so a straggler holds its chunks until it is answered, at the latest at
-//! its timeout. A watch list fills a chunk fallen to half again before it
-//! makes a new one; a lane cannot, its entries being in deadline order.
-//! After a burst of a million operations under one timeout of which one in
-//! a hundred stays pending, 34.8 MB stays allocated for those 10,000
-//! (`burst_memory`), 8.4 MB of it the spare cells above: about 2.5 KB per
-//! pending operation until the stragglers leave, against 137 bytes when
-//! all are parked. Memory stays below the burst's peak (152.5 MB) and
-//! goes with the stragglers.
+//! Operations that wait among many answered early would pin memory: a
+//! timer lane's chunk (4 KiB for 252 consecutive submissions of one
+//! timeout) and a watch list's chunk (up to 512 entries) go when their last
+//! entry does. A lane moves the last sixteenth of a chunk's entries to the
+//! wheel (about 40 bytes each) when completions leave no more, and frees
+//! the chunk. A watch list fills a chunk fallen to half again before it
+//! makes a new one, so its chunks serve later submissions; until then a
+//! straggler holds its list's chunk. After a burst of a million
+//! operations under one timeout of which one in a hundred stays pending,
+//! 18.9 MB stays allocated for those 10,000 (`burst_memory`; 34.8 MB
+//! before lanes moved their stragglers out): 8.4 MB of it the spare cells
+//! above, 1.3 MB their cells and about 8 MB the group list's chunks,
+//! until the stragglers leave or later submissions fill those chunks.
+//! Memory stays below the burst's peak (152.5 MB).
 //!
 //! In a soak of three minutes
 //! at about 1.2M operations a second (`cargo run --release --example
