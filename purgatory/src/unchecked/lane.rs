@@ -707,6 +707,11 @@ impl<T: Timed> SharedLane<T> {
         for slot in 0..SLOTS {
             // SAFETY: the lane's unit keeps the chunk allocated.
             let s = unsafe { &chunk.as_ref().slots[slot as usize] };
+            // A slot emptied stays empty (each is written once): a plain
+            // load passes over the many without a locked instruction.
+            if s.value.load(Ordering::Relaxed).is_null() {
+                continue;
+            }
             let taken = s.value.swap(ptr::null_mut(), Ordering::AcqRel);
             if taken.is_null() {
                 continue;
