@@ -140,6 +140,15 @@ impl<K, O> Default for ExpiryBuffers<K, O> {
     }
 }
 
+/// Cells the thread at the clock takes in one turn at most (but the wheel
+/// hands out whole ticks: a tick that holds more is taken whole). A clock that ran late
+/// meets tens of thousands of expired operations; taken in rounds, the
+/// buffers of its turn stay the size of a round (kept for the next, see
+/// [`ExpiryBuffers::KEEP`]) instead of growing to the largest backlog the
+/// process ever met, and the first callbacks of the backlog run sooner
+/// while another thread takes the next round.
+pub(crate) const ROUND: usize = 1 << 13;
+
 impl<K, O> ExpiryBuffers<K, O> {
     /// Entries a buffer keeps room for at most (1 MiB of 16-byte ones):
     /// room for what a late thread at the clock meets, not for a one-off burst.
@@ -304,10 +313,15 @@ impl<K, O> TimerQueue<K, O> {
         }
     }
 
-    /// Takes every pending cell due at or before tick `now` into `due`;
+    /// Takes the pending cells due at or before tick `now` into `due`;
     /// returns the tick the timer next has work at (and records it as the
     /// wake-up time of the thread at the clock when `for_clock`). `buffers` are
     /// left empty, their room kept for the next call.
+    ///
+    /// The thread at the clock (`for_clock`) takes a round: earliest
+    /// first (whole ticks from the wheel), until it holds [`ROUND`] cells
+    /// or nothing more is due; what is left is due at the tick returned,
+    /// for the next turn. Otherwise everything due is taken.
     pub(crate) fn expire(
         &self,
         now: u64,
@@ -323,12 +337,19 @@ impl<K, O> TimerQueue<K, O> {
         let next = match self {
             TimerQueue::Wheel(state) => {
                 let due = entries;
+                let round = if for_clock { ROUND } else { usize::MAX };
                 let next = {
                     let mut s = state.lock();
                     // Cells are not touched under the lock: each is a likely
                     // cache miss, and submissions wait on this lock.
-                    s.wheel
-                        .advance(now, |deadline, entry| due.push((deadline, entry)));
+                    while let Some(at) = s.wheel.next_expiration().filter(|&at| at <= now) {
+                        let until = if round == usize::MAX { now } else { at };
+                        s.wheel
+                            .advance(until, |deadline, entry| due.push((deadline, entry)));
+                        if due.len() >= round {
+                            break;
+                        }
+                    }
                     let next = s.wheel.next_expiration();
                     if for_clock {
                         s.wake_at = next.unwrap_or(u64::MAX);
@@ -344,8 +365,9 @@ impl<K, O> TimerQueue<K, O> {
                 next
             }
             TimerQueue::Heap(state) => {
+                let round = if for_clock { ROUND } else { usize::MAX };
                 let mut s = state.lock();
-                while s.heap.peek().is_some_and(|top| top.deadline <= now) {
+                while s.heap.peek().is_some_and(|top| top.deadline <= now) && fired.len() < round {
                     let Some(entry) = s.heap.pop() else { break };
                     if entry.is_live() {
                         // Under the lock, so that no reschedule slips in
@@ -519,6 +541,52 @@ mod tests {
         // Only the test's references are left.
         due.clear();
         assert!(triomphe::Arc::is_unique(&a) && triomphe::Arc::is_unique(&b));
+    }
+
+    #[test]
+    fn the_thread_at_the_clock_takes_a_late_backlog_in_rounds_in_deadline_order() {
+        for kind in [
+            TimerKind::Wheel,
+            TimerKind::DelayQueue {
+                purge_interval: 1_000,
+            },
+        ] {
+            let timer = TimerQueue::new(kind);
+            // 200 a tick over 100 ticks, half in a lane, half in the wheel.
+            let cells: Vec<_> = (0..20_000).map(cell).collect();
+            for (n, c) in cells.iter().enumerate() {
+                let deadline = 1 + n as u64 / 200;
+                let timeout = Duration::from_millis(if n % 2 == 0 { 1 } else { deadline });
+                timer.schedule(c, deadline, timeout, &mut 0);
+            }
+            let (mut all, mut rounds) = (Vec::new(), 0);
+            let mut buffers = ExpiryBuffers::default();
+            loop {
+                let mut due = Vec::new();
+                let next = timer.expire(1_000, &mut due, true, &mut buffers);
+                assert!(due.len() <= ROUND + 200, "{kind:?}: {}", due.len());
+                all.extend(due);
+                rounds += 1;
+                match next {
+                    Some(at) => assert!(at <= 1_000, "what is left is due"),
+                    None => break,
+                }
+            }
+            assert_eq!(all.len(), 20_000, "{kind:?}");
+            assert!(
+                rounds >= 20_000 / (ROUND + 200),
+                "{kind:?}: {rounds} rounds"
+            );
+            let order: Vec<u64> = all.iter().map(|c| c.seq).collect();
+            assert!(order.is_sorted(), "{kind:?}: by deadline, then submission");
+            // Not at the clock (a manual driver): everything at once.
+            for c in &cells[..1_000] {
+                timer.schedule(c, 2_000, Duration::from_millis(5), &mut 0);
+            }
+            let mut due = Vec::new();
+            assert_eq!(timer.expire(2_000, &mut due, false, &mut buffers), None);
+            assert_eq!(due.len(), 1_000);
+        }
     }
 
     #[test]
