@@ -21,6 +21,11 @@
 //! wait without a timeout, and the thread that next takes a batch, or a
 //! submission that finds nobody at the clock, wakes them (`at_clock.rs`).
 //!
+//! A clock that ran late finds a backlog: the thread at it takes a round
+//! of it (`timer_queue::ROUND`, earliest first) and leaves the rest for the
+//! next turn, its own after its callbacks or another thread's once a tick
+//! is spent on them, so that what a turn holds stays the size of a round.
+//!
 //! The clock is a lock that sleeps rather than yields (`no_yield_lock.rs`).
 
 use super::builder::{ThreadHook, ThreadRole};
