@@ -43,7 +43,10 @@
 //! With `--by-size` it also counts the heap by block size and, at the end,
 //! prints the sizes whose bytes in use moved by 64 KiB or more between its
 //! ten-second reports, and those that hold 1 MiB or more (`by_size.rs`): a
-//! heap that moves says so, and the block sizes say which structure.
+//! heap that moves says so, and the block sizes say which structure. Built
+//! with jemalloc, it also prints the size classes whose slabs hold room
+//! beyond their blocks that moved after the first minute: where the gap
+//! between jemalloc's active pages and the heap (fragmentation) is.
 
 use clap::Parser;
 use purgatory::{Completer, DelayedOperation, Driver, Outcome, Purgatory};
@@ -118,6 +121,37 @@ mod allocator {
             Err(e) => format!("   jemalloc stats unavailable: {e}"),
         }
     }
+
+    /// Each small size class's slabs: (block size, bytes of its slabs,
+    /// bytes of the blocks in use in them). What the slabs hold beyond
+    /// the blocks is the class's share of the gap between the active
+    /// pages and the heap. Empty if jemalloc does not tell.
+    pub fn bins() -> Vec<(usize, usize, usize)> {
+        // All arenas merged (jemalloc's `MALLCTL_ARENAS_ALL`).
+        const ALL: u32 = 4096;
+        let read = || -> Result<Vec<(usize, usize, usize)>, tikv_jemalloc_ctl::Error> {
+            epoch::advance()?;
+            // SAFETY: jemalloc's `arenas.nbins` is an `unsigned`.
+            let count: u32 = unsafe { tikv_jemalloc_ctl::raw::read(b"arenas.nbins\0")? };
+            (0..count)
+                .map(|j| {
+                    let slabs = size(&format!("stats.arenas.{ALL}.bins.{j}.curslabs"))?;
+                    let slab = size(&format!("arenas.bin.{j}.slab_size"))?;
+                    let blocks = size(&format!("stats.arenas.{ALL}.bins.{j}.curregs"))?;
+                    let block = size(&format!("arenas.bin.{j}.size"))?;
+                    Ok((block, slabs * slab, blocks * block))
+                })
+                .collect()
+        };
+        read().unwrap_or_default()
+    }
+
+    /// One of jemalloc's `size_t` settings or statistics, by name.
+    fn size(name: &str) -> Result<usize, tikv_jemalloc_ctl::Error> {
+        let name = format!("{name}\0");
+        // SAFETY: every name passed here is one of jemalloc's `size_t`s.
+        unsafe { tikv_jemalloc_ctl::raw::read(name.as_bytes()) }
+    }
 }
 
 #[cfg(not(feature = "alloc-jemalloc"))]
@@ -125,6 +159,9 @@ mod allocator {
     pub const HEADER: &str = "";
     pub fn row() -> String {
         String::new()
+    }
+    pub fn bins() -> Vec<(usize, usize, usize)> {
+        Vec::new()
     }
 }
 
@@ -376,6 +413,8 @@ fn main() -> std::process::ExitCode {
     } else {
         0
     });
+    // jemalloc's slabs by size class after the warm-up, and at the end.
+    let mut bins_at_minute = Vec::new();
     while started.elapsed() < total {
         second += 1;
         let wake = started + Duration::from_secs(second);
@@ -399,9 +438,17 @@ fn main() -> std::process::ExitCode {
             if options.by_size && second.is_multiple_of(10) {
                 by_size.push((second, by_size::in_use()));
             }
+            if options.by_size && second == 60 {
+                bins_at_minute = allocator::bins();
+            }
         }
         growth.sample(second, rss);
     }
+    let bins_at_end = if options.by_size {
+        allocator::bins()
+    } else {
+        Vec::new()
+    };
     stop.store(true, Ordering::Relaxed);
     for s in submitters {
         s.join().expect("a submitter ran to the end");
@@ -435,6 +482,7 @@ fn main() -> std::process::ExitCode {
     }
     if options.by_size {
         print_moves(&by_size);
+        print_gaps(&bins_at_minute, &bins_at_end, second);
     }
     println!("result: {}", if failed { "FAIL" } else { "PASS" });
     std::process::ExitCode::from(u8::from(failed))
@@ -479,6 +527,40 @@ fn print_moves(snapshots: &[(u64, [isize; by_size::CLASSES])]) {
         .map(|(_, v)| format!("{:>10.0}", kib(v.iter().sum())))
         .collect();
     println!("{:>12}{totals}", "all");
+}
+
+/// jemalloc's small size classes whose slabs held 128 KiB more or less
+/// beyond their blocks at the end (`second`) than after the first minute,
+/// or 512 KiB beyond them at the end: where the active pages' distance to
+/// the heap (fragmentation) is, and whether it grew.
+fn print_gaps(minute: &[(usize, usize, usize)], end: &[(usize, usize, usize)], second: u64) {
+    if minute.len() != end.len() || end.is_empty() {
+        return;
+    }
+    let kib = |b: usize| b as f64 / 1024.0;
+    println!(
+        "jemalloc's slabs by block size, KiB (classes whose room beyond their blocks moved by 128 KiB, or is 512 KiB):"
+    );
+    println!(
+        "{:>12}{:>14}{:>14}{:>14}{:>14}",
+        "block bytes",
+        "room 60 s",
+        format!("room {second} s"),
+        "slabs",
+        "blocks"
+    );
+    for (&(size, slabs0, used0), &(_, slabs, used)) in minute.iter().zip(end) {
+        let (room0, room) = (slabs0 - used0, slabs - used);
+        if room.abs_diff(room0) >= 128 * 1024 || room >= 512 * 1024 {
+            println!(
+                "{size:>12}{:>14.0}{:>14.0}{:>14.0}{:>14.0}",
+                kib(room0),
+                kib(room),
+                kib(slabs),
+                kib(used)
+            );
+        }
+    }
 }
 
 /// The resident size's growth after the first minute, from one sample a
