@@ -140,7 +140,7 @@
 //! from 5.0-5.2 MiB at the start to 5.2-7.6 MiB, wider in the last ten
 //! minutes than before. With lanes moving their stragglers out and the
 //! clock taking backlogs in rounds, an hour at 0.9-2.5M a second held the
-//! heap at 26-29 MiB and came back to within 3% of its first minute for
+//! heap at 26-29 MiB and came back to within 3.2% of its first minute for
 //! its last 25 minutes, but between minutes 9 and 35 jemalloc's room
 //! between blocks grew by 1.4 MiB and the resident size stood up to 8.5%
 //! above (exit 1). A broker that churns operations this fast and watches
