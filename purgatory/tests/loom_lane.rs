@@ -142,6 +142,20 @@ fn complete(timer: &Mutex<Timer>, cell: &Arc<Op>) -> bool {
     }
 }
 
+/// Six entries in two full chunks, and two threads completing the
+/// second's: one its first two entries, the other its last.
+fn complete_the_second_of_two_chunks(
+    lane: &Shared,
+) -> (Vec<Arc<Op>>, [thread::JoinHandle<usize>; 2]) {
+    let cells: Vec<_> = (0..6).map(|_| op()).collect();
+    for (i, cell) in cells.iter().enumerate() {
+        schedule(lane, 10 + i as u64, cell);
+    }
+    let a = completer(lane, vec![cells[3].clone(), cells[4].clone()]);
+    let b = completer(lane, vec![cells[5].clone()]);
+    (cells, [a, b])
+}
+
 /// What the thread at the clock does: takes what fell due under the lock,
 /// resolves it after. Returns how many expired.
 fn expire(timer: &Mutex<Timer>, now: u64) -> usize {
@@ -199,12 +213,7 @@ fn completions_that_empty_a_chunk_ahead_of_the_head_let_it_go() {
         let lane = new_lane();
         // The first chunk keeps its entries; the second's three are taken
         // out by two completions while a push starts a third chunk.
-        let cells: Vec<_> = (0..6).map(|_| op()).collect();
-        for (i, cell) in cells.iter().enumerate() {
-            schedule(&lane, 10 + i as u64, cell);
-        }
-        let a = completer(&lane, vec![cells[3].clone(), cells[4].clone()]);
-        let b = completer(&lane, vec![cells[5].clone()]);
+        let (cells, [a, b]) = complete_the_second_of_two_chunks(&lane);
         let late = op();
         schedule(&lane, 200, &late);
         assert_eq!(a.join().unwrap() + b.join().unwrap(), 3);
@@ -281,14 +290,9 @@ fn a_completion_racing_the_move_of_a_thinned_out_chunks_last_entry_takes_it_once
     model(|| {
         let before = chunks();
         let lane = new_lane();
-        // Two full chunks; the second thins out to one entry, which the
-        // lane moves out as its completion comes for it.
-        let cells: Vec<_> = (0..6).map(|_| op()).collect();
-        for (i, cell) in cells.iter().enumerate() {
-            schedule(&lane, 10 + i as u64, cell);
-        }
-        let a = completer(&lane, vec![cells[3].clone(), cells[4].clone()]);
-        let b = completer(&lane, vec![cells[5].clone()]);
+        // The second chunk thins out to one entry, which the lane moves
+        // out as its completion comes for it.
+        let (cells, [a, b]) = complete_the_second_of_two_chunks(&lane);
         assert_eq!(a.join().unwrap() + b.join().unwrap(), 3, "each once");
         {
             let t = lane.lock().unwrap();
