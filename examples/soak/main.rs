@@ -14,8 +14,8 @@
 //! them (most operations complete so), and between rounds of 64 checks it
 //! force-completes all that were queued for it since (one operation in
 //! eight, each through its [`Completer`](purgatory::Completer)) as remote
-//! answers would be (`--forced-per-round` caps that); one in four has a short timeout and a condition that never holds,
-//! and expires. The operations are allocated on the submitting threads and
+//! answers would be (`--forced-per-round` caps that); one in four has a
+//! short timeout and a condition that never holds, and expires. The operations are allocated on the submitting threads and
 //! freed on whichever thread answers them, as in a broker.
 //!
 //! Every second it samples the resident size (`/proc/self/statm`) and the

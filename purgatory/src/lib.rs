@@ -109,7 +109,7 @@
 //! operations under one timeout of which one in a hundred stays pending,
 //! 18.9 MB stays allocated for those 10,000 (`burst_memory`; 34.8 MB
 //! before lanes moved their stragglers out): 8.4 MB of it the spare cells
-//! above, 1.3 MB their cells and about 8 MB the group list's chunks,
+//! above, 1.3 MB their cells and, by count, about 8 MB the group list's chunks,
 //! until the stragglers leave or later submissions fill those chunks.
 //! Memory stays below the burst's peak (152.5 MB).
 //!

@@ -337,18 +337,24 @@ impl<K, O> TimerQueue<K, O> {
         let next = match self {
             TimerQueue::Wheel(state) => {
                 let due = entries;
-                let round = if for_clock { ROUND } else { usize::MAX };
                 let next = {
                     let mut s = state.lock();
                     // Cells are not touched under the lock: each is a likely
                     // cache miss, and submissions wait on this lock.
-                    while let Some(at) = s.wheel.next_expiration().filter(|&at| at <= now) {
-                        let until = if round == usize::MAX { now } else { at };
+                    // The thread at the clock goes tick by tick until a
+                    // round is full; anyone else takes all that is due.
+                    let mut until = if for_clock {
+                        s.wheel.next_expiration()
+                    } else {
+                        Some(now)
+                    };
+                    while let Some(at) = until.filter(|&at| at <= now) {
                         s.wheel
-                            .advance(until, |deadline, entry| due.push((deadline, entry)));
-                        if due.len() >= round {
-                            break;
-                        }
+                            .advance(at, |deadline, entry| due.push((deadline, entry)));
+                        until = match for_clock && due.len() < ROUND {
+                            true => s.wheel.next_expiration(),
+                            false => None,
+                        };
                     }
                     let next = s.wheel.next_expiration();
                     if for_clock {
@@ -365,9 +371,10 @@ impl<K, O> TimerQueue<K, O> {
                 next
             }
             TimerQueue::Heap(state) => {
-                let round = if for_clock { ROUND } else { usize::MAX };
                 let mut s = state.lock();
-                while s.heap.peek().is_some_and(|top| top.deadline <= now) && fired.len() < round {
+                while s.heap.peek().is_some_and(|top| top.deadline <= now)
+                    && !(for_clock && fired.len() >= ROUND)
+                {
                     let Some(entry) = s.heap.pop() else { break };
                     if entry.is_live() {
                         // Under the lock, so that no reschedule slips in

@@ -742,7 +742,9 @@ impl<T: Timed> SharedLane<T> {
             } else if raw != NO_TIMER {
                 dropped.extend(elsewhere.take_back(raw));
             }
-            dropped.push(cell);
+            // Never the last reference, so dropped here: `elsewhere` or
+            // `dropped` holds the lane's.
+            drop(cell);
         }
     }
 
