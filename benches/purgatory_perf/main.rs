@@ -23,6 +23,7 @@
 //! `cargo bench --bench purgatory_perf -- --help` lists the options.
 
 mod floor;
+mod threads;
 
 use clap::{Parser, ValueEnum};
 use floor::Floor;
@@ -305,6 +306,8 @@ struct RunResult {
     completed: u64,
     expired: u64,
     wall: Duration,
+    /// CPU time per thread over the run, busiest first.
+    threads: Vec<(String, Duration)>,
 }
 
 /// What a run submits to: a purgatory, the floor, or nothing.
@@ -441,6 +444,9 @@ fn run_on<T: Target>(target: Arc<T>, name: &'static str, o: &Options, rate: f64)
     let completer = std::thread::Builder::new()
         .name("completer".into())
         .spawn(move || {
+            // It ends before the run's last look at the threads: it
+            // reports its own CPU time.
+            let started = threads::own();
             let complete = |ticket| completing.force_complete(ticket);
             let mut queue = CompletionRing::new(Instant::now(), timeout);
             let mut open = true;
@@ -467,11 +473,13 @@ fn run_on<T: Target>(target: Arc<T>, name: &'static str, o: &Options, rate: f64)
                 queue.complete_until(Instant::now(), &complete);
                 std::thread::sleep(Duration::from_millis(1));
             }
+            threads::own().saturating_sub(started)
         })
         .expect("spawn the completion thread");
     let mut batch = Vec::with_capacity(256);
     let mut batch_started = Instant::now();
 
+    let threads_before = threads::snapshot();
     let cpu_before = cpu_time();
     let start = Instant::now();
     let mut next = start;
@@ -515,13 +523,16 @@ fn run_on<T: Target>(target: Arc<T>, name: &'static str, o: &Options, rate: f64)
     let _ = tx.send(batch);
     let generated = start.elapsed();
     drop(tx);
-    completer.join().expect("completion thread");
+    let completer_cpu = completer.join().expect("completion thread");
     // Everything still pending expires within the timeout.
     while ANSWERED.load(Ordering::Relaxed) < o.num {
         std::thread::sleep(Duration::from_millis(5));
     }
     let wall = start.elapsed();
     let cpu = cpu_time() - cpu_before;
+    let mut threads = threads::snapshot().since(&threads_before, "generator");
+    threads.push(("completer".into(), completer_cpu));
+    threads.sort_by_key(|t| std::cmp::Reverse(t.1));
     let (completed, expired) = target.finish();
     let answered = ANSWERED.load(Ordering::Relaxed);
     if answered != o.num || completed + expired != o.num {
@@ -541,6 +552,7 @@ fn run_on<T: Target>(target: Arc<T>, name: &'static str, o: &Options, rate: f64)
         completed,
         expired,
         wall,
+        threads,
     }
 }
 
@@ -553,8 +565,13 @@ const IMPLS: [(Impl, &str); 4] = [
 
 fn print(r: &RunResult, case: &str, json: bool) {
     if json {
+        let threads: Vec<String> = r
+            .threads
+            .iter()
+            .map(|(name, cpu)| format!(r#""{name}":{:.3}"#, cpu.as_secs_f64()))
+            .collect();
         println!(
-            r#"{{"case":"{case}","impl":"{}","target_rate":{:.0},"achieved_rate":{:.0},"cpu_s":{:.3},"cpu_us_per_request":{:.3},"peak_rss_mib":{:.1},"completed":{},"expired":{},"wall_s":{:.3}}}"#,
+            r#"{{"case":"{case}","impl":"{}","target_rate":{:.0},"achieved_rate":{:.0},"cpu_s":{:.3},"cpu_us_per_request":{:.3},"peak_rss_mib":{:.1},"completed":{},"expired":{},"wall_s":{:.3},"thread_cpu_s":{{{}}}}}"#,
             r.implementation,
             r.target_rate,
             r.achieved_rate,
@@ -563,7 +580,8 @@ fn print(r: &RunResult, case: &str, json: bool) {
             r.peak_rss_mib,
             r.completed,
             r.expired,
-            r.wall.as_secs_f64()
+            r.wall.as_secs_f64(),
+            threads.join(",")
         );
     } else {
         println!(
@@ -578,6 +596,12 @@ fn print(r: &RunResult, case: &str, json: bool) {
             r.completed,
             r.expired
         );
+        let threads: Vec<String> = r
+            .threads
+            .iter()
+            .map(|(name, cpu)| format!("{name} {:.3}", cpu.as_secs_f64()))
+            .collect();
+        println!("       CPU s by thread: {}", threads.join(", "));
     }
 }
 

@@ -44,9 +44,10 @@
 //! prints the sizes whose bytes in use moved by 64 KiB or more between its
 //! ten-second reports, and those that hold 1 MiB or more (`by_size.rs`): a
 //! heap that moves says so, and the block sizes say which structure. Built
-//! with jemalloc, it also prints the size classes whose slabs hold room
-//! beyond their blocks that moved after the first minute: where the gap
-//! between jemalloc's active pages and the heap (fragmentation) is.
+//! with jemalloc, it also prints the size classes whose slabs' room
+//! beyond their blocks moved after the first minute, at every ten minutes
+//! and at the end: where the gap between jemalloc's active pages and the
+//! heap (fragmentation) is, and when it grew.
 
 use clap::Parser;
 use purgatory::{Completer, DelayedOperation, Driver, Outcome, Purgatory};
@@ -413,8 +414,9 @@ fn main() -> std::process::ExitCode {
     } else {
         0
     });
-    // jemalloc's slabs by size class after the warm-up, and at the end.
-    let mut bins_at_minute = Vec::new();
+    // jemalloc's slabs by size class after the warm-up, every ten
+    // minutes, and at the end.
+    let mut bins = Vec::new();
     while started.elapsed() < total {
         second += 1;
         let wake = started + Duration::from_secs(second);
@@ -438,17 +440,15 @@ fn main() -> std::process::ExitCode {
             if options.by_size && second.is_multiple_of(10) {
                 by_size.push((second, by_size::in_use()));
             }
-            if options.by_size && second == 60 {
-                bins_at_minute = allocator::bins();
+            if options.by_size && (second == 60 || second.is_multiple_of(600)) {
+                bins.push((second, allocator::bins()));
             }
         }
         growth.sample(second, rss);
     }
-    let bins_at_end = if options.by_size {
-        allocator::bins()
-    } else {
-        Vec::new()
-    };
+    if options.by_size && bins.last().is_some_and(|(s, _)| *s != second) {
+        bins.push((second, allocator::bins()));
+    }
     stop.store(true, Ordering::Relaxed);
     for s in submitters {
         s.join().expect("a submitter ran to the end");
@@ -482,7 +482,7 @@ fn main() -> std::process::ExitCode {
     }
     if options.by_size {
         print_moves(&by_size);
-        print_gaps(&bins_at_minute, &bins_at_end, second);
+        print_gaps(&bins);
     }
     println!("result: {}", if failed { "FAIL" } else { "PASS" });
     std::process::ExitCode::from(u8::from(failed))
@@ -529,38 +529,50 @@ fn print_moves(snapshots: &[(u64, [isize; by_size::CLASSES])]) {
     println!("{:>12}{totals}", "all");
 }
 
-/// jemalloc's small size classes whose slabs held 128 KiB more or less
-/// beyond their blocks at the end (`second`) than after the first minute,
-/// or 512 KiB beyond them at the end: where the active pages' distance to
-/// the heap (fragmentation) is, and whether it grew.
-fn print_gaps(minute: &[(usize, usize, usize)], end: &[(usize, usize, usize)], second: u64) {
-    if minute.len() != end.len() || end.is_empty() {
+/// jemalloc's small size classes: (block size, bytes of its slabs, bytes
+/// of the blocks in use in them), as [`allocator::bins`] reads them.
+type Bins = Vec<(usize, usize, usize)>;
+
+/// jemalloc's small size classes whose slabs' room beyond their blocks
+/// moved by 128 KiB or more between the snapshots (`bins`: after the
+/// first minute, every ten minutes, at the end), or reached 512 KiB: where
+/// the active pages' distance to the heap (fragmentation) is, and when
+/// it grew.
+fn print_gaps(bins: &[(u64, Bins)]) {
+    let Some((_, last)) = bins.last() else {
+        return;
+    };
+    if last.is_empty() || bins.iter().any(|(_, b)| b.len() != last.len()) {
         return;
     }
     let kib = |b: usize| b as f64 / 1024.0;
     println!(
-        "jemalloc's slabs by block size, KiB (classes whose room beyond their blocks moved by 128 KiB, or is 512 KiB):"
+        "jemalloc's slabs by block size, KiB of room beyond their blocks (classes whose room moved by 128 KiB, or reached 512 KiB):"
     );
+    let header: String = bins
+        .iter()
+        .map(|(s, _)| format!("{:>10}", format!("{s} s")))
+        .collect();
     println!(
-        "{:>12}{:>14}{:>14}{:>14}{:>14}",
-        "block bytes",
-        "room 60 s",
-        format!("room {second} s"),
-        "slabs",
-        "blocks"
+        "{:>12}{header}{:>10}{:>10}",
+        "block bytes", "slabs", "blocks"
     );
-    for (&(size, slabs0, used0), &(_, slabs, used)) in minute.iter().zip(end) {
-        let (room0, room) = (slabs0 - used0, slabs - used);
-        if room.abs_diff(room0) >= 128 * 1024 || room >= 512 * 1024 {
-            println!(
-                "{size:>12}{:>14.0}{:>14.0}{:>14.0}{:>14.0}",
-                kib(room0),
-                kib(room),
-                kib(slabs),
-                kib(used)
-            );
+    for class in 0..last.len() {
+        let rooms: Vec<usize> = bins.iter().map(|(_, b)| b[class].1 - b[class].2).collect();
+        let (low, high) = (rooms.iter().min(), rooms.iter().max());
+        if let (Some(&low), Some(&high)) = (low, high) {
+            if high - low >= 128 * 1024 || high >= 512 * 1024 {
+                let row: String = rooms.iter().map(|&r| format!("{:>10.0}", kib(r))).collect();
+                let (size, slabs, used) = last[class];
+                println!("{size:>12}{row}{:>10.0}{:>10.0}", kib(slabs), kib(used));
+            }
         }
     }
+    let totals: String = bins
+        .iter()
+        .map(|(_, b)| format!("{:>10.0}", kib(b.iter().map(|(_, s, u)| s - u).sum())))
+        .collect();
+    println!("{:>12}{totals}", "all");
 }
 
 /// The resident size's growth after the first minute, from one sample a
