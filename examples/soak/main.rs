@@ -45,8 +45,8 @@
 //! ten-second reports, and those that hold 1 MiB or more (`by_size.rs`): a
 //! heap that moves says so, and the block sizes say which structure. Built
 //! with jemalloc, it also prints the size classes whose slabs' room
-//! beyond their blocks moved after the first minute, at every ten minutes
-//! and at the end: where the gap between jemalloc's active pages and the
+//! beyond their blocks moved after the first minute, at each sixth of the
+//! run and at the end: where the gap between jemalloc's active pages and the
 //! heap (fragmentation) is, and when it grew.
 
 use clap::Parser;
@@ -414,9 +414,10 @@ fn main() -> std::process::ExitCode {
     } else {
         0
     });
-    // jemalloc's slabs by size class after the warm-up, every ten
-    // minutes, and at the end.
+    // jemalloc's slabs by size class after the warm-up, at each sixth of
+    // the run (in whole minutes), and at the end.
     let mut bins = Vec::new();
+    let bins_every = ((options.minutes / 6.0).ceil() as u64).max(1) * 60;
     while started.elapsed() < total {
         second += 1;
         let wake = started + Duration::from_secs(second);
@@ -440,7 +441,7 @@ fn main() -> std::process::ExitCode {
             if options.by_size && second.is_multiple_of(10) {
                 by_size.push((second, by_size::in_use()));
             }
-            if options.by_size && (second == 60 || second.is_multiple_of(600)) {
+            if options.by_size && (second == 60 || second.is_multiple_of(bins_every)) {
                 bins.push((second, allocator::bins()));
             }
         }
@@ -534,8 +535,8 @@ fn print_moves(snapshots: &[(u64, [isize; by_size::CLASSES])]) {
 type Bins = Vec<(usize, usize, usize)>;
 
 /// jemalloc's small size classes whose slabs' room beyond their blocks
-/// moved by 128 KiB or more between the snapshots (`bins`: after the
-/// first minute, every ten minutes, at the end), or reached 512 KiB: where
+/// moved by 64 KiB or more between the snapshots (`bins`: after the
+/// first minute, at each sixth of the run, at the end), or reached 256 KiB: where
 /// the active pages' distance to the heap (fragmentation) is, and when
 /// it grew.
 fn print_gaps(bins: &[(u64, Bins)]) {
@@ -547,7 +548,7 @@ fn print_gaps(bins: &[(u64, Bins)]) {
     }
     let kib = |b: usize| b as f64 / 1024.0;
     println!(
-        "jemalloc's slabs by block size, KiB of room beyond their blocks (classes whose room moved by 128 KiB, or reached 512 KiB):"
+        "jemalloc's slabs by block size, KiB of room beyond their blocks (classes whose room moved by 64 KiB, or reached 256 KiB):"
     );
     let header: String = bins
         .iter()
@@ -561,7 +562,7 @@ fn print_gaps(bins: &[(u64, Bins)]) {
         let rooms: Vec<usize> = bins.iter().map(|(_, b)| b[class].1 - b[class].2).collect();
         let (low, high) = (rooms.iter().min(), rooms.iter().max());
         if let (Some(&low), Some(&high)) = (low, high) {
-            if high - low >= 128 * 1024 || high >= 512 * 1024 {
+            if high - low >= 64 * 1024 || high >= 256 * 1024 {
                 let row: String = rooms.iter().map(|&r| format!("{:>10.0}", kib(r))).collect();
                 let (size, slabs, used) = last[class];
                 println!("{size:>12}{row}{:>10.0}{:>10.0}", kib(slabs), kib(used));
