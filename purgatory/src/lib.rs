@@ -92,8 +92,8 @@
 //! spare cells' depot is sized for them (65,536 cells by default) so that
 //! a burst's cells serve the next submissions rather than being freed and
 //! allocated again, which fragmented jemalloc's pages of the cells' size
-//! by 2-3 MiB within minutes on a busy machine. What a round of 4,096
-//! trades between threads did not need is freed; after a burst with no
+//! by 2-3 MiB within minutes on a busy machine. What ten seconds of
+//! trades between threads (4,096 at least) did not need is freed; after a burst with no
 //! trades behind it, up to the capacity stays (9.0 MB after `burst_memory`'s
 //! million operations answered on one thread) until trades resume or
 //! shutdown.

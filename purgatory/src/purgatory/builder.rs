@@ -133,10 +133,11 @@ where
     /// plus up to one magazine of 32 cells (fewer if `cells` is smaller) per
     /// thread that submits or answers: cells move between threads a
     /// magazine at a time, so that a submitter and a completer do not meet
-    /// on every request. Cells kept for a burst and then left unused are
-    /// freed after 4,096 magazine trades between threads (some 65,000
-    /// operations submitted on one thread and answered on another), so the
-    /// default holds memory only while bursts that size keep coming.
+    /// on every request. Cells kept for a burst are freed once no trade
+    /// between threads needed them for ten seconds and 4,096 magazine
+    /// trades (some 65,000 operations submitted on one thread and answered
+    /// on another), so the default holds memory only while bursts that size
+    /// keep coming.
     pub fn spare_cells(mut self, cells: usize) -> Self {
         self.spare_cells = cells;
         self
