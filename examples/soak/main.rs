@@ -5,6 +5,7 @@
 //! cargo run --release --example soak -- --minutes 60
 //! cargo run --release --example soak --features alloc-jemalloc -- --minutes 60
 //! cargo run --release --example soak --features alloc-mimalloc -- --minutes 60
+//! cargo run --release --example soak --features alloc-jemalloc -- --minutes 4 --by-size --busy 2
 //! ```
 //!
 //! Two submitter threads submit as fast as they can, keeping up to
@@ -16,7 +17,10 @@
 //! eight, each through its [`Completer`](purgatory::Completer)) as remote
 //! answers would be (`--forced-per-round` caps that); one in four has a
 //! short timeout and a condition that never holds, and expires. The operations are allocated on the submitting threads and
-//! freed on whichever thread answers them, as in a broker.
+//! freed on whichever thread answers them, as in a broker. With `--busy N`,
+//! N more threads spin for a minute from 70 s on (`--busy-from`,
+//! `--busy-for`), as a shared machine's other work would: the purgatory's
+//! threads then run late and answer in bursts.
 //!
 //! Every second it samples the resident size (`/proc/self/statm`) and the
 //! bytes the program has allocated and not freed; every ten it prints them
@@ -197,6 +201,37 @@ struct Options {
     /// whose bytes in use moved.
     #[arg(long)]
     by_size: bool,
+    /// Threads that spin beside the purgatory's for a while (see
+    /// `--busy-from`, `--busy-for`): a shared machine's other work, which
+    /// makes the thread at the clock late and its expiries come in bursts.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=256))]
+    busy: u64,
+    /// When the busy threads start spinning, in seconds from the start.
+    #[arg(long, default_value_t = 70.0, value_parser = seconds)]
+    busy_from: f64,
+    /// How long the busy threads spin, in seconds.
+    #[arg(long, default_value_t = 60.0, value_parser = seconds)]
+    busy_for: f64,
+}
+
+/// A number of seconds from zero to a day.
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=86_400.0).contains(&x) => Ok(x),
+        Ok(_) => Err("must be a number of seconds from 0 to 86400".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Spins from `from` to `until` after `started` (or until `stop`).
+fn spin(started: Instant, from: Duration, until: Duration, stop: &AtomicBool) {
+    std::thread::sleep((started + from).saturating_duration_since(Instant::now()));
+    let mut x = 0u64;
+    while started.elapsed() < until && !stop.load(Ordering::Relaxed) {
+        for _ in 0..10_000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
 }
 
 /// How each operation ends, drawn at submission.
@@ -404,6 +439,14 @@ fn main() -> std::process::ExitCode {
         allocator::HEADER
     );
     let started = Instant::now();
+    let busy: Vec<_> = (0..options.busy)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            let from = Duration::from_secs_f64(options.busy_from);
+            let until = from + Duration::from_secs_f64(options.busy_for);
+            std::thread::spawn(move || spin(started, from, until, &stop))
+        })
+        .collect();
     let total = Duration::from_secs_f64(options.minutes * 60.0);
     let mut growth = Growth::default();
     let mut last = (Instant::now(), 0u64);
@@ -451,6 +494,9 @@ fn main() -> std::process::ExitCode {
         bins.push((second, allocator::bins()));
     }
     stop.store(true, Ordering::Relaxed);
+    for b in busy {
+        b.join().expect("a busy thread ran to the end");
+    }
     for s in submitters {
         s.join().expect("a submitter ran to the end");
     }
