@@ -113,40 +113,32 @@
 //! until the stragglers leave or later submissions fill those chunks.
 //! Memory stays below the burst's peak (152.5 MB).
 //!
-//! In a soak of three minutes
-//! at about 1.2M operations a second (`cargo run --release --example
-//! soak`), glibc's malloc grew the resident size 5.4% past its first
-//! minute, mimalloc 16.4%, and jemalloc stayed within 2.0%: an embedding
-//! broker that runs for long is advised to use jemalloc (for instance the
-//! `tikv-jemallocator` crate as its global allocator), or to cap glibc's
-//! arenas (`MALLOC_ARENA_MAX`), which slowed the growth to 4.2%. An hour
-//! at 100,000 operations in flight with jemalloc kept the resident size
-//! within 2.2-4.8% in ten-second means in each of the five hours judged
-//! that way before the watch lists' entries left without their lock,
-//! reached 5.0% in 45 minutes after (a fail at the limit), and stayed
-//! within 4.7% (4.9% in one-second samples) once the depot above and the
-//! kept expiry buffers came, and within 3.4% (3.5%) once handles no longer
-//! counted references to the purgatory (BENCHMARKS.md); jemalloc's
-//! `dirty_decay_ms:0,muzzy_decay_ms:0` kept it a further 1-1.5 MiB lower,
-//! and its swings narrower, at the same rate in five minutes. At twice
-//! that rate (1.44-1.86M a second, the soak's broker thread answering
-//! forced completions as they come), jemalloc's default decay held 0.7-7.2
-//! MiB of freed pages: the heap stayed within 27.9-30.6 MiB for the hour
-//! after its first ten minutes, but the resident size sat 3-7% above its
-//! first minute in ten-minute means (exit 1). Decay 0 took those pages to
-//! none, yet 25 minutes still ended 5.4% above the first minute in
-//! ten-second means: at that rate the heap itself swings by 4 MiB (27-31
-//! MiB), and the gap between jemalloc's active pages and the heap went
-//! from 5.0-5.2 MiB at the start to 5.2-7.6 MiB, wider in the last ten
-//! minutes than before. With lanes moving their stragglers out and the
-//! clock taking backlogs in rounds, an hour at 0.9-2.5M a second held the
-//! heap at 26-29 MiB and came back to within 3.2% of its first minute for
-//! its last 25 minutes, but between minutes 9 and 35 jemalloc's room
-//! between blocks grew by 1.4 MiB and the resident size stood up to 8.5%
-//! above (exit 1). A broker that churns operations this fast and watches
-//! its resident size closely can shorten jemalloc's decay to save the
-//! freed pages; the soak's `--by-size` shows which size classes hold the
-//! room between blocks.
+//! # Memory over hours, and the allocator
+//! The purgatory's own heap stays flat under load: in the soak (`cargo run
+//! --release --example soak`: 100,000 operations in flight, 1.4-2.4M
+//! answered a second on 2 cores) it held 27.3-29.4 MiB over an hour.
+//! What grows is the allocator's footprint around it, because a cell is
+//! allocated on one thread and freed on another. In three minutes glibc's
+//! malloc grew the resident size 5.4% past its first minute, mimalloc
+//! 16.4%, jemalloc 2.0%; capping glibc's arenas (`MALLOC_ARENA_MAX`) slowed
+//! glibc to 4.2%. Over an hour with jemalloc's defaults the resident size
+//! rose 6.6%: about 1 MiB of heap (expiry buffers kept at the size of a
+//! late round) and about 1 MiB of room between cells. jemalloc gives each
+//! thread an arena of its own, so cells that the spare cells' trims free
+//! leave holes in one arena while the next ones are allocated in another;
+//! trims therefore wait for ten seconds of disuse, which slowed that
+//! growth but did not stop it. With a single arena (`narenas:1`, set for
+//! `tikv-jemallocator` by `_RJEM_MALLOC_CONF=narenas:1` or its
+//! `_rjem_malloc_conf` symbol) a soak with two busy threads beside it
+//! stayed within 1.0% of its first minute, 3.5 MiB lower throughout,
+//! even with trims every few milliseconds, which took the default arenas
+//! to 7-9% (ten-second trims: 4.0%); Kafka's purgatory benchmark
+//! (`purgatory_perf`) cost at most 3% more CPU with it, within the noise.
+//! So an embedding broker that runs for long is advised to use jemalloc,
+//! with one arena if the rest of its allocations allow; jemalloc's decay
+//! (`dirty_decay_ms`) trades the freed pages it keeps, 1.4-3.5 MiB here,
+//! against calls to the system. The soak's `--by-size` shows which size
+//! classes hold the room between blocks (BENCHMARKS.md has the runs).
 //!
 //! # Lock order
 //! User code (`try_complete`, `on_complete`, `on_expiration`) runs with no
