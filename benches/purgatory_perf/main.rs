@@ -192,18 +192,6 @@ impl Rng {
     }
 }
 
-/// Process CPU time (every thread), from the kernel.
-fn cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime failed");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 /// Starts a new peak for [`peak_rss_mib`], so that each run reports its
 /// own (Linux 4.0 and later; elsewhere the peak is the process's so far).
 fn reset_peak_rss() {
@@ -480,7 +468,7 @@ fn run_on<T: Target>(target: Arc<T>, name: &'static str, o: &Options, rate: f64)
     let mut batch_started = Instant::now();
 
     let threads_before = threads::snapshot();
-    let cpu_before = cpu_time();
+    let cpu_before = threads::process();
     let start = Instant::now();
     let mut next = start;
     let gap_mean = 1e9 / rate;
@@ -529,7 +517,7 @@ fn run_on<T: Target>(target: Arc<T>, name: &'static str, o: &Options, rate: f64)
         std::thread::sleep(Duration::from_millis(5));
     }
     let wall = start.elapsed();
-    let cpu = cpu_time() - cpu_before;
+    let cpu = threads::process() - cpu_before;
     let mut threads = threads::snapshot().since(&threads_before, "generator");
     threads.push(("completer".into(), completer_cpu));
     threads.sort_by_key(|t| std::cmp::Reverse(t.1));

@@ -1,4 +1,4 @@
-//! CPU time per thread over a run, so that a run says which thread the
+//! CPU time per thread (and the process's) over a run, so that a run says which thread the
 //! rate is bound by: at saturation one thread is busy all the time, and
 //! its name tells where to look (the generator submits, `completer`
 //! force-completes, the purgatory's `-timer` and `-expiration-` threads
@@ -38,22 +38,30 @@ pub fn snapshot() -> Snapshot {
 /// The calling thread's CPU time, from the kernel: for a thread that ends
 /// before the run's last snapshot, to report its own.
 pub fn own() -> Duration {
+    cpu_clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// The process's CPU time (every thread's), from the kernel.
+pub fn process() -> Duration {
+    cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// One of the kernel's CPU-time clocks.
+fn cpu_clock(clock: libc::clockid_t) -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime failed");
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 impl Snapshot {
     /// Each thread's CPU time since `before` (a thread born since counts
-    /// from zero), by name, busiest first; the process's main thread is
-    /// named `main_name`, and threads that used no CPU are left out.
+    /// from zero), by name; the process's main thread is named
+    /// `main_name`, and threads that used no CPU are left out.
     pub fn since(&self, before: &Snapshot, main_name: &str) -> Vec<(String, Duration)> {
         let main = std::process::id();
         let mut by_name: Vec<(String, Duration)> = Vec::new();
@@ -69,7 +77,6 @@ impl Snapshot {
                 None => by_name.push((name.to_string(), used)),
             }
         }
-        by_name.sort_by_key(|t| std::cmp::Reverse(t.1));
         by_name
     }
 }

@@ -16,8 +16,9 @@
 //! force-completes all that were queued for it since (one operation in
 //! eight, each through its [`Completer`](purgatory::Completer)) as remote
 //! answers would be (`--forced-per-round` caps that); one in four has a
-//! short timeout and a condition that never holds, and expires. The operations are allocated on the submitting threads and
-//! freed on whichever thread answers them, as in a broker. With `--busy N`,
+//! short timeout and a condition that never holds, and expires. The
+//! operations are allocated on the submitting threads and freed on
+//! whichever thread answers them, as in a broker. With `--busy N`,
 //! N more threads spin for a minute from 70 s on (`--busy-from`,
 //! `--busy-for`), as a shared machine's other work would: the purgatory's
 //! threads then run late and answer in bursts.
@@ -131,10 +132,10 @@ mod allocator {
     /// bytes of the blocks in use in them). What the slabs hold beyond
     /// the blocks is the class's share of the gap between the active
     /// pages and the heap. Empty if jemalloc does not tell.
-    pub fn bins() -> Vec<(usize, usize, usize)> {
+    pub fn bins() -> super::Bins {
         // All arenas merged (jemalloc's `MALLCTL_ARENAS_ALL`).
         const ALL: u32 = 4096;
-        let read = || -> Result<Vec<(usize, usize, usize)>, tikv_jemalloc_ctl::Error> {
+        let read = || -> Result<super::Bins, tikv_jemalloc_ctl::Error> {
             epoch::advance()?;
             // SAFETY: jemalloc's `arenas.nbins` is an `unsigned`.
             let count: u32 = unsafe { tikv_jemalloc_ctl::raw::read(b"arenas.nbins\0")? };
@@ -165,7 +166,7 @@ mod allocator {
     pub fn row() -> String {
         String::new()
     }
-    pub fn bins() -> Vec<(usize, usize, usize)> {
+    pub fn bins() -> super::Bins {
         Vec::new()
     }
 }
@@ -549,31 +550,18 @@ fn print_moves(snapshots: &[(u64, [isize; by_size::CLASSES])]) {
             [10, 30, 60, 120, 300].contains(s) || s.is_multiple_of(600) || *s == last.0
         })
         .collect();
-    let kib = |b: isize| b as f64 / 1024.0;
-    let header: String = shown
-        .iter()
-        .map(|(s, _)| format!("{:>10}", format!("{s} s")))
-        .collect();
-    println!("heap by block size, KiB in use (sizes that moved by 64 KiB or more, or hold 1 MiB):");
-    println!("{:>12}{header}", "block bytes");
-    for class in 0..by_size::CLASSES {
-        let values: Vec<isize> = shown.iter().map(|(_, v)| v[class]).collect();
-        let (low, high) = (values.iter().min(), values.iter().max());
-        if let (Some(low), Some(high)) = (low, high) {
-            if high - low >= 64 * 1024 || *high >= 1024 * 1024 {
-                let row: String = values
-                    .iter()
-                    .map(|&b| format!("{:>10.0}", kib(b)))
-                    .collect();
-                println!("{:>12}{row}", format!("<= {}", by_size::limit(class)));
-            }
-        }
-    }
-    let totals: String = shown
-        .iter()
-        .map(|(_, v)| format!("{:>10.0}", kib(v.iter().sum())))
-        .collect();
-    println!("{:>12}{totals}", "all");
+    let rows = (0..by_size::CLASSES).map(|class| Row {
+        name: format!("<= {}", by_size::limit(class)),
+        bytes: shown.iter().map(|(_, v)| v[class] as i64).collect(),
+        after: String::new(),
+    });
+    print_table(
+        "heap by block size, KiB in use (sizes that moved by 64 KiB or more, or hold 1 MiB):",
+        &shown.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        "",
+        rows,
+        (64 * 1024, 1024 * 1024),
+    );
 }
 
 /// jemalloc's small size classes: (block size, bytes of its slabs, bytes
@@ -582,9 +570,9 @@ type Bins = Vec<(usize, usize, usize)>;
 
 /// jemalloc's small size classes whose slabs' room beyond their blocks
 /// moved by 64 KiB or more between the snapshots (`bins`: after the
-/// first minute, at each sixth of the run, at the end), or reached 256 KiB: where
-/// the active pages' distance to the heap (fragmentation) is, and when
-/// it grew.
+/// first minute, at each sixth of the run, at the end), or reached 256
+/// KiB: where the active pages' distance to the heap (fragmentation) is,
+/// and when it grew.
 fn print_gaps(bins: &[(u64, Bins)]) {
     let Some((_, last)) = bins.last() else {
         return;
@@ -593,32 +581,66 @@ fn print_gaps(bins: &[(u64, Bins)]) {
         return;
     }
     let kib = |b: usize| b as f64 / 1024.0;
-    println!(
-        "jemalloc's slabs by block size, KiB of room beyond their blocks (classes whose room moved by 64 KiB, or reached 256 KiB):"
-    );
-    let header: String = bins
+    let rows = last
         .iter()
-        .map(|(s, _)| format!("{:>10}", format!("{s} s")))
-        .collect();
-    println!(
-        "{:>12}{header}{:>10}{:>10}",
-        "block bytes", "slabs", "blocks"
+        .enumerate()
+        .map(|(class, &(size, slabs, used))| Row {
+            name: size.to_string(),
+            bytes: bins
+                .iter()
+                .map(|(_, b)| b[class].1.saturating_sub(b[class].2) as i64)
+                .collect(),
+            after: format!("{:>10.0}{:>10.0}", kib(slabs), kib(used)),
+        });
+    print_table(
+        "jemalloc's slabs by block size, KiB of room beyond their blocks (classes whose room moved by 64 KiB, or reached 256 KiB):",
+        &bins.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        &format!("{:>10}{:>10}", "slabs", "blocks"),
+        rows,
+        (64 * 1024, 256 * 1024),
     );
-    for class in 0..last.len() {
-        let rooms: Vec<usize> = bins.iter().map(|(_, b)| b[class].1 - b[class].2).collect();
-        let (low, high) = (rooms.iter().min(), rooms.iter().max());
-        if let (Some(&low), Some(&high)) = (low, high) {
-            if high - low >= 64 * 1024 || high >= 256 * 1024 {
-                let row: String = rooms.iter().map(|&r| format!("{:>10.0}", kib(r))).collect();
-                let (size, slabs, used) = last[class];
-                println!("{size:>12}{row}{:>10.0}{:>10.0}", kib(slabs), kib(used));
+}
+
+/// One line of [`print_table`]: a block size, its bytes at each report,
+/// and what follows them.
+struct Row {
+    name: String,
+    bytes: Vec<i64>,
+    after: String,
+}
+
+/// Prints `title`, a column in KiB per report (`seconds`), the rows whose
+/// bytes moved between the reports by `moved` or reached `reached` (the
+/// pair `(moved, reached)`), with `after` their last column's header,
+/// then every row's total per report.
+fn print_table(
+    title: &str,
+    seconds: &[u64],
+    after: &str,
+    rows: impl Iterator<Item = Row>,
+    (moved, reached): (i64, i64),
+) {
+    let kib = |b: i64| format!("{:>10.0}", b as f64 / 1024.0);
+    let header: String = seconds
+        .iter()
+        .map(|s| format!("{:>10}", format!("{s} s")))
+        .collect();
+    println!("{title}");
+    println!("{:>12}{header}{after}", "block bytes");
+    let mut totals = vec![0i64; seconds.len()];
+    for row in rows {
+        for (total, b) in totals.iter_mut().zip(&row.bytes) {
+            *total += b;
+        }
+        let (low, high) = (row.bytes.iter().min(), row.bytes.iter().max());
+        if let (Some(low), Some(high)) = (low, high) {
+            if high - low >= moved || *high >= reached {
+                let values: String = row.bytes.iter().map(|&b| kib(b)).collect();
+                println!("{:>12}{values}{}", row.name, row.after);
             }
         }
     }
-    let totals: String = bins
-        .iter()
-        .map(|(_, b)| format!("{:>10.0}", kib(b.iter().map(|(_, s, u)| s - u).sum())))
-        .collect();
+    let totals: String = totals.into_iter().map(kib).collect();
     println!("{:>12}{totals}", "all");
 }
 
