@@ -93,8 +93,8 @@
 //! a burst's cells serve the next submissions rather than being freed and
 //! allocated again, which fragmented jemalloc's pages of the cells' size
 //! by 2-3 MiB within minutes on a busy machine. What ten seconds of
-//! trades between threads (4,096 at least) did not need is freed; after a burst with no
-//! trades behind it, up to the capacity stays (9.0 MB after `burst_memory`'s
+//! trades between threads (4,096 at least) did not need is freed; after a
+//! burst with no trades behind it, up to the capacity stays (9.0 MB after `burst_memory`'s
 //! million operations answered on one thread) until trades resume or
 //! shutdown.
 //!
@@ -118,24 +118,28 @@
 //! --release --example soak`: 100,000 operations in flight, 1.4-2.4M
 //! answered a second on 2 cores) it held 27.3-29.4 MiB over an hour.
 //! What grows is the allocator's footprint around it, because a cell is
-//! allocated on one thread and freed on another. In three minutes glibc's
-//! malloc grew the resident size 5.4% past its first minute, mimalloc
-//! 16.4%, jemalloc 2.0%; capping glibc's arenas (`MALLOC_ARENA_MAX`) slowed
-//! glibc to 4.2%. Over an hour with jemalloc's defaults the resident size
-//! rose 6.6%: about 1 MiB of heap (expiry buffers kept at the size of a
-//! late round) and about 1 MiB of room between cells. jemalloc gives each
-//! thread an arena of its own, so cells that the spare cells' trims free
-//! leave holes in one arena while the next ones are allocated in another;
-//! trims therefore wait for ten seconds of disuse, which slowed that
-//! growth but did not stop it. With a single arena (`narenas:1`, set for
-//! `tikv-jemallocator` by `_RJEM_MALLOC_CONF=narenas:1` or its
-//! `_rjem_malloc_conf` symbol) a soak with two busy threads beside it
-//! stayed within 1.0% of its first minute, 3.5 MiB lower throughout,
-//! even with trims every few milliseconds, which took the default arenas
-//! to 7-9% (ten-second trims: 4.0%), and an hour at full load stayed
-//! within 4.9% (exit 0), 3 MiB below the default arenas' hour, with no
-//! size class's room between blocks moving; Kafka's purgatory benchmark
-//! (`purgatory_perf`) cost at most 3% more CPU with it, within the noise.
+//! allocated on one thread and freed on another. In an earlier soak of
+//! three minutes (300,000 in flight, 1.0-1.5M a second) glibc's malloc
+//! grew the resident size 5.4% past its first minute, mimalloc 16.4%,
+//! jemalloc 2.0%; capping glibc's arenas (`MALLOC_ARENA_MAX`) slowed glibc
+//! to 4.2%. Over an hour with jemalloc's defaults the resident size rose
+//! 6.6%: about 1 MiB of heap (a 512 KiB block, likely an expiry buffer
+//! kept at the size of a late round, and 480 KiB of 32 KiB blocks) and
+//! about 1 MiB of room between cells. jemalloc gives each thread an arena
+//! of its own, and cells that the spare cells' trims free leave holes
+//! that its default arenas did not fill again; trims therefore wait for
+//! ten seconds of disuse, which slowed that growth but did not stop it.
+//! With a single arena (`narenas:1`, set for `tikv-jemallocator` by
+//! `_RJEM_MALLOC_CONF=narenas:1` or its `_rjem_malloc_conf` symbol) the
+//! holes were filled again: a soak with two busy threads beside it
+//! stayed within 1.0% of its first minute, from a baseline 3.7-4.6 MiB
+//! lower, even with trims every 30 ms or so, which took the default
+//! arenas to 7-9% (ten-second trims: 4.0%), and an hour at full load
+//! stayed within 4.9% (exit 0), 3 MiB below the default arenas' hour,
+//! the cells' room between blocks never moving by 64 KiB. Kafka's
+//! purgatory benchmark (`purgatory_perf`, low case at 1M/s) cost
+//! 0.551-0.606 µs of CPU per request with one arena against 0.547-0.587
+//! with the default, more in three of four pairs by 2.7-6.0%.
 //! So an embedding broker that runs for long is advised to use jemalloc,
 //! with one arena if the rest of its allocations allow; jemalloc's decay
 //! (`dirty_decay_ms`) trades the freed pages it keeps, 1.4-3.5 MiB here,

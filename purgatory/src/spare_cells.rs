@@ -75,16 +75,19 @@
 //! the capacity, and shutdown frees them.
 //!
 //! The round's length matters as much as its rule. Rounds of 4,096 trades
-//! alone (some 30 ms at two million operations a second) freed, between
-//! two bursts, the cells that the next burst then allocated again. The
-//! freed cells leave holes among the cells in use, and jemalloc serves the
-//! new ones from the allocating thread's own arena, not from those holes:
-//! in the soak with a minute of load beside it, the room between blocks of
-//! the cells' size class grew from 0.9 to 3.2 MiB and stayed, the resident
-//! size 7-9% above its first minute. Without trimming it stayed within
-//! 0.1 MiB and the run passed; with a single arena (`narenas:1`) too.
-//! Rounds of ten seconds (jemalloc's own default decay for freed pages)
-//! only free what a whole ten seconds of bursts did not need.
+//! alone (by count, one trade each way per [`MAGAZINE`] operations: some
+//! 30 ms at two million a second) freed, between two bursts, the cells
+//! that the next burst then allocated again. The freed cells leave holes
+//! among the cells in use, which jemalloc's default arenas did not fill
+//! again: in the soak with a minute of load beside it, the room between
+//! blocks of the cells' size class grew from 860 KiB to 3.1 MiB and
+//! stayed, the resident size 7-9% above its first minute. Without
+//! trimming the class's room moved by less than 64 KiB and the run
+//! passed. With a single arena (`narenas:1`) the room rose as far (4.6
+//! MiB after a burst's cells were trimmed) but was filled again a minute
+//! later (44 KiB), and the run passed. Rounds of ten seconds (jemalloc's
+//! own default decay for freed pages) only free what a whole ten seconds
+//! of bursts did not need.
 
 use crate::cell::Cell;
 use crate::no_yield_lock::Mutex;
