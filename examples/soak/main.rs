@@ -3,9 +3,9 @@
 //!
 //! ```sh
 //! cargo run --release --example soak -- --minutes 60
-//! cargo run --release --example soak --features alloc-jemalloc -- --minutes 60
+//! cargo run --release --example soak -- --minutes 4 --by-size --busy 2
+//! cargo run --release --example soak --features alloc-system -- --minutes 60
 //! cargo run --release --example soak --features alloc-mimalloc -- --minutes 60
-//! cargo run --release --example soak --features alloc-jemalloc -- --minutes 4 --by-size --busy 2
 //! ```
 //!
 //! Two submitter threads submit as fast as they can, keeping up to
@@ -27,15 +27,16 @@
 //! bytes the program has allocated and not freed; every ten it prints them
 //! with the forced completions queued for the broker thread (operations
 //! still in flight) and the spare cells the purgatory keeps (part of that
-//! heap). Built with jemalloc, it
-//! also prints where jemalloc's resident bytes are: its active pages (the
-//! heap and the gaps between its blocks, so that fragmentation shows as
-//! their distance to the heap), its metadata, and the freed pages it has
-//! not yet given back to the system. It exits 1 when, after
-//! the first minute, the resident size grows more than `--max-growth`
-//! percent, or when an operation is not answered exactly once (each
-//! operation notes its first answer; the purgatory's shutdown answers what
-//! is pending at the end); else 0.
+//! heap). With jemalloc (one arena: `allocator.rs` says why; the
+//! features `alloc-system` and `alloc-mimalloc` choose glibc's malloc or
+//! mimalloc instead), it also prints where jemalloc's resident bytes are:
+//! its active pages (the heap and the gaps between its blocks, so that
+//! fragmentation shows as their distance to the heap), its metadata, and
+//! the freed pages it has not yet given back to the system. It exits 1
+//! when, after the first minute, the resident size grows more than
+//! `--max-growth` percent, or when an operation is not answered exactly
+//! once (each operation notes its first answer; the purgatory's shutdown
+//! answers what is pending at the end); else 0.
 //!
 //! Growth is judged on means of ten one-second samples: each later ten
 //! seconds against the last thirty of the first minute. A one-second
@@ -48,8 +49,8 @@
 //! With `--by-size` it also counts the heap by block size and, at the end,
 //! prints the sizes whose bytes in use moved by 64 KiB or more between its
 //! ten-second reports, and those that hold 1 MiB or more (`by_size.rs`): a
-//! heap that moves says so, and the block sizes say which structure. Built
-//! with jemalloc, it also prints the size classes whose slabs' room
+//! heap that moves says so, and the block sizes say which structure. With
+//! jemalloc, it also prints the size classes whose slabs' room
 //! beyond their blocks moved after the first minute, at each sixth of the
 //! run and at the end: where the gap between jemalloc's active pages and the
 //! heap (fragmentation) is, and when it grew.
@@ -60,116 +61,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[cfg(all(feature = "alloc-jemalloc", feature = "alloc-mimalloc"))]
-compile_error!("choose one of alloc-jemalloc and alloc-mimalloc");
-
-#[cfg(feature = "alloc-jemalloc")]
-type Inner = tikv_jemallocator::Jemalloc;
-#[cfg(feature = "alloc-jemalloc")]
-const INNER: Inner = tikv_jemallocator::Jemalloc;
-#[cfg(feature = "alloc-jemalloc")]
-const ALLOCATOR_NAME: &str = "jemalloc";
-
-#[cfg(all(feature = "alloc-mimalloc", not(feature = "alloc-jemalloc")))]
-type Inner = mimalloc::MiMalloc;
-#[cfg(all(feature = "alloc-mimalloc", not(feature = "alloc-jemalloc")))]
-const INNER: Inner = mimalloc::MiMalloc;
-#[cfg(all(feature = "alloc-mimalloc", not(feature = "alloc-jemalloc")))]
-const ALLOCATOR_NAME: &str = "mimalloc";
-
-#[cfg(not(any(feature = "alloc-jemalloc", feature = "alloc-mimalloc")))]
-type Inner = std::alloc::System;
-#[cfg(not(any(feature = "alloc-jemalloc", feature = "alloc-mimalloc")))]
-const INNER: Inner = std::alloc::System;
-#[cfg(not(any(feature = "alloc-jemalloc", feature = "alloc-mimalloc")))]
-const ALLOCATOR_NAME: &str = "system (glibc malloc)";
-
 /// Counts the bytes in use on top of the chosen allocator, so that the
 /// report tells the program's own growth from the allocator's.
 #[path = "../../benches/compare/alloc.rs"]
 mod alloc;
+mod allocator;
 mod by_size;
 
+use allocator::Bins;
+
 #[global_allocator]
-static ALLOCATOR: by_size::BySize<alloc::Counting<Inner>> = by_size::BySize(alloc::Counting(INNER));
-
-/// Where jemalloc's resident bytes are, beside the heap the program holds.
-#[cfg(feature = "alloc-jemalloc")]
-mod allocator {
-    use tikv_jemalloc_ctl::{epoch, stats};
-
-    /// The columns [`row`] prints.
-    pub const HEADER: &str = "   active MiB  metadata MiB  unused MiB";
-
-    /// jemalloc's pages in use (which hold the heap and the gaps between
-    /// its blocks), its own metadata, and the rest of what it keeps
-    /// resident: freed pages not yet given back to the system.
-    pub fn row() -> String {
-        let read = || -> Result<(usize, usize, usize), tikv_jemalloc_ctl::Error> {
-            epoch::advance()?;
-            Ok((
-                stats::active::read()?,
-                stats::metadata::read()?,
-                stats::resident::read()?,
-            ))
-        };
-        match read() {
-            Ok((active, metadata, resident)) => {
-                let mib = |b: usize| b as f64 / 1048576.0;
-                let unused = resident.saturating_sub(active + metadata);
-                format!(
-                    "{:>13.1} {:>13.1} {:>11.1}",
-                    mib(active),
-                    mib(metadata),
-                    mib(unused)
-                )
-            }
-            Err(e) => format!("   jemalloc stats unavailable: {e}"),
-        }
-    }
-
-    /// Each small size class's slabs: (block size, bytes of its slabs,
-    /// bytes of the blocks in use in them). What the slabs hold beyond
-    /// the blocks is the class's share of the gap between the active
-    /// pages and the heap. Empty if jemalloc does not tell.
-    pub fn bins() -> super::Bins {
-        // All arenas merged (jemalloc's `MALLCTL_ARENAS_ALL`).
-        const ALL: u32 = 4096;
-        let read = || -> Result<super::Bins, tikv_jemalloc_ctl::Error> {
-            epoch::advance()?;
-            // SAFETY: jemalloc's `arenas.nbins` is an `unsigned`.
-            let count: u32 = unsafe { tikv_jemalloc_ctl::raw::read(b"arenas.nbins\0")? };
-            (0..count)
-                .map(|j| {
-                    let slabs = size(&format!("stats.arenas.{ALL}.bins.{j}.curslabs"))?;
-                    let slab = size(&format!("arenas.bin.{j}.slab_size"))?;
-                    let blocks = size(&format!("stats.arenas.{ALL}.bins.{j}.curregs"))?;
-                    let block = size(&format!("arenas.bin.{j}.size"))?;
-                    Ok((block, slabs * slab, blocks * block))
-                })
-                .collect()
-        };
-        read().unwrap_or_default()
-    }
-
-    /// One of jemalloc's `size_t` settings or statistics, by name.
-    fn size(name: &str) -> Result<usize, tikv_jemalloc_ctl::Error> {
-        let name = format!("{name}\0");
-        // SAFETY: every name passed here is one of jemalloc's `size_t`s.
-        unsafe { tikv_jemalloc_ctl::raw::read(name.as_bytes()) }
-    }
-}
-
-#[cfg(not(feature = "alloc-jemalloc"))]
-mod allocator {
-    pub const HEADER: &str = "";
-    pub fn row() -> String {
-        String::new()
-    }
-    pub fn bins() -> super::Bins {
-        Vec::new()
-    }
-}
+static ALLOCATOR: by_size::BySize<alloc::Counting<allocator::Inner>> =
+    by_size::BySize(alloc::Counting(allocator::INNER));
 
 /// The purgatory at full load for minutes: exactly once, and flat memory.
 #[derive(Parser)]
@@ -425,8 +328,10 @@ fn main() -> std::process::ExitCode {
     };
 
     println!(
-        "soak: {} minutes, allocator {ALLOCATOR_NAME}, at most {} in flight",
-        options.minutes, options.pending
+        "soak: {} minutes, allocator {}, at most {} in flight",
+        options.minutes,
+        allocator::name(),
+        options.pending
     );
     println!(
         "{:>6} {:>12} {:>10} {:>10} {:>12} {:>8} {:>12}{}",
@@ -563,10 +468,6 @@ fn print_moves(snapshots: &[(u64, [isize; by_size::CLASSES])]) {
         (64 * 1024, 1024 * 1024),
     );
 }
-
-/// jemalloc's small size classes: (block size, bytes of its slabs, bytes
-/// of the blocks in use in them), as [`allocator::bins`] reads them.
-type Bins = Vec<(usize, usize, usize)>;
 
 /// jemalloc's small size classes whose slabs' room beyond their blocks
 /// moved by 64 KiB or more between the snapshots (`bins`: after the
