@@ -420,14 +420,19 @@ fn main() -> std::process::ExitCode {
     );
     let mut failed = lost > 0 || duplicated > 0;
     match growth.verdict() {
-        Some((base, windows, sample)) => {
+        Some(Verdict {
+            baseline,
+            window: (window, window_at),
+            sample: (sample, sample_at),
+        }) => {
             println!(
-                "resident: {:.1} MiB over the first minute's last 30 s; ten-second means at most {windows:+.1}% \
-                 above it after (allowed {}%), one-second samples at most {sample:+.1}%",
-                base / 1048576.0,
+                "resident: {:.1} MiB over the first minute's last 30 s; ten-second means at most {window:+.1}% \
+                 above it after (to {window_at} s; allowed {}%), one-second samples at most {sample:+.1}% \
+                 (at {sample_at} s)",
+                baseline / 1048576.0,
                 options.max_growth
             );
-            failed |= windows > options.max_growth;
+            failed |= window > options.max_growth;
         }
         None => println!(
             "resident: the run was shorter than its one-minute warm-up and ten seconds; growth not judged"
@@ -553,9 +558,20 @@ struct Growth {
     window: Vec<u64>,
     baseline: Option<f64>,
     /// The largest ten-second mean and one-second sample after the first
-    /// minute, in percent over the baseline.
-    worst_window: Option<f64>,
-    worst_sample: f64,
+    /// minute, in percent over the baseline, with their seconds.
+    worst_window: Option<(f64, u64)>,
+    worst_sample: (f64, u64),
+}
+
+/// What [`Growth`] judged: the baseline in bytes, and the largest
+/// ten-second mean's and one-second sample's growth in percent over it,
+/// each with the second it ended at (a rise shows late and stays; a
+/// swing can come at any time).
+#[derive(Debug, PartialEq)]
+struct Verdict {
+    baseline: f64,
+    window: (f64, u64),
+    sample: (f64, u64),
 }
 
 impl Growth {
@@ -572,18 +588,29 @@ impl Growth {
             return;
         };
         let over = |bytes: f64| (bytes / base - 1.0) * 100.0;
-        self.worst_sample = self.worst_sample.max(over(rss as f64));
+        if over(rss as f64) > self.worst_sample.0 {
+            self.worst_sample = (over(rss as f64), second);
+        }
         if self.window.len() == 10 {
             let window = over(mean(&self.window));
-            self.worst_window = Some(self.worst_window.map_or(window, |w| w.max(window)));
+            let worse = match self.worst_window {
+                Some((worst, _)) => window > worst,
+                None => true,
+            };
+            if worse {
+                self.worst_window = Some((window, second));
+            }
             self.window.clear();
         }
     }
 
-    /// The baseline in bytes, and the largest window's and sample's growth
-    /// in percent; `None` before a first window after the first minute.
-    fn verdict(&self) -> Option<(f64, f64, f64)> {
-        Some((self.baseline?, self.worst_window?, self.worst_sample))
+    /// `None` before a first window after the first minute.
+    fn verdict(&self) -> Option<Verdict> {
+        Some(Verdict {
+            baseline: self.baseline?,
+            window: self.worst_window?,
+            sample: self.worst_sample,
+        })
     }
 }
 
@@ -593,10 +620,10 @@ fn mean(samples: &[u64]) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::Growth;
+    use super::{Growth, Verdict};
 
     /// The verdict on `seconds` of samples from `rss`.
-    fn judged(seconds: u64, rss: impl Fn(u64) -> u64) -> Option<(f64, f64, f64)> {
+    fn judged(seconds: u64, rss: impl Fn(u64) -> u64) -> Option<Verdict> {
         let mut growth = Growth::default();
         (1..=seconds).for_each(|s| growth.sample(s, rss(s)));
         growth.verdict()
@@ -606,28 +633,33 @@ mod tests {
 
     #[test]
     fn a_one_second_swing_is_reported_but_is_not_growth() {
-        let (base, windows, sample) =
-            judged(600, |s| if s == 300 { 110 * MIB } else { 100 * MIB }).unwrap();
-        assert_eq!(base, (100 * MIB) as f64);
+        let verdict = judged(600, |s| if s == 300 { 110 * MIB } else { 100 * MIB }).unwrap();
+        assert_eq!(verdict.baseline, (100 * MIB) as f64);
+        let (sample, sample_at) = verdict.sample;
         assert!((sample - 10.0).abs() < 1e-9, "{sample}");
-        assert!((windows - 1.0).abs() < 1e-9, "{windows}");
+        assert_eq!(sample_at, 300);
+        let (window, window_at) = verdict.window;
+        assert!((window - 1.0).abs() < 1e-9, "{window}");
+        assert_eq!(window_at, 300, "the window of seconds 291 to 300");
     }
 
     #[test]
     fn a_rise_after_the_first_minute_is_growth() {
         // 100 MiB, then 0.1 MiB more each second from the first minute on.
         let rss = |s: u64| 100 * MIB + s.saturating_sub(60) * MIB / 10;
-        let (_, windows, _) = judged(180, rss).unwrap();
+        let (window, window_at) = judged(180, rss).unwrap().window;
         // The last ten seconds average 11.55 MiB over the baseline.
-        assert!((windows - 11.55).abs() < 0.01, "{windows}");
+        assert!((window - 11.55).abs() < 0.01, "{window}");
+        assert_eq!(window_at, 180);
     }
 
     #[test]
     fn the_first_minutes_first_half_is_not_the_baseline() {
         // A warm-up that starts low and settles by 30 s.
         let rss = |s: u64| if s <= 30 { 50 * MIB } else { 100 * MIB };
-        let (base, windows, sample) = judged(120, rss).unwrap();
-        assert_eq!((base, windows, sample), ((100 * MIB) as f64, 0.0, 0.0));
+        let verdict = judged(120, rss).unwrap();
+        assert_eq!(verdict.baseline, (100 * MIB) as f64);
+        assert_eq!((verdict.window.0, verdict.sample.0), (0.0, 0.0));
     }
 
     #[test]
