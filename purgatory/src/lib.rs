@@ -130,13 +130,21 @@
 //! that its default arenas did not fill again; trims therefore wait for
 //! ten seconds of disuse, which slowed that growth but did not stop it.
 //! With a single arena (`narenas:1`, set for `tikv-jemallocator` by
-//! `_RJEM_MALLOC_CONF=narenas:1` or its `_rjem_malloc_conf` symbol) the
+//! `_RJEM_MALLOC_CONF=narenas:1` or its `_rjem_malloc_conf` symbol, as
+//! the soak's `allocator.rs` does) the
 //! holes were filled again: a soak with two busy threads beside it
 //! stayed within 1.0% of its first minute, from a baseline 3.7-4.6 MiB
 //! lower, even with trims every 30 ms or so, which took the default
 //! arenas to 7-9% (ten-second trims: 4.0%), and an hour at full load
 //! stayed within 4.9% (exit 0), 3 MiB below the default arenas' hour,
-//! the cells' room between blocks never moving by 64 KiB. Kafka's
+//! the cells' room between blocks never moving by 64 KiB. A second hour
+//! with one arena, the soak's default since, ended at +5.9% (exit 1):
+//! the ten-minute means of its samples rose from 35.9 to 37.0 MiB over a
+//! 35.6 MiB baseline, the heap's from 27.8 to 28.4 MiB (in blocks of 32
+//! to 512 KiB), and in its last two minutes, when
+//! other work on the machine cut its rate by a third, one sample read
+//! 38.4 MiB. One arena is the better choice here, but not enough on its
+//! own to hold every hour within 5%. Kafka's
 //! purgatory benchmark (`purgatory_perf`, low case at 1M/s) cost
 //! 0.551-0.606 µs of CPU per request with one arena against 0.547-0.587
 //! with the default, more in three of four pairs by 2.7-6.0%.
