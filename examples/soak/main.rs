@@ -560,14 +560,13 @@ struct Growth {
     /// The largest ten-second mean and one-second sample after the first
     /// minute, in percent over the baseline, with their seconds.
     worst_window: Option<(f64, u64)>,
-    worst_sample: (f64, u64),
+    worst_sample: Option<(f64, u64)>,
 }
 
 /// What [`Growth`] judged: the baseline in bytes, and the largest
 /// ten-second mean's and one-second sample's growth in percent over it,
 /// each with the second it ended at (a rise shows late and stays; a
 /// swing can come at any time).
-#[derive(Debug, PartialEq)]
 struct Verdict {
     baseline: f64,
     window: (f64, u64),
@@ -588,18 +587,9 @@ impl Growth {
             return;
         };
         let over = |bytes: f64| (bytes / base - 1.0) * 100.0;
-        if over(rss as f64) > self.worst_sample.0 {
-            self.worst_sample = (over(rss as f64), second);
-        }
+        keep_worst(&mut self.worst_sample, over(rss as f64), second);
         if self.window.len() == 10 {
-            let window = over(mean(&self.window));
-            let worse = match self.worst_window {
-                Some((worst, _)) => window > worst,
-                None => true,
-            };
-            if worse {
-                self.worst_window = Some((window, second));
-            }
+            keep_worst(&mut self.worst_window, over(mean(&self.window)), second);
             self.window.clear();
         }
     }
@@ -609,8 +599,19 @@ impl Growth {
         Some(Verdict {
             baseline: self.baseline?,
             window: self.worst_window?,
-            sample: self.worst_sample,
+            sample: self.worst_sample?,
         })
+    }
+}
+
+/// Keeps `(growth, second)` in `worst` if it is the largest so far.
+fn keep_worst(worst: &mut Option<(f64, u64)>, growth: f64, second: u64) {
+    let larger = match *worst {
+        Some((largest, _)) => growth > largest,
+        None => true,
+    };
+    if larger {
+        *worst = Some((growth, second));
     }
 }
 

@@ -141,15 +141,14 @@
 //! with one arena, the soak's default since, ended at +5.9% (exit 1):
 //! the ten-minute means of its samples rose from 35.9 to 37.0 MiB over a
 //! 35.6 MiB baseline, the heap's from 27.8 to 28.4 MiB (in blocks of 32
-//! to 512 KiB), and in its last two minutes, when
-//! other work on the machine cut its rate by a third, one sample read
-//! 38.4 MiB. A third ended at +9.0%: after other work slowed it for a
-//! minute and a half, the heap's 32 KiB blocks (likely the wheel's pages)
-//! doubled to 3.1 MiB and stayed, while jemalloc's room between blocks
-//! did not move. One arena is the better choice here, but what remains
-//! is the purgatory's own heap keeping what a slow spell made it
-//! allocate. Kafka's
-//! purgatory benchmark (`purgatory_perf`, low case at 1M/s) cost
+//! to 512 KiB), and in its last two minutes, when other work on the
+//! machine cut its rate by a third, one sample read 38.4 MiB. A third
+//! ended at +9.0%: after other work slowed it for over a minute, the
+//! heap's 32 KiB blocks (likely the wheel's pages) doubled to 3.1 MiB and
+//! stayed, while jemalloc's room between blocks stayed at 0.4-0.7 MiB.
+//! One arena is the better choice here, but what remains is the
+//! purgatory's own heap keeping what a slow spell made it allocate.
+//! Kafka's purgatory benchmark (`purgatory_perf`, low case at 1M/s) cost
 //! 0.551-0.606 µs of CPU per request with one arena against 0.547-0.587
 //! with the default, more in three of four pairs by 2.7-6.0%.
 //! So an embedding broker that runs for long is advised to use jemalloc,

@@ -82,15 +82,13 @@ enum Round {
 /// instead of the 128-bit division's library call: a purgatory divides
 /// once per submission.
 fn ticks(nanos: u128, tick: u128, round: Round) -> u64 {
-    if let (Ok(nanos), Ok(tick)) = (u64::try_from(nanos), u64::try_from(tick)) {
-        return match round {
-            Round::Up => nanos.div_ceil(tick),
-            Round::Down => nanos / tick,
-        };
-    }
+    let (whole, rest) = match (u64::try_from(nanos), u64::try_from(tick)) {
+        (Ok(nanos), Ok(tick)) => (u128::from(nanos / tick), !nanos.is_multiple_of(tick)),
+        _ => (nanos / tick, !nanos.is_multiple_of(tick)),
+    };
     let ticks = match round {
-        Round::Up => nanos.div_ceil(tick),
-        Round::Down => nanos / tick,
+        Round::Up => whole + u128::from(rest),
+        Round::Down => whole,
     };
     u64::try_from(ticks).unwrap_or(u64::MAX)
 }
