@@ -82,22 +82,31 @@
 //!
 //! When the wheel becomes empty it returns all pages but one and every
 //! bucket buffer. Before that, an entry cannot move (its [`TimerId`] names
-//! its slot), so pages go back by a sweep: once at most a quarter of the
-//! slots are occupied (and, after a sweep, once the population has also
-//! halved), a sweep frees every page with nothing in it and rebuilds the
-//! free list lowest slot first, 8 pages per removal or advance (all at
-//! once when fewer than 1,024 entries are left), so that no single call
-//! pays for the whole walk (see `slab.rs`). A bucket that empties keeps
-//! its buffer if it is at most 1 KB; a larger one leaves it for a pool of at
-//! most eight, from which the next bucket to outgrow 1 KB takes the largest
-//! (a buffer over four slots per pending entry is a burst's leftover and is
-//! freed).
+//! its slot), so pages go back by a sweep: once at most five eighths of
+//! the slots are occupied, a sweep frees every page with nothing in it and
+//! rebuilds the free list lowest slot first, 8 pages per removal or
+//! advance (all at once when fewer than 1,024 entries are left), so that
+//! no single call pays for the whole walk. It also sets a ceiling over the
+//! pages that hold the population and a quarter more: new entries go
+//! below it, and once the entries above have fired or been cancelled,
+//! their pages go. So a wheel whose population doubled for a while (a
+//! slow spell of the thread that answers) and came back gives the extra
+//! pages back within one turnover of its entries, though each of them was
+//! pinned by a survivor when the population came back; should the
+//! population grow first, the ceiling goes (see `slab.rs`).
+//!
+//! A bucket that empties keeps its buffer if it is at most 1 KB; a larger
+//! one leaves it for a pool of at most eight, from which the next bucket
+//! to outgrow 1 KB takes the largest (a buffer over four slots per pending
+//! entry is a burst's leftover and is freed).
 //! A level's 64 buckets fill in turn, so without the pool each would keep
 //! its own peak for the whole lap: under a steady 32 entries a tick due
 //! 100-199 ticks ahead, the wheel held 171 bytes per pending entry that way
 //! and holds 50 with the pool (the
-//! `bucket_buffers_follow_the_buckets_in_use_not_each_buckets_peak` test). A wheel that took a burst of 1e6 entries and then had all but one
-//! cancelled holds 0.13 MB of its 39.6 MB peak
+//! `bucket_buffers_follow_the_buckets_in_use_not_each_buckets_peak` test).
+//!
+//! A wheel that took a burst of 1e6 entries and then had all but one
+//! cancelled holds 0.07 MB of its 39.6 MB peak
 //! (`cargo run --release --example burst_memory` at the workspace root).
 //! Entries that outlive a burst pin their pages: at worst one per page.
 //! With every hundredth entry of the same burst left pending, 39.2 MB of

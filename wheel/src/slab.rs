@@ -11,12 +11,24 @@
 //! cannot go on its own as it empties without bookkeeping on every insert
 //! and removal (a branch version that kept a free list per page made
 //! `expire` at 1e6 a third slower; even one counter per removal cost 4 ns
-//! there). Instead, once at most a quarter of the slots are occupied, a
+//! there). Instead, once at most five eighths of the slots are occupied, a
 //! sweep walks the pages: it frees those with nothing in them, leaving
 //! holes in the page table that later growth fills first, and rebuilds the
-//! free list lowest slot first, so that new entries pack into the low
-//! pages and the high ones can drain. Its cost, one read of every
-//! allocated slot, is paid for by the removals it waited for.
+//! free list lowest slot first. Its cost, one read of every allocated
+//! slot, is paid for by the removals it waited for.
+//!
+//! A sweep alone frees little after a burst that doubled the population
+//! and halved again: the survivors are spread over every page, and each
+//! removal's slot is the next insert's (the free list is last in, first
+//! out), so the high pages never empty. So a sweep also sets a **ceiling**
+//! where the pages below hold the population and a quarter more: it links
+//! the vacant slots below it only, and a slot vacated above it stays off
+//! the free list. New entries then go below, the entries above leave as
+//! they fire or are cancelled, and once the last one has gone (a count of
+//! them, kept on removals above the ceiling only) the next sweep frees
+//! those pages. Should the pages below fill up first, the population has
+//! grown back: the ceiling goes and a sweep links the vacant slots above
+//! it.
 //!
 //! The sweep goes a few pages per call of [`sweep_step`](Slab::sweep_step)
 //! (the owner calls it on each removal and advance while one is under way),
@@ -24,7 +36,8 @@
 //! entries in one go. Meanwhile the old free list is dropped; the pages
 //! already swept serve inserts from a second, ascending list, and a slot
 //! vacated in a page not yet swept stays off both lists until the sweep
-//! reaches it (one comparison per removal).
+//! reaches it. Whether a slot goes back on the free list is one comparison
+//! per removal, with the lower of the sweep's position and the ceiling.
 
 use crate::payload::Payload;
 
@@ -95,6 +108,15 @@ pub(crate) struct Slab<T> {
     /// list, and the sweep links it (pages added during the sweep, above
     /// those it walks, when it ends).
     unswept: u32,
+    /// The first slot of the pages being drained ([`NONE`]: none are): the
+    /// sweep does not link their vacant slots, and a slot vacated there
+    /// stays off the free list until a sweep frees its page.
+    ceiling: u32,
+    /// The lower of `unswept` and `ceiling`: a slot vacated at or above it
+    /// is left off the free list. The one comparison of a removal.
+    off_list_from: u32,
+    /// Occupied slots above the ceiling, in pages the sweep has walked.
+    above_ceiling: usize,
 }
 
 impl<T> Slab<T> {
@@ -110,6 +132,9 @@ impl<T> Slab<T> {
             sweep_end: 0,
             swept: (NONE, NONE),
             unswept: NONE,
+            ceiling: NONE,
+            off_list_from: NONE,
+            above_ceiling: 0,
         }
     }
 
@@ -136,6 +161,9 @@ impl<T> Slab<T> {
                 return Some(index);
             }
         }
+        if self.ceiling != NONE && self.unswept == NONE {
+            return self.lift_ceiling(max_index);
+        }
         let index = self.fresh;
         if index > max_index {
             return None;
@@ -156,8 +184,27 @@ impl<T> Slab<T> {
         let page: Box<[Entry<T>]> = (0..PAGE).map(|_| Entry::vacant(generation)).collect();
         let page = page.try_into().ok()?;
         self.allocated += 1;
-        self.sweep_below = self.sweep_threshold();
+        // A sweep under way, or a drain's pages waiting to be freed, keep
+        // the owner calling.
+        if self.sweep_below != usize::MAX {
+            self.sweep_below = self.sweep_threshold();
+        }
         Some(page)
+    }
+
+    /// The pages below the ceiling are full: the population has grown back.
+    /// Drops the ceiling and begins a sweep that links the vacant slots
+    /// above it, then takes a slot.
+    #[cold]
+    fn lift_ceiling(&mut self, max_index: u32) -> Option<u32> {
+        // The pages below hold no vacant slot: a sweep of those above it
+        // (a few a call, as any) is enough.
+        let first = self.ceiling;
+        self.ceiling = NONE;
+        self.above_ceiling = 0;
+        self.sweep_from(first);
+        self.sweep_step();
+        self.reserve(max_index)
     }
 
     /// The first slot of the swept list.
@@ -175,10 +222,13 @@ impl<T> Slab<T> {
     /// slot and puts the others on the (empty) free list, lowest first.
     /// Finding the hole walks the page table: once per page of inserts.
     /// While a sweep is under way, only a hole it has passed: one ahead of
-    /// it would be walked again.
+    /// it would be walked again. Never one above the ceiling.
     #[cold]
     fn refill_hole(&mut self) -> Option<u32> {
-        let below = self.sweeping().map_or(self.pages.len(), |(next, _)| next);
+        let below = self
+            .sweeping()
+            .map_or(self.pages.len(), |(next, _)| next)
+            .min(self.ceiling as usize / PAGE);
         let page = self.pages[..below].iter().position(Option::is_none)?;
         let mut slots = self.new_page()?;
         let first = u32::try_from(page * PAGE).ok()?;
@@ -194,12 +244,13 @@ impl<T> Slab<T> {
         Some(first)
     }
 
-    /// The population below which a sweep may pay: a quarter of the slots,
-    /// once there are enough pages for it to matter (below that, only an
-    /// empty slab is worth a look).
+    /// The population below which a sweep may pay: five eighths of the
+    /// slots, once there are enough pages for it to matter (below that, only
+    /// an empty slab is worth a look). Its ceiling then leaves a fifth of
+    /// the pages or more to drain.
     fn sweep_threshold(&self) -> usize {
         if self.allocated > MIN_SWEPT_PAGES {
-            self.allocated * PAGE / 4
+            self.allocated * PAGE / 8 * 5
         } else {
             1
         }
@@ -217,22 +268,27 @@ impl<T> Slab<T> {
     /// Walks the next pages of a sweep, beginning one if none is under way;
     /// returns whether the sweep is over. A sweep frees every page with
     /// nothing in it (page 0 stays) and rebuilds the free list over the
-    /// others, lowest slot first.
+    /// others below its ceiling, lowest slot first.
     ///
     /// Its cost, a read of every allocated slot, is paid for by removals:
-    /// the owner begins one once the population is below a quarter of the
-    /// slots, which took removing three quarters of them since they were
-    /// allocated (a page is only added when every slot is taken). Afterwards
-    /// the next sweep also waits for the population to halve, so entries
-    /// that pin many pages are not swept over on every removal; at worst
-    /// (each sweep freeing nothing) that is a sweep per halving. A
-    /// population of less than a page finishes its sweep in one call, so
-    /// that a wheel left with a few entries does not keep a burst's pages
-    /// until its next call.
+    /// the owner begins one once the population is below five eighths of
+    /// the slots, which took removing three eighths of them since they were
+    /// allocated (a page is only added when every slot is taken), or once
+    /// the last entry above the ceiling has gone. Afterwards a sweep that
+    /// set no ceiling waits for the population to halve, so entries that
+    /// pin many pages are not swept over on every removal; at worst (each
+    /// sweep freeing nothing) that is a sweep per halving. A population of
+    /// less than a page finishes its sweep in one call, so that a wheel left
+    /// with a few entries does not keep a burst's pages until its next call.
     #[cold]
     pub(crate) fn sweep_step(&mut self) -> bool {
         let (mut next, end) = match self.sweeping() {
             Some(sweep) => sweep,
+            // Everything above the ceiling has left: only those pages need
+            // a walk, which frees them, and the free list stays.
+            None if self.ceiling != NONE && self.above_ceiling == 0 => {
+                self.sweep_from(self.ceiling)
+            }
             None => self.begin_sweep(),
         };
         let mut budget = if self.len < PAGE {
@@ -249,6 +305,7 @@ impl<T> Slab<T> {
         }
         if next < end {
             self.unswept = (next * PAGE) as u32;
+            self.off_list_from = self.unswept.min(self.ceiling);
             return false;
         }
         self.finish_sweep(end);
@@ -261,29 +318,55 @@ impl<T> Slab<T> {
         (self.unswept != NONE).then_some((self.unswept as usize / PAGE, self.sweep_end))
     }
 
-    /// Drops the free list (the sweep links every vacant slot again) and
-    /// marks every page unswept; returns the sweep's bounds.
+    /// Drops the free list (the sweep links every vacant slot below its
+    /// ceiling again), sets the ceiling if the population leaves pages above
+    /// one, and marks every page unswept; returns the sweep's bounds.
     fn begin_sweep(&mut self) -> (usize, usize) {
-        let end = self.pages.len();
-        self.sweep_end = end;
         self.free = NONE;
         self.swept = (NONE, NONE);
-        self.unswept = 0;
+        self.above_ceiling = 0;
+        // Room below for the population and a quarter more: what it takes
+        // for the entries above to be replaced below as they leave.
+        let below = (self.len + self.len / 4)
+            .div_ceil(PAGE)
+            .max(MIN_SWEPT_PAGES);
+        self.ceiling = if below < self.pages.len() {
+            (below * PAGE) as u32
+        } else {
+            NONE
+        };
+        self.sweep_from(0)
+    }
+
+    /// Marks the pages from slot `first` (the first of a page) on unswept;
+    /// returns the sweep's bounds.
+    fn sweep_from(&mut self, first: u32) -> (usize, usize) {
+        let end = self.pages.len();
+        self.sweep_end = end;
+        self.unswept = first;
+        self.off_list_from = first.min(self.ceiling);
         // Slots never handed out are in unswept pages too: growth goes on
         // above them.
         self.fresh = (end * PAGE) as u32;
         // Every removal and advance calls back until the sweep is over.
         self.sweep_below = usize::MAX;
-        (0, end)
+        (first as usize / PAGE, end)
     }
 
     /// Frees page `number` if nothing is in it (page 0 stays), or else
-    /// appends its vacant slots to the swept list, lowest first.
+    /// appends its vacant slots to the swept list, lowest first; above the
+    /// ceiling, counts its entries instead.
     fn sweep_page(&mut self, number: usize) {
         let Some(slots) = self.pages[number].as_mut() else {
             return;
         };
-        if number != 0 && slots.iter().all(|entry| entry.payload.is_vacant()) {
+        let above = number * PAGE >= self.ceiling as usize;
+        let occupied = if above {
+            slots.iter().filter(|e| !e.payload.is_vacant()).count()
+        } else {
+            usize::from(!slots.iter().all(|entry| entry.payload.is_vacant()))
+        };
+        if number != 0 && occupied == 0 {
             let highest = slots.iter().map(|entry| entry.generation).max();
             // Raised at once: a hole the sweep has passed may be refilled
             // before it is over.
@@ -292,6 +375,10 @@ impl<T> Slab<T> {
                 .max(highest.unwrap_or(0).wrapping_add(1));
             self.pages[number] = None;
             self.allocated -= 1;
+            return;
+        }
+        if above {
+            self.above_ceiling += occupied;
             return;
         }
         let first = (number * PAGE) as u32;
@@ -322,6 +409,7 @@ impl<T> Slab<T> {
     /// vacant slots of pages added meanwhile, then what was vacated in
     /// swept pages meanwhile, becomes the free list.
     fn finish_sweep(&mut self, end: usize) {
+        let drained = self.ceiling != NONE;
         self.unswept = NONE;
         // Pages added during the sweep: their vacated slots were left off
         // the free list too.
@@ -338,17 +426,44 @@ impl<T> Slab<T> {
         while matches!(self.pages.last(), Some(None)) {
             self.pages.pop();
         }
-        // Every vacant slot is on the free list now, those never handed
-        // out included.
+        // Every vacant slot below the ceiling is on the free list now, those
+        // never handed out included.
         self.fresh = (self.pages.len() * PAGE) as u32;
-        self.sweep_below = self.sweep_threshold().min(self.len / 2).max(1);
+        if self.ceiling as usize >= self.pages.len() * PAGE {
+            self.ceiling = NONE;
+        }
+        self.off_list_from = self.ceiling;
+        self.sweep_below = if self.ceiling == NONE {
+            if drained {
+                // The pages above the ceiling are gone. The population may
+                // have gone on falling since it was set: the next sweep
+                // when it is down to five eighths of what is left.
+                self.sweep_threshold()
+            } else {
+                self.sweep_threshold().min(self.len / 2).max(1)
+            }
+        } else if self.above_ceiling == 0 {
+            // What was above emptied during the sweep: free it now.
+            usize::MAX
+        } else {
+            // A drain under way: a new sweep (with a lower ceiling) once the
+            // population falls to half the slots below it.
+            self.ceiling as usize / 2
+        };
     }
 
-    /// Whether a slot vacated at `index` must stay off the free list: its
-    /// page is still to be swept. One comparison.
-    #[inline]
-    fn unswept(&self, index: u32) -> bool {
-        index >= self.unswept
+    /// A slot vacated at `index` stays off the free list: its page is
+    /// still to be swept, or above the ceiling. There, once walked, it is
+    /// one entry fewer to wait for; after the last, the owner's next call
+    /// begins the sweep that frees those pages.
+    #[cold]
+    fn left_off(&mut self, index: u32) {
+        if index >= self.ceiling && index < self.unswept {
+            self.above_ceiling -= 1;
+            if self.above_ceiling == 0 && self.unswept == NONE {
+                self.sweep_below = usize::MAX;
+            }
+        }
     }
 
     /// Stores an entry in the slot [`reserve`](Self::reserve) returned;
@@ -373,8 +488,10 @@ impl<T> Slab<T> {
         let place = (bucket, entry.link);
         entry.generation = entry.generation.wrapping_add(1);
         entry.link = free;
-        if !self.unswept(index) {
+        if index < self.off_list_from {
             self.free = index;
+        } else {
+            self.left_off(index);
         }
         self.len -= 1;
         Some((value, place))
@@ -393,8 +510,10 @@ impl<T> Slab<T> {
         let (value, _) = entry.payload.take().expect("removing a vacant slot");
         entry.generation = entry.generation.wrapping_add(1);
         entry.link = free;
-        if !self.unswept(index) {
+        if index < self.off_list_from {
             self.free = index;
+        } else {
+            self.left_off(index);
         }
         self.len -= 1;
         value
@@ -447,9 +566,13 @@ impl<T> Slab<T> {
             .max()
             .unwrap_or(0);
         self.generation_floor = self.generation_floor.max(highest.wrapping_add(1));
-        // A sweep under way ends here: nothing is left to link.
+        // A sweep under way ends here: nothing is left to link, nor to
+        // drain.
         self.swept = (NONE, NONE);
         self.unswept = NONE;
+        self.ceiling = NONE;
+        self.off_list_from = NONE;
+        self.above_ceiling = 0;
         self.pages.truncate(1);
         // The page table itself grew with the peak (a pointer a page: 128 KB
         // of capacity after 1e7 entries); give that back too.
@@ -707,6 +830,188 @@ mod tests {
         assert_eq!(slab.allocated, 5);
         let (low, _) = slab.insert(1, 1, NONE - 1).unwrap();
         assert_eq!(low, 1);
+    }
+
+    /// Checks every live entry against the slab, and that no slot is
+    /// handed out twice.
+    struct Model {
+        live: std::collections::HashMap<u32, (u32, u64)>,
+        order: std::collections::VecDeque<u32>,
+        value: u64,
+    }
+
+    impl Model {
+        fn new() -> Self {
+            Model {
+                live: Default::default(),
+                order: Default::default(),
+                value: 0,
+            }
+        }
+
+        fn insert(&mut self, slab: &mut Slab<u64>) {
+            self.value += 1;
+            let (index, generation) = slab.insert(self.value, self.value, NONE - 1).unwrap();
+            let old = self.live.insert(index, (generation, self.value));
+            assert!(old.is_none(), "slot {index} handed out twice");
+            self.order.push_back(index);
+        }
+
+        /// Removes the oldest entry, as a wheel's deadlines would; the
+        /// owner then calls back as the wheel does.
+        fn remove_oldest(&mut self, slab: &mut Slab<u64>) {
+            let index = self.order.pop_front().unwrap();
+            let (generation, value) = self.live.remove(&index).unwrap();
+            assert_eq!(slab.take(index, generation).map(|(v, _)| v), Some(value));
+            if slab.len() < slab.sweep_below() && slab.len() != 0 {
+                slab.sweep_step();
+            }
+            assert_eq!(slab.len(), self.live.len());
+        }
+
+        fn check(&self, slab: &Slab<u64>) {
+            for (&index, &(generation, value)) in &self.live {
+                let found = slab.lookup(index, generation).map(|e| e.deadline);
+                assert_eq!(found, Some(value), "slot {index}");
+            }
+        }
+    }
+
+    #[test]
+    fn pages_a_doubled_population_took_go_back_once_it_halves() {
+        let mut slab = Slab::new();
+        let mut model = Model::new();
+        let steady = 20 * PAGE;
+        for _ in 0..steady {
+            model.insert(&mut slab);
+        }
+        // A slow spell: the population doubles, then turns over.
+        for _ in 0..steady {
+            model.insert(&mut slab);
+        }
+        for _ in 0..3 * steady {
+            model.insert(&mut slab);
+            model.remove_oldest(&mut slab);
+        }
+        let peak = slab.allocated;
+        assert!(peak >= 40, "{peak} pages at the peak");
+        // Back to the steady population, which turns over twice: the entries
+        // above the ceiling leave, and their pages with them.
+        for _ in 0..steady {
+            model.remove_oldest(&mut slab);
+        }
+        for _ in 0..2 * steady {
+            model.insert(&mut slab);
+            model.remove_oldest(&mut slab);
+        }
+        model.check(&slab);
+        // Room for the population and a quarter more, and a page of slack.
+        assert!(
+            slab.allocated <= 26,
+            "{} of {peak} pages kept for {} entries",
+            slab.allocated,
+            slab.len()
+        );
+    }
+
+    #[test]
+    fn a_population_that_grows_back_lifts_the_ceiling_and_loses_no_slot() {
+        let mut slab = Slab::new();
+        let mut model = Model::new();
+        for _ in 0..40 * PAGE {
+            model.insert(&mut slab);
+        }
+        // Every other entry goes: a ceiling is set over half the pages.
+        let mut kept = std::collections::VecDeque::new();
+        while let Some(index) = model.order.pop_front() {
+            if index % 2 == 0 {
+                let (generation, _) = model.live.remove(&index).unwrap();
+                slab.take(index, generation).unwrap();
+                if slab.len() < slab.sweep_below() {
+                    slab.sweep_step();
+                }
+            } else {
+                kept.push_back(index);
+            }
+        }
+        model.order = kept;
+        while slab.sweeping().is_some() {
+            slab.sweep_step();
+        }
+        assert_ne!(slab.ceiling, NONE, "no ceiling over {} entries", slab.len());
+        let pages = slab.pages.len();
+        // Entries leave from above the ceiling too, their slots off the list.
+        for _ in 0..PAGE {
+            model.remove_oldest(&mut slab);
+        }
+        // Fill every vacant slot, with the owner's calls while a sweep runs:
+        // the ones above the ceiling come back, so no page is added.
+        let vacant = pages * PAGE - slab.len();
+        for _ in 0..vacant {
+            model.insert(&mut slab);
+            if slab.sweeping().is_some() {
+                slab.sweep_step();
+            }
+        }
+        assert_eq!(slab.ceiling, NONE);
+        assert_eq!(slab.pages.len(), pages, "pages added with slots vacant");
+        assert_eq!(slab.len(), pages * PAGE);
+        model.check(&slab);
+    }
+
+    #[test]
+    fn populations_that_rise_and_fall_at_random_keep_every_entry() {
+        // Drains begun, lifted, finished and begun again under them, with
+        // entries leaving in any order.
+        let mut slab = Slab::new();
+        let mut model = Model::new();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |below: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % below as u64) as usize
+        };
+        let (mut ceilings, mut lifts) = (0, 0);
+        for _ in 0..12 {
+            let target = PAGE * (2 + next(40));
+            while model.live.len() != target {
+                let had_ceiling = slab.ceiling != NONE && slab.sweeping().is_none();
+                if model.live.len() < target && next(4) != 0 {
+                    model.insert(&mut slab);
+                    lifts += usize::from(had_ceiling && slab.ceiling == NONE);
+                } else if !model.live.is_empty() {
+                    // From the oldest few, so that old pages drain.
+                    let at = next(model.order.len().min(64));
+                    model.order.swap(0, at);
+                    model.remove_oldest(&mut slab);
+                }
+                ceilings += usize::from(slab.ceiling != NONE && slab.sweeping().is_some());
+            }
+            model.check(&slab);
+        }
+        assert!(
+            ceilings > 0 && lifts > 0,
+            "{ceilings} steps under a ceiling, {lifts} lifts"
+        );
+        // Every vacant slot is reachable once: filling what is allocated,
+        // with the owner's calls while a sweep runs, adds at most a page.
+        while slab.sweeping().is_some() {
+            slab.sweep_step();
+        }
+        let pages = slab.pages.len();
+        for _ in 0..pages * PAGE - slab.len() {
+            model.insert(&mut slab);
+            if slab.sweeping().is_some() {
+                slab.sweep_step();
+            }
+        }
+        assert!(
+            slab.pages.len() <= pages + 1,
+            "{} pages after {pages}",
+            slab.pages.len()
+        );
+        model.check(&slab);
     }
 
     #[test]

@@ -528,3 +528,49 @@ fn bucket_buffers_follow_the_buckets_in_use_not_each_buckets_peak() {
     // would add 8 KB each, about 100 bytes per pending entry.
     assert!(per_pending < 64.0, "{per_pending} bytes per pending entry");
 }
+
+#[test]
+fn pages_a_slow_spell_took_go_back_once_the_load_is_steady_again() {
+    // A purgatory's pattern: each tick new entries due 1 to 200 ticks
+    // ahead, a share of pending ones cancelled (completed early), the rest
+    // fired. For a while the load doubles, as when the thread that answers
+    // runs late; then it is steady again and the population turns over.
+    let mut wheel = TimingWheel::new();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut rand = move |below: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % below
+    };
+    let mut pending: Vec<TimerId> = Vec::new();
+    let mut now = 0;
+    let mut run = |wheel: &mut TimingWheel<u64>, ticks: u64, per_tick: u64| {
+        for _ in 0..ticks {
+            for _ in 0..per_tick {
+                pending.push(wheel.insert(now + 1 + rand(200), now).unwrap());
+            }
+            for _ in 0..per_tick / 4 {
+                let i = rand(pending.len() as u64) as usize;
+                wheel.cancel(pending.swap_remove(i));
+            }
+            now += 1;
+            wheel.advance(now, |_, _| {});
+            if pending.len() > 4 * wheel.len() {
+                pending.retain(|&id| wheel.deadline(id).is_some());
+            }
+        }
+    };
+    run(&mut wheel, 600, 300);
+    let steady = wheel.allocated_bytes();
+    run(&mut wheel, 600, 600);
+    let spell = wheel.allocated_bytes();
+    run(&mut wheel, 1_200, 300);
+    let after = wheel.allocated_bytes();
+    println!("steady {steady} bytes, slow spell {spell}, steady again {after}");
+    assert!(spell > steady * 3 / 2, "the spell took {spell} bytes");
+    assert!(
+        after < steady * 13 / 10,
+        "{after} bytes held again after {steady} before the spell"
+    );
+}
