@@ -275,6 +275,7 @@ mod operation;
 mod outcome;
 mod purgatory;
 mod recent_key_sets;
+mod reused_buffer;
 mod spare_cells;
 mod thread_stripe;
 mod timer_queue;

@@ -11,6 +11,7 @@
 
 use crate::cell::{Cell, FIRED, NO_TIMER};
 use crate::no_yield_lock::InheritingMutex as Mutex;
+use crate::reused_buffer::ReusedBuffer;
 use crate::unchecked::lane::{self, plain_deadline, Word};
 use crate::wheel_timer::{Due, WheelTimer};
 use crossbeam_utils::CachePadded;
@@ -120,22 +121,22 @@ impl<K, O> Ord for HeapEntry<K, O> {
 /// and the allocator holds freed pages between its purges; jemalloc's
 /// unused pages swung between 0.2 and 2.3 MiB there, and stayed at or
 /// below 0.8 MiB once these buffers and the spare cells' larger depot
-/// came (BENCHMARKS.md).
+/// came (BENCHMARKS.md). Their room follows recent use (`reused_buffer.rs`).
 pub(crate) struct ExpiryBuffers<K, O> {
     /// What the wheel handed out, under the timer's lock.
-    entries: Vec<(u64, Due<Cell<K, O>>)>,
+    entries: ReusedBuffer<(u64, Due<Cell<K, O>>)>,
     /// The cells that fell due, with their deadlines, to put in order.
-    fired: Vec<(u64, CellRef<K, O>)>,
+    fired: ReusedBuffer<(u64, CellRef<K, O>)>,
     /// The baseline's entries that surfaced dead.
-    dead: Vec<CellRef<K, O>>,
+    dead: ReusedBuffer<CellRef<K, O>>,
 }
 
 impl<K, O> Default for ExpiryBuffers<K, O> {
     fn default() -> Self {
         ExpiryBuffers {
-            entries: Vec::new(),
-            fired: Vec::new(),
-            dead: Vec::new(),
+            entries: ReusedBuffer::default(),
+            fired: ReusedBuffer::default(),
+            dead: ReusedBuffer::default(),
         }
     }
 }
@@ -144,34 +145,10 @@ impl<K, O> Default for ExpiryBuffers<K, O> {
 /// hands out whole ticks: a tick that holds more is taken whole). A clock that ran late
 /// meets tens of thousands of expired operations; taken in rounds, the
 /// buffers of its turn stay the size of a round (kept for the next, see
-/// [`ExpiryBuffers::KEEP`]) instead of growing to the largest backlog the
+/// [`ReusedBuffer::KEEP`]) instead of growing to the largest backlog the
 /// process ever met, and the first callbacks of the backlog run sooner
 /// while another thread takes the next round.
 pub(crate) const ROUND: usize = 1 << 13;
-
-impl<K, O> ExpiryBuffers<K, O> {
-    /// Entries a buffer keeps room for at most (1 MiB of 16-byte ones):
-    /// room for what a late thread at the clock meets, not for a one-off burst.
-    pub(crate) const KEEP: usize = 1 << 16;
-
-    /// Whether an emptied buffer is worth keeping: it did not grow past
-    /// [`KEEP`](Self::KEEP).
-    pub(crate) fn worth_keeping<T>(buffer: &Vec<T>) -> bool {
-        buffer.capacity() <= Self::KEEP
-    }
-
-    /// Lets go of the buffers not worth keeping.
-    fn trim(&mut self) {
-        fn trim<T>(buffer: &mut Vec<T>) {
-            if !ExpiryBuffers::<(), ()>::worth_keeping(buffer) {
-                *buffer = Vec::new();
-            }
-        }
-        trim(&mut self.entries);
-        trim(&mut self.fired);
-        trim(&mut self.dead);
-    }
-}
 
 impl<K, O> TimerQueue<K, O> {
     pub(crate) fn new(kind: TimerKind) -> Self {
@@ -336,7 +313,7 @@ impl<K, O> TimerQueue<K, O> {
         } = buffers;
         let next = match self {
             TimerQueue::Wheel(state) => {
-                let due = entries;
+                let due = &mut *entries;
                 let next = {
                     let mut s = state.lock();
                     // Cells are not touched under the lock: each is a likely
@@ -364,6 +341,7 @@ impl<K, O> TimerQueue<K, O> {
                 };
                 // A lane's entry that a completion or a reset took out
                 // meanwhile is not this expiry's (`unchecked/lane.rs`).
+                due.note_len();
                 fired.extend(
                     due.drain(..)
                         .filter_map(|(deadline, entry)| Some((deadline, entry.resolve()?))),
@@ -393,11 +371,15 @@ impl<K, O> TimerQueue<K, O> {
                 next
             }
         };
+        dead.note_len();
         dead.clear();
         // Same order from either timer: by deadline, then submission.
         fired.sort_unstable_by_key(|(deadline, cell)| (*deadline, cell.seq));
+        fired.note_len();
         due.extend(fired.drain(..).map(|(_, cell)| cell));
-        buffers.trim();
+        entries.end_use();
+        fired.end_use();
+        dead.end_use();
         next
     }
 

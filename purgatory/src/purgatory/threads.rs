@@ -34,6 +34,7 @@ use crate::caught;
 use crate::error::ConfigError;
 use crate::no_yield_lock::Mutex;
 use crate::outcome::Outcome;
+use crate::reused_buffer::ReusedBuffer;
 use crate::timer_queue::{CellRef, ExpiryBuffers};
 use crate::unchecked::Request;
 use crate::DelayedOperation;
@@ -190,7 +191,7 @@ where
     O: DelayedOperation,
 {
     let watch = watch(shared.scale.tick());
-    let mut due: Vec<CellRef<K, O>> = Vec::new();
+    let mut due: ReusedBuffer<CellRef<K, O>> = ReusedBuffer::default();
     loop {
         if shared.shutting_down.load(Ordering::SeqCst) {
             return;
@@ -227,6 +228,7 @@ where
         if shared.at_clock.anyone_dozing() {
             shared.at_clock.wake_all();
         }
+        due.note_len();
         let until = Instant::now() + shared.scale.tick();
         let mut batch = due.drain(..);
         shared.drive_until(&mut batch, Request::Force(Outcome::Expired), until);
@@ -236,9 +238,7 @@ where
             shared.drive_rest(&mut batch, Request::Force(Outcome::Expired));
         }
         drop(batch);
-        if !ExpiryBuffers::<K, O>::worth_keeping(&due) {
-            due = Vec::new();
-        }
+        due.end_use();
     }
 }
 
