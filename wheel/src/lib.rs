@@ -82,12 +82,12 @@
 //!
 //! When the wheel becomes empty it returns all pages but one and every
 //! bucket buffer. Before that, an entry cannot move (its [`TimerId`] names
-//! its slot), so pages go back by a sweep: once at most five eighths of
+//! its slot), so pages go back by a sweep: once at most three quarters of
 //! the slots are occupied, a sweep frees every page with nothing in it and
 //! rebuilds the free list lowest slot first, 8 pages per removal or
 //! advance (all at once when fewer than 1,024 entries are left), so that
 //! no single call pays for the whole walk. It also sets a ceiling over the
-//! pages that hold the population and a quarter more: new entries go
+//! pages that hold the population and an eighth more: new entries go
 //! below it, and once the entries above have fired or been cancelled,
 //! their pages go. So a wheel whose population doubled for a while (a
 //! slow spell of the thread that answers) and came back gives the extra

@@ -11,7 +11,7 @@
 //! cannot go on its own as it empties without bookkeeping on every insert
 //! and removal (a branch version that kept a free list per page made
 //! `expire` at 1e6 a third slower; even one counter per removal cost 4 ns
-//! there). Instead, once at most five eighths of the slots are occupied, a
+//! there). Instead, once at most three quarters of the slots are occupied, a
 //! sweep walks the pages: it frees those with nothing in them, leaving
 //! holes in the page table that later growth fills first, and rebuilds the
 //! free list lowest slot first. Its cost, one read of every allocated
@@ -21,7 +21,7 @@
 //! and halved again: the survivors are spread over every page, and each
 //! removal's slot is the next insert's (the free list is last in, first
 //! out), so the high pages never empty. So a sweep also sets a **ceiling**
-//! where the pages below hold the population and a quarter more: it links
+//! where the pages below hold the population and an eighth more: it links
 //! the vacant slots below it only, and a slot vacated above it stays off
 //! the free list. New entries then go below, the entries above leave as
 //! they fire or are cancelled, and once the last one has gone (a count of
@@ -244,13 +244,13 @@ impl<T> Slab<T> {
         Some(first)
     }
 
-    /// The population below which a sweep may pay: five eighths of the
+    /// The population below which a sweep may pay: three quarters of the
     /// slots, once there are enough pages for it to matter (below that, only
-    /// an empty slab is worth a look). Its ceiling then leaves a fifth of
+    /// an empty slab is worth a look). Its ceiling then leaves a sixth of
     /// the pages or more to drain.
     fn sweep_threshold(&self) -> usize {
         if self.allocated > MIN_SWEPT_PAGES {
-            self.allocated * PAGE / 8 * 5
+            self.allocated * PAGE / 4 * 3
         } else {
             1
         }
@@ -271,15 +271,16 @@ impl<T> Slab<T> {
     /// others below its ceiling, lowest slot first.
     ///
     /// Its cost, a read of every allocated slot, is paid for by removals:
-    /// the owner begins one once the population is below five eighths of
-    /// the slots, which took removing three eighths of them since they were
+    /// the owner begins one once the population is below three quarters of
+    /// the slots, which took removing a quarter of them since they were
     /// allocated (a page is only added when every slot is taken), or once
-    /// the last entry above the ceiling has gone. Afterwards a sweep that
-    /// set no ceiling waits for the population to halve, so entries that
-    /// pin many pages are not swept over on every removal; at worst (each
-    /// sweep freeing nothing) that is a sweep per halving. A population of
-    /// less than a page finishes its sweep in one call, so that a wheel left
-    /// with a few entries does not keep a burst's pages until its next call.
+    /// the last entry above the ceiling has gone. While entries above the
+    /// ceiling stay (long timeouts pin their pages), the next full sweep
+    /// waits for the population to fall to half the slots below it, so
+    /// they are not swept over on every removal: at worst a sweep per
+    /// halving. A population of less than a page finishes its sweep in one
+    /// call, so that a wheel left with a few entries does not keep a
+    /// burst's pages until its next call.
     #[cold]
     pub(crate) fn sweep_step(&mut self) -> bool {
         let (mut next, end) = match self.sweeping() {
@@ -325,9 +326,10 @@ impl<T> Slab<T> {
         self.free = NONE;
         self.swept = (NONE, NONE);
         self.above_ceiling = 0;
-        // Room below for the population and a quarter more: what it takes
-        // for the entries above to be replaced below as they leave.
-        let below = (self.len + self.len / 4)
+        // Room below for the population and an eighth more: what it takes
+        // for the entries above to be replaced below as they leave, with
+        // room for the population to rise a little meanwhile.
+        let below = (self.len + self.len / 8)
             .div_ceil(PAGE)
             .max(MIN_SWEPT_PAGES);
         self.ceiling = if below < self.pages.len() {
@@ -409,7 +411,6 @@ impl<T> Slab<T> {
     /// vacant slots of pages added meanwhile, then what was vacated in
     /// swept pages meanwhile, becomes the free list.
     fn finish_sweep(&mut self, end: usize) {
-        let drained = self.ceiling != NONE;
         self.unswept = NONE;
         // Pages added during the sweep: their vacated slots were left off
         // the free list too.
@@ -434,14 +435,12 @@ impl<T> Slab<T> {
         }
         self.off_list_from = self.ceiling;
         self.sweep_below = if self.ceiling == NONE {
-            if drained {
-                // The pages above the ceiling are gone. The population may
-                // have gone on falling since it was set: the next sweep
-                // when it is down to five eighths of what is left.
-                self.sweep_threshold()
-            } else {
-                self.sweep_threshold().min(self.len / 2).max(1)
-            }
+            // No drain: none was needed, its pages are gone, or the
+            // population grew back and lifted it. The next sweep once the
+            // population is down to three quarters of the slots (not, as
+            // once, to half of what it is now: after a ceiling lifted at the
+            // peak of a slow spell, that kept every page of the spell).
+            self.sweep_threshold()
         } else if self.above_ceiling == 0 {
             // What was above emptied during the sweep: free it now.
             usize::MAX
@@ -905,9 +904,59 @@ mod tests {
             model.remove_oldest(&mut slab);
         }
         model.check(&slab);
-        // Room for the population and a quarter more, and a page of slack.
+        // Room for the population and an eighth more, and a page of slack.
         assert!(
             slab.allocated <= 26,
+            "{} of {peak} pages kept for {} entries",
+            slab.allocated,
+            slab.len()
+        );
+    }
+
+    #[test]
+    fn pages_go_back_after_a_spell_in_which_a_ceiling_was_lifted() {
+        let mut slab = Slab::new();
+        let mut model = Model::new();
+        let steady = 20 * PAGE;
+        for _ in 0..2 * steady {
+            model.insert(&mut slab);
+        }
+        // In the spell the population dips below three quarters (a late
+        // expiry's burst, spread over every page), which sets a ceiling, and
+        // comes back, which lifts it.
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..steady * 9 / 10 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let at = (x % model.order.len() as u64) as usize;
+            model.order.swap(0, at);
+            model.remove_oldest(&mut slab);
+        }
+        let mut set = false;
+        for _ in 0..steady * 9 / 10 - 2 * PAGE {
+            model.insert(&mut slab);
+            set |= slab.ceiling != NONE;
+        }
+        assert!(set && slab.ceiling == NONE, "no ceiling set and lifted");
+        // The rest of the spell fits in the pages there are.
+        for _ in 0..steady {
+            model.remove_oldest(&mut slab);
+            model.insert(&mut slab);
+        }
+        let peak = slab.allocated;
+        // After the spell: 22 pages' worth, more than half the population
+        // when the ceiling was lifted, turning over.
+        while model.live.len() > 22 * PAGE {
+            model.remove_oldest(&mut slab);
+        }
+        for _ in 0..4 * steady {
+            model.insert(&mut slab);
+            model.remove_oldest(&mut slab);
+        }
+        model.check(&slab);
+        assert!(
+            slab.allocated <= 29,
             "{} of {peak} pages kept for {} entries",
             slab.allocated,
             slab.len()
