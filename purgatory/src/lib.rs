@@ -146,8 +146,12 @@
 //! ended at +9.0%: after other work slowed it for over a minute, the
 //! heap's 32 KiB blocks (likely the wheel's pages) doubled to 3.1 MiB and
 //! stayed, while jemalloc's room between blocks stayed at 0.4-0.7 MiB.
-//! One arena is the better choice here, but what remains is the
-//! purgatory's own heap keeping what a slow spell made it allocate.
+//! One arena is the better choice here, but what remained was the
+//! purgatory's own heap keeping what a slow spell made it allocate. Since,
+//! the wheel gives back the pages a doubled population took (a ceiling:
+//! `timing_wheel`'s docs) and the expiry's buffers keep the room of recent
+//! rounds, not of the largest; a fifth hour stayed within 2.6% (one-second
+//! samples 8.0%), though with no slow stretch to test the ceiling.
 //! Kafka's purgatory benchmark (`purgatory_perf`, low case at 1M/s) cost
 //! 0.551-0.606 µs of CPU per request with one arena against 0.547-0.587
 //! with the default, more in three of four pairs by 2.7-6.0%.

@@ -868,6 +868,25 @@ mod tests {
             assert_eq!(slab.len(), self.live.len());
         }
 
+        /// `n` inserts, each followed by the removal of the oldest entry.
+        fn turn_over(&mut self, slab: &mut Slab<u64>, n: usize) {
+            for _ in 0..n {
+                self.insert(slab);
+                self.remove_oldest(slab);
+            }
+        }
+
+        /// Falls to `population` entries, oldest first, then turns over
+        /// `n`; checks every entry and returns the pages the slab keeps.
+        fn settle(&mut self, slab: &mut Slab<u64>, population: usize, n: usize) -> usize {
+            while self.live.len() > population {
+                self.remove_oldest(slab);
+            }
+            self.turn_over(slab, n);
+            self.check(slab);
+            slab.allocated
+        }
+
         fn check(&self, slab: &Slab<u64>) {
             for (&index, &(generation, value)) in &self.live {
                 let found = slab.lookup(index, generation).map(|e| e.deadline);
@@ -888,28 +907,17 @@ mod tests {
         for _ in 0..steady {
             model.insert(&mut slab);
         }
-        for _ in 0..3 * steady {
-            model.insert(&mut slab);
-            model.remove_oldest(&mut slab);
-        }
+        model.turn_over(&mut slab, 3 * steady);
         let peak = slab.allocated;
         assert!(peak >= 40, "{peak} pages at the peak");
         // Back to the steady population, which turns over twice: the entries
         // above the ceiling leave, and their pages with them.
-        for _ in 0..steady {
-            model.remove_oldest(&mut slab);
-        }
-        for _ in 0..2 * steady {
-            model.insert(&mut slab);
-            model.remove_oldest(&mut slab);
-        }
-        model.check(&slab);
-        // Room for the population and an eighth more, and a page of slack.
+        let kept = model.settle(&mut slab, steady, 2 * steady);
+        // A sweep leaves room for an eighth more than the population, and
+        // the next waits for three quarters: at most a third more, in all.
         assert!(
-            slab.allocated <= 26,
-            "{} of {peak} pages kept for {} entries",
-            slab.allocated,
-            slab.len()
+            kept <= 27,
+            "{kept} of {peak} pages kept for {steady} entries"
         );
     }
 
@@ -947,19 +955,10 @@ mod tests {
         let peak = slab.allocated;
         // After the spell: 22 pages' worth, more than half the population
         // when the ceiling was lifted, turning over.
-        while model.live.len() > 22 * PAGE {
-            model.remove_oldest(&mut slab);
-        }
-        for _ in 0..4 * steady {
-            model.insert(&mut slab);
-            model.remove_oldest(&mut slab);
-        }
-        model.check(&slab);
+        let kept = model.settle(&mut slab, 22 * PAGE, 4 * steady);
         assert!(
-            slab.allocated <= 29,
-            "{} of {peak} pages kept for {} entries",
-            slab.allocated,
-            slab.len()
+            kept <= 29,
+            "{kept} of {peak} pages kept for 22 pages' worth"
         );
     }
 
