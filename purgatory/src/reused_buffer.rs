@@ -59,11 +59,12 @@ impl<T> ReusedBuffer<T> {
         self.peak = self.peak.max(self.items.len());
     }
 
-    /// Ends a use: frees a buffer that grew past [`KEEP`](Self::KEEP), and
-    /// at the end of a window, gives back the room beyond twice what its
-    /// largest use needed. Items still in the buffer stay.
+    /// Ends a use: frees an empty buffer that grew past
+    /// [`KEEP`](Self::KEEP), and at the end of a window, gives back the
+    /// room beyond twice what its largest use needed. Items still in the
+    /// buffer stay.
     pub(crate) fn end_use(&mut self) {
-        if self.items.capacity() > Self::KEEP {
+        if self.items.capacity() > Self::KEEP && self.items.is_empty() {
             self.items = Vec::new();
         }
         self.uses += 1;
@@ -161,5 +162,10 @@ mod tests {
         }
         assert_eq!(buffer.len(), WINDOW as usize);
         assert_eq!(buffer[3], 3);
+        // Past `KEEP` too.
+        let mut large = ReusedBuffer::default();
+        large.extend(0..ReusedBuffer::<u64>::KEEP as u64 + 1);
+        large.end_use();
+        assert_eq!(large.len(), ReusedBuffer::<u64>::KEEP + 1);
     }
 }

@@ -313,7 +313,6 @@ impl<K, O> TimerQueue<K, O> {
         } = buffers;
         let next = match self {
             TimerQueue::Wheel(state) => {
-                let due = &mut *entries;
                 let next = {
                     let mut s = state.lock();
                     // Cells are not touched under the lock: each is a likely
@@ -327,8 +326,8 @@ impl<K, O> TimerQueue<K, O> {
                     };
                     while let Some(at) = until.filter(|&at| at <= now) {
                         s.wheel
-                            .advance(at, |deadline, entry| due.push((deadline, entry)));
-                        until = match for_clock && due.len() < ROUND {
+                            .advance(at, |deadline, entry| entries.push((deadline, entry)));
+                        until = match for_clock && entries.len() < ROUND {
                             true => s.wheel.next_expiration(),
                             false => None,
                         };
@@ -341,9 +340,10 @@ impl<K, O> TimerQueue<K, O> {
                 };
                 // A lane's entry that a completion or a reset took out
                 // meanwhile is not this expiry's (`unchecked/lane.rs`).
-                due.note_len();
+                entries.note_len();
                 fired.extend(
-                    due.drain(..)
+                    entries
+                        .drain(..)
                         .filter_map(|(deadline, entry)| Some((deadline, entry.resolve()?))),
                 );
                 next

@@ -85,7 +85,7 @@ pub(crate) struct Slab<T> {
     /// Pages allocated now: fewer than `pages.len()` when there are holes.
     allocated: usize,
     /// Below this many occupied slots the owner should call
-    /// [`sweep`](Self::sweep) (or release, at 0).
+    /// [`sweep_step`](Self::sweep_step) (or release, at 0).
     sweep_below: usize,
     /// Head of the free list of vacant slots below `fresh`.
     free: u32,
@@ -246,8 +246,8 @@ impl<T> Slab<T> {
 
     /// The population below which a sweep may pay: three quarters of the
     /// slots, once there are enough pages for it to matter (below that, only
-    /// an empty slab is worth a look). Its ceiling then leaves a sixth of
-    /// the pages or more to drain.
+    /// an empty slab is worth a look). Its ceiling then leaves about a sixth
+    /// of the pages or more to drain.
     fn sweep_threshold(&self) -> usize {
         if self.allocated > MIN_SWEPT_PAGES {
             self.allocated * PAGE / 4 * 3
@@ -306,7 +306,7 @@ impl<T> Slab<T> {
         }
         if next < end {
             self.unswept = (next * PAGE) as u32;
-            self.off_list_from = self.unswept.min(self.ceiling);
+            self.bound_free_list();
             return false;
         }
         self.finish_sweep(end);
@@ -346,7 +346,7 @@ impl<T> Slab<T> {
         let end = self.pages.len();
         self.sweep_end = end;
         self.unswept = first;
-        self.off_list_from = first.min(self.ceiling);
+        self.bound_free_list();
         // Slots never handed out are in unswept pages too: growth goes on
         // above them.
         self.fresh = (end * PAGE) as u32;
@@ -362,13 +362,7 @@ impl<T> Slab<T> {
         let Some(slots) = self.pages[number].as_mut() else {
             return;
         };
-        let above = number * PAGE >= self.ceiling as usize;
-        let occupied = if above {
-            slots.iter().filter(|e| !e.payload.is_vacant()).count()
-        } else {
-            usize::from(!slots.iter().all(|entry| entry.payload.is_vacant()))
-        };
-        if number != 0 && occupied == 0 {
+        if number != 0 && slots.iter().all(|entry| entry.payload.is_vacant()) {
             let highest = slots.iter().map(|entry| entry.generation).max();
             // Raised at once: a hole the sweep has passed may be refilled
             // before it is over.
@@ -379,8 +373,8 @@ impl<T> Slab<T> {
             self.allocated -= 1;
             return;
         }
-        if above {
-            self.above_ceiling += occupied;
+        if number * PAGE >= self.ceiling as usize {
+            self.above_ceiling += slots.iter().filter(|e| !e.payload.is_vacant()).count();
             return;
         }
         let first = (number * PAGE) as u32;
@@ -433,13 +427,13 @@ impl<T> Slab<T> {
         if self.ceiling as usize >= self.pages.len() * PAGE {
             self.ceiling = NONE;
         }
-        self.off_list_from = self.ceiling;
+        self.bound_free_list();
         self.sweep_below = if self.ceiling == NONE {
             // No drain: none was needed, its pages are gone, or the
             // population grew back and lifted it. The next sweep once the
-            // population is down to three quarters of the slots (not, as
-            // once, to half of what it is now: after a ceiling lifted at the
-            // peak of a slow spell, that kept every page of the spell).
+            // population is down to three quarters of the slots, not to
+            // half of what it is now: after a ceiling lifted at the peak of
+            // a slow spell, that would keep every page of the spell.
             self.sweep_threshold()
         } else if self.above_ceiling == 0 {
             // What was above emptied during the sweep: free it now.
@@ -449,6 +443,11 @@ impl<T> Slab<T> {
             // population falls to half the slots below it.
             self.ceiling as usize / 2
         };
+    }
+
+    /// Sets `off_list_from` after `unswept` or `ceiling` moved.
+    fn bound_free_list(&mut self) {
+        self.off_list_from = self.unswept.min(self.ceiling);
     }
 
     /// A slot vacated at `index` stays off the free list: its page is
@@ -570,7 +569,7 @@ impl<T> Slab<T> {
         self.swept = (NONE, NONE);
         self.unswept = NONE;
         self.ceiling = NONE;
-        self.off_list_from = NONE;
+        self.bound_free_list();
         self.above_ceiling = 0;
         self.pages.truncate(1);
         // The page table itself grew with the peak (a pointer a page: 128 KB
@@ -831,6 +830,14 @@ mod tests {
         assert_eq!(low, 1);
     }
 
+    /// A xorshift step of `state`: a number below `n`.
+    fn below(state: &mut u64, n: usize) -> usize {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        (*state % n as u64) as usize
+    }
+
     /// Checks every live entry against the slab, and that no slot is
     /// handed out twice.
     struct Model {
@@ -856,16 +863,38 @@ mod tests {
             self.order.push_back(index);
         }
 
-        /// Removes the oldest entry, as a wheel's deadlines would; the
+        /// `n` inserts; while a sweep runs, the owner's call after each.
+        fn insert_sweeping(&mut self, slab: &mut Slab<u64>, n: usize) {
+            for _ in 0..n {
+                self.insert(slab);
+                if slab.sweeping().is_some() {
+                    slab.sweep_step();
+                }
+            }
+        }
+
+        /// Removes the entry at slot `index` (already out of `order`); the
         /// owner then calls back as the wheel does.
-        fn remove_oldest(&mut self, slab: &mut Slab<u64>) {
-            let index = self.order.pop_front().unwrap();
+        fn remove(&mut self, slab: &mut Slab<u64>, index: u32) {
             let (generation, value) = self.live.remove(&index).unwrap();
             assert_eq!(slab.take(index, generation).map(|(v, _)| v), Some(value));
             if slab.len() < slab.sweep_below() && slab.len() != 0 {
                 slab.sweep_step();
             }
             assert_eq!(slab.len(), self.live.len());
+        }
+
+        /// Removes the oldest entry, as a wheel's deadlines would.
+        fn remove_oldest(&mut self, slab: &mut Slab<u64>) {
+            let index = self.order.pop_front().unwrap();
+            self.remove(slab, index);
+        }
+
+        /// Removes one of the `among` oldest entries, picked at random.
+        fn remove_among_oldest(&mut self, slab: &mut Slab<u64>, rand: &mut u64, among: usize) {
+            let at = below(rand, self.order.len().min(among));
+            self.order.swap(0, at);
+            self.remove_oldest(slab);
         }
 
         /// `n` inserts, each followed by the removal of the oldest entry.
@@ -900,13 +929,8 @@ mod tests {
         let mut slab = Slab::new();
         let mut model = Model::new();
         let steady = 20 * PAGE;
-        for _ in 0..steady {
-            model.insert(&mut slab);
-        }
         // A slow spell: the population doubles, then turns over.
-        for _ in 0..steady {
-            model.insert(&mut slab);
-        }
+        model.insert_sweeping(&mut slab, 2 * steady);
         model.turn_over(&mut slab, 3 * steady);
         let peak = slab.allocated;
         assert!(peak >= 40, "{peak} pages at the peak");
@@ -926,20 +950,13 @@ mod tests {
         let mut slab = Slab::new();
         let mut model = Model::new();
         let steady = 20 * PAGE;
-        for _ in 0..2 * steady {
-            model.insert(&mut slab);
-        }
+        model.insert_sweeping(&mut slab, 2 * steady);
         // In the spell the population dips below three quarters (a late
         // expiry's burst, spread over every page), which sets a ceiling, and
         // comes back, which lifts it.
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut rand = 0x2545_F491_4F6C_DD1Du64;
         for _ in 0..steady * 9 / 10 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let at = (x % model.order.len() as u64) as usize;
-            model.order.swap(0, at);
-            model.remove_oldest(&mut slab);
+            model.remove_among_oldest(&mut slab, &mut rand, usize::MAX);
         }
         let mut set = false;
         for _ in 0..steady * 9 / 10 - 2 * PAGE {
@@ -948,10 +965,9 @@ mod tests {
         }
         assert!(set && slab.ceiling == NONE, "no ceiling set and lifted");
         // The rest of the spell fits in the pages there are.
-        for _ in 0..steady {
-            model.remove_oldest(&mut slab);
-            model.insert(&mut slab);
-        }
+        model.remove_oldest(&mut slab);
+        model.turn_over(&mut slab, steady - 1);
+        model.insert(&mut slab);
         let peak = slab.allocated;
         // After the spell: 22 pages' worth, more than half the population
         // when the ceiling was lifted, turning over.
@@ -966,18 +982,12 @@ mod tests {
     fn a_population_that_grows_back_lifts_the_ceiling_and_loses_no_slot() {
         let mut slab = Slab::new();
         let mut model = Model::new();
-        for _ in 0..40 * PAGE {
-            model.insert(&mut slab);
-        }
+        model.insert_sweeping(&mut slab, 40 * PAGE);
         // Every other entry goes: a ceiling is set over half the pages.
         let mut kept = std::collections::VecDeque::new();
         while let Some(index) = model.order.pop_front() {
             if index % 2 == 0 {
-                let (generation, _) = model.live.remove(&index).unwrap();
-                slab.take(index, generation).unwrap();
-                if slab.len() < slab.sweep_below() {
-                    slab.sweep_step();
-                }
+                model.remove(&mut slab, index);
             } else {
                 kept.push_back(index);
             }
@@ -995,12 +1005,7 @@ mod tests {
         // Fill every vacant slot, with the owner's calls while a sweep runs:
         // the ones above the ceiling come back, so no page is added.
         let vacant = pages * PAGE - slab.len();
-        for _ in 0..vacant {
-            model.insert(&mut slab);
-            if slab.sweeping().is_some() {
-                slab.sweep_step();
-            }
-        }
+        model.insert_sweeping(&mut slab, vacant);
         assert_eq!(slab.ceiling, NONE);
         assert_eq!(slab.pages.len(), pages, "pages added with slots vacant");
         assert_eq!(slab.len(), pages * PAGE);
@@ -1013,26 +1018,18 @@ mod tests {
         // entries leaving in any order.
         let mut slab = Slab::new();
         let mut model = Model::new();
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move |below: usize| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % below as u64) as usize
-        };
+        let mut rand = 0x9E37_79B9_7F4A_7C15u64;
         let (mut ceilings, mut lifts) = (0, 0);
         for _ in 0..12 {
-            let target = PAGE * (2 + next(40));
+            let target = PAGE * (2 + below(&mut rand, 40));
             while model.live.len() != target {
                 let had_ceiling = slab.ceiling != NONE && slab.sweeping().is_none();
-                if model.live.len() < target && next(4) != 0 {
+                if model.live.len() < target && below(&mut rand, 4) != 0 {
                     model.insert(&mut slab);
                     lifts += usize::from(had_ceiling && slab.ceiling == NONE);
                 } else if !model.live.is_empty() {
                     // From the oldest few, so that old pages drain.
-                    let at = next(model.order.len().min(64));
-                    model.order.swap(0, at);
-                    model.remove_oldest(&mut slab);
+                    model.remove_among_oldest(&mut slab, &mut rand, 64);
                 }
                 ceilings += usize::from(slab.ceiling != NONE && slab.sweeping().is_some());
             }
@@ -1048,12 +1045,8 @@ mod tests {
             slab.sweep_step();
         }
         let pages = slab.pages.len();
-        for _ in 0..pages * PAGE - slab.len() {
-            model.insert(&mut slab);
-            if slab.sweeping().is_some() {
-                slab.sweep_step();
-            }
-        }
+        let vacant = pages * PAGE - slab.len();
+        model.insert_sweeping(&mut slab, vacant);
         assert!(
             slab.pages.len() <= pages + 1,
             "{} pages after {pages}",

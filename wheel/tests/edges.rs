@@ -1,5 +1,8 @@
 //! Every operation of the wheel at its edges.
 
+mod common;
+
+use common::Xorshift;
 use timing_wheel::{TimerId, TimingWheel};
 
 fn fire_all<T>(wheel: &mut TimingWheel<T>, now: u64) -> Vec<T> {
@@ -536,22 +539,16 @@ fn pages_a_slow_spell_took_go_back_once_the_load_is_steady_again() {
     // fired. For a while the load doubles, as when the thread that answers
     // runs late; then it is steady again and the population turns over.
     let mut wheel = TimingWheel::new();
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    let mut rand = move |below: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % below
-    };
+    let mut rand = Xorshift(0x2545_F491_4F6C_DD1D);
     let mut pending: Vec<TimerId> = Vec::new();
     let mut now = 0;
     let mut run = |wheel: &mut TimingWheel<u64>, ticks: u64, per_tick: u64| {
         for _ in 0..ticks {
             for _ in 0..per_tick {
-                pending.push(wheel.insert(now + 1 + rand(200), now).unwrap());
+                pending.push(wheel.insert(now + 1 + rand.below(200), now).unwrap());
             }
             for _ in 0..per_tick / 4 {
-                let i = rand(pending.len() as u64) as usize;
+                let i = rand.below(pending.len() as u64) as usize;
                 wheel.cancel(pending.swap_remove(i));
             }
             now += 1;

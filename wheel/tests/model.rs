@@ -2,6 +2,9 @@
 //! against a `BTreeMap` reference that fires everything with a deadline at or
 //! before the time it is advanced to.
 
+mod common;
+
+use common::Xorshift;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use std::collections::{BTreeMap, HashSet};
@@ -191,36 +194,30 @@ fn bursts_that_drain_to_a_few_survivors() {
     // pages left empty under live entries, the next burst refills the
     // holes, and every id of a freed page must stay stale. Then stale
     // cancels, reschedules and expiries.
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut rand = move |below: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % below
-    };
+    let mut rand = Xorshift(0x9E37_79B9_7F4A_7C15);
     const BURST: usize = 15_000;
     let mut ops = Vec::new();
     for round in 0..4 {
         for _ in 0..BURST {
-            ops.push(Op::Insert(Deadline::Ahead(rand(300_000))));
+            ops.push(Op::Insert(Deadline::Ahead(rand.below(300_000))));
         }
         // `Cancel(i)` picks the i-th id ever issued: this round's start at
         // `round * BURST`.
         for k in 300..BURST {
-            if rand(1_000) != 0 {
+            if rand.below(1_000) != 0 {
                 ops.push(Op::Cancel(round * BURST + k));
             }
         }
         for _ in 0..2_000 {
-            ops.push(Op::Cancel(rand(1 << 40) as usize));
+            ops.push(Op::Cancel(rand.below(1 << 40) as usize));
         }
         for _ in 0..200 {
             ops.push(Op::Reschedule(
-                rand(1 << 40) as usize,
-                Deadline::Ahead(rand(1_000)),
+                rand.below(1 << 40) as usize,
+                Deadline::Ahead(rand.below(1_000)),
             ));
         }
-        ops.push(Op::Advance(Step::By(rand(200_000))));
+        ops.push(Op::Advance(Step::By(rand.below(200_000))));
     }
     ops.push(Op::Advance(Step::By(300_000)));
     run(ops, 0).unwrap();
