@@ -126,8 +126,8 @@ pub(crate) struct SpareCells<K, O> {
     /// The magazine of threads beyond the numbered ones.
     shared: OwnMagazine<K, O>,
     /// On lines of its own: both threads write its lock at every trade,
-    /// and every submission and every give-back reads `own` (beside it
-    /// when unpadded, which cost each thread a miss every few trades).
+    /// and every submission and every give-back reads `own`; when the two
+    /// shared a line, each trade cost the other thread a miss.
     depot: CachePadded<Mutex<Depot<K, O>>>,
     /// Cells in a full magazine: [`MAGAZINE`], or fewer for a smaller
     /// capacity.
