@@ -686,19 +686,23 @@ mod tests {
     fn what_every_operation_reads_is_not_on_the_depots_lines() {
         use std::mem::{align_of, offset_of, size_of};
         type P = SpareCells<u64, u64>;
-        // Lines of 64 bytes, counted from the pool's start, which is
-        // aligned to at least that.
+        // The 64-byte lines a field's bytes touch, counted from the pool's
+        // start, which is aligned to at least that.
         assert!(align_of::<P>() >= 64);
-        let depot = offset_of!(P, depot) / 64
-            ..(offset_of!(P, depot) + size_of::<Mutex<Depot<u64, u64>>>()).div_ceil(64);
-        for (name, at) in [
-            ("own", offset_of!(P, own)),
-            ("magazine", offset_of!(P, magazine)),
-            ("full_max", offset_of!(P, full_max)),
-            ("released", offset_of!(P, released)),
+        let lines = |at: usize, len: usize| at / 64..(at + len).div_ceil(64);
+        let depot = lines(offset_of!(P, depot), size_of::<Mutex<Depot<u64, u64>>>());
+        for (name, at, len) in [
+            (
+                "own",
+                offset_of!(P, own),
+                size_of::<Box<[OwnMagazine<u64, u64>]>>(),
+            ),
+            ("magazine", offset_of!(P, magazine), size_of::<usize>()),
+            ("full_max", offset_of!(P, full_max), size_of::<usize>()),
+            ("released", offset_of!(P, released), size_of::<AtomicBool>()),
         ] {
             assert!(
-                !depot.contains(&(at / 64)),
+                lines(at, len).all(|line| !depot.contains(&line)),
                 "{name} shares a line with the depot"
             );
         }
