@@ -73,6 +73,9 @@ impl<K, O> Timed for Cell<K, O> {
 }
 
 impl<K, O> Cell<K, O> {
+    /// Bytes of a cell's allocation: the cell and its reference count.
+    pub(crate) const ALLOCATED: usize = std::mem::size_of::<usize>() + std::mem::size_of::<Self>();
+
     /// A cell for a submission; the calling thread holds the operation
     /// until it calls `state.start` (see `unchecked/state.rs`).
     pub(crate) fn new(op: O, seq: u64, home: Arc<Shared<K, O>>) -> Self {

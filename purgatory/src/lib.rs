@@ -113,6 +113,12 @@
 //! until the stragglers leave or later submissions fill those chunks.
 //! Memory stays below the burst's peak (152.5 MB).
 //!
+//! What a purgatory holds now, by structure, is in its metrics
+//! ([`PurgatoryMetrics::held_bytes`]): the cells of pending operations and
+//! the spare ones, the watch lists, the timer. In the soak at 100,000 in
+//! flight, for instance, about 16 MiB of cells, 2.4 MiB of watch lists and
+//! 4 MiB of timer, of a 26 MiB heap.
+//!
 //! # Memory over hours, and the allocator
 //! The purgatory's own heap stays flat under load: in the soak (`cargo run
 //! --release --example soak`: 100,000 operations in flight, 1.4-2.4M
@@ -292,7 +298,7 @@ pub use cell::Completion;
 pub use completer::Completer;
 pub use error::{ConfigError, SubmitError};
 pub use handle::Delayed;
-pub use metrics::PurgatoryMetrics;
+pub use metrics::{HeldBytes, PurgatoryMetrics};
 pub use operation::DelayedOperation;
 pub use outcome::Outcome;
 pub use purgatory::{Driver, Purgatory, PurgatoryBuilder, ThreadRole};

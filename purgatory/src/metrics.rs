@@ -36,6 +36,68 @@ pub struct PurgatoryMetrics {
     /// [`PurgatoryBuilder::spare_cells`](crate::PurgatoryBuilder::spare_cells),
     /// plus a magazine per thread); they hold no user data.
     pub spare_cells: usize,
+    /// The bytes the purgatory holds, by structure.
+    pub held_bytes: HeldBytes,
+}
+
+/// The bytes a purgatory holds on the heap, by structure: what to watch
+/// for a broker that accounts for its memory, and where a growth is.
+///
+/// Computed when the snapshot is taken, under each structure's lock in
+/// turn, from the room each has allocated (not what the allocator adds
+/// around it). Not counted: what an operation or a key owns on the heap
+/// (a `Vec` in the operation, a `String` key), the links of an operation
+/// whose key set came for the first time (one per key beyond the first,
+/// on the heap), and the lists of due operations that the expiring
+/// threads keep between turns (each at most the room of a round).
+///
+/// ```
+/// use purgatory::{DelayedOperation, Outcome, Purgatory};
+/// use std::time::Duration;
+///
+/// struct Wait;
+/// impl DelayedOperation for Wait {
+///     fn try_complete(&mut self) -> bool { false }
+///     fn on_complete(&mut self, _: Outcome) {}
+///     fn timeout(&self) -> Duration { Duration::from_secs(30) }
+/// }
+///
+/// let purgatory = Purgatory::<u32, Wait>::builder("Fetch").build().unwrap();
+/// let handles: Vec<_> = (0..1000)
+///     .map(|i| purgatory.try_complete_else_watch(Wait, &[i % 10]).unwrap())
+///     .collect();
+/// let held = purgatory.metrics().held_bytes;
+/// // A thousand cells, with their watch entries and timer entries.
+/// assert!(held.pending_cells >= 1000 * std::mem::size_of::<Wait>());
+/// assert!(held.watch_lists >= 1000 * std::mem::size_of::<usize>());
+/// assert!(held.timer > 0);
+/// assert_eq!(held.total(), held.pending_cells + held.spare_cells + held.watch_lists + held.timer);
+/// # drop(handles);
+/// # purgatory.shutdown();
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeldBytes {
+    /// The cells of pending operations (`delayed` of them), each with its
+    /// operation inline. The cell of an answered operation whose handle
+    /// is still held is counted nowhere until the handle goes.
+    pub pending_cells: usize,
+    /// The spare cells (`spare_cells` of them).
+    pub spare_cells: usize,
+    /// The watch lists: their chunks of entries and spare slots, the
+    /// lists themselves, each group's copy of its keys, and the key and
+    /// group maps' tables.
+    pub watch_lists: usize,
+    /// The timer: the wheel's entries, buckets and bookkeeping, the lanes'
+    /// chunks, and the expiry buffers kept by the thread at the clock (as
+    /// its last turn found them). For the DelayQueue baseline, its heap.
+    pub timer: usize,
+}
+
+impl HeldBytes {
+    /// All of them.
+    pub fn total(&self) -> usize {
+        self.pending_cells + self.spare_cells + self.watch_lists + self.timer
+    }
 }
 
 /// The live counters, striped: each thread adds to its own cache line, so

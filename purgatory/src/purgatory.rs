@@ -14,7 +14,7 @@ use crate::caught;
 use crate::cell::{Cell, Pending};
 use crate::error::SubmitError;
 use crate::handle::Delayed;
-use crate::metrics::{Counters, PurgatoryMetrics};
+use crate::metrics::{Counters, HeldBytes, PurgatoryMetrics};
 use crate::outcome::Outcome;
 use crate::spare_cells::SpareCells;
 use crate::timer_queue::{CellRef, TimerKind, TimerQueue};
@@ -288,10 +288,12 @@ where
     /// held entries: for monitoring, not for a hot path.
     pub fn metrics(&self) -> PurgatoryMetrics {
         let c = &self.shared.counters;
+        let delayed = self.delayed();
+        let spare_cells = self.shared.spare.len();
         PurgatoryMetrics {
             name: self.shared.name.clone(),
             watched: self.watched(),
-            delayed: self.delayed(),
+            delayed,
             completed: c.count(Outcome::Completed),
             expired: c.count(Outcome::Expired),
             cancelled: c.count(Outcome::Cancelled),
@@ -299,7 +301,13 @@ where
             panics: c.panics(),
             held_watch_entries: self.shared.watchers.held(),
             held_timer_entries: self.shared.timer.held(),
-            spare_cells: self.shared.spare.len(),
+            spare_cells,
+            held_bytes: HeldBytes {
+                pending_cells: delayed * Cell::<K, O>::ALLOCATED,
+                spare_cells: spare_cells * Cell::<K, O>::ALLOCATED,
+                watch_lists: self.shared.watchers.held_bytes(),
+                timer: self.shared.timer.held_bytes(),
+            },
         }
     }
 

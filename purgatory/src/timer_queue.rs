@@ -53,11 +53,16 @@ pub(crate) struct WheelState<K, O> {
     wheel: WheelTimer<Cell<K, O>>,
     /// The tick the thread at the clock sleeps until (`u64::MAX`: until woken).
     wake_at: u64,
+    /// The room of the thread at the clock's expiry buffers at the start
+    /// of its last turn, for the metrics (it holds them, asleep included).
+    buffer_bytes: usize,
 }
 
 pub(crate) struct HeapState<K, O> {
     heap: BinaryHeap<HeapEntry<K, O>>,
     wake_at: u64,
+    /// As the wheel's.
+    buffer_bytes: usize,
     /// Ties between equal deadlines break in insertion order.
     seq: u64,
 }
@@ -131,6 +136,16 @@ pub(crate) struct ExpiryBuffers<K, O> {
     dead: ReusedBuffer<CellRef<K, O>>,
 }
 
+impl<K, O> ExpiryBuffers<K, O> {
+    /// Bytes of their room.
+    fn allocated_bytes(&self) -> usize {
+        fn room<T>(buffer: &ReusedBuffer<T>) -> usize {
+            buffer.capacity() * std::mem::size_of::<T>()
+        }
+        room(&self.entries) + room(&self.fired) + room(&self.dead)
+    }
+}
+
 impl<K, O> Default for ExpiryBuffers<K, O> {
     fn default() -> Self {
         ExpiryBuffers {
@@ -156,11 +171,13 @@ impl<K, O> TimerQueue<K, O> {
             TimerKind::Wheel => TimerQueue::Wheel(CachePadded::new(Mutex::new(WheelState {
                 wheel: WheelTimer::new(),
                 wake_at: u64::MAX,
+                buffer_bytes: 0,
             }))),
             TimerKind::DelayQueue { .. } => {
                 TimerQueue::Heap(CachePadded::new(Mutex::new(HeapState {
                     heap: BinaryHeap::new(),
                     wake_at: u64::MAX,
+                    buffer_bytes: 0,
                     seq: 0,
                 })))
             }
@@ -306,6 +323,7 @@ impl<K, O> TimerQueue<K, O> {
         for_clock: bool,
         buffers: &mut ExpiryBuffers<K, O>,
     ) -> Option<u64> {
+        let kept = buffers.allocated_bytes();
         let ExpiryBuffers {
             entries,
             fired,
@@ -315,6 +333,9 @@ impl<K, O> TimerQueue<K, O> {
             TimerQueue::Wheel(state) => {
                 let next = {
                     let mut s = state.lock();
+                    if for_clock {
+                        s.buffer_bytes = kept;
+                    }
                     // Cells are not touched under the lock: each is a likely
                     // cache miss, and submissions wait on this lock.
                     // The thread at the clock goes tick by tick until a
@@ -350,6 +371,9 @@ impl<K, O> TimerQueue<K, O> {
             }
             TimerQueue::Heap(state) => {
                 let mut s = state.lock();
+                if for_clock {
+                    s.buffer_bytes = kept;
+                }
                 while s.heap.peek().is_some_and(|top| top.deadline <= now)
                     && !(for_clock && fired.len() >= ROUND)
                 {
@@ -432,6 +456,21 @@ impl<K, O> TimerQueue<K, O> {
         match self {
             TimerQueue::Wheel(state) => state.lock().wheel.len(),
             TimerQueue::Heap(state) => state.lock().heap.len(),
+        }
+    }
+
+    /// Bytes of the timer's structures and of the expiry buffers as the
+    /// last turn at the clock found them; not the cells they refer to.
+    pub(crate) fn held_bytes(&self) -> usize {
+        match self {
+            TimerQueue::Wheel(state) => {
+                let s = state.lock();
+                s.wheel.allocated_bytes() + s.buffer_bytes
+            }
+            TimerQueue::Heap(state) => {
+                let s = state.lock();
+                s.heap.capacity() * std::mem::size_of::<HeapEntry<K, O>>() + s.buffer_bytes
+            }
         }
     }
 }

@@ -445,6 +445,30 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
         }
     }
 
+    /// Bytes of the lists (chunks, spare slots, bookkeeping, the lists
+    /// themselves, a group's copy of its keys) and of the maps' tables; not
+    /// what a key owns on the heap. Takes each list's lock in turn.
+    pub(crate) fn held_bytes(&self) -> usize {
+        // An `Arc`'s allocation: its two counts and the list.
+        let list_bytes = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<List<K, O>>();
+        let held = |list: &ListRef<K, O>| {
+            let state = list.shared.lock();
+            let keys = match &list.name {
+                Name::Key(_) => 0,
+                Name::Group(keys) => std::mem::size_of_val::<[K]>(keys),
+            };
+            list_bytes
+                + keys
+                + state.allocated_bytes()
+                + state.members.capacity() * std::mem::size_of::<Link<K, O>>()
+        };
+        let lists = self.keys.iter().map(|l| held(&l)).sum::<usize>()
+            + self.groups.iter().map(|l| held(&l)).sum::<usize>();
+        let tables = self.keys.capacity() * std::mem::size_of::<(K, ListRef<K, O>)>()
+            + self.groups.capacity() * std::mem::size_of::<(Box<[K]>, ListRef<K, O>)>();
+        lists + tables
+    }
+
     /// Keys with a non-empty list.
     pub(crate) fn keys(&self) -> usize {
         self.keys.len()

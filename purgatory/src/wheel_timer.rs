@@ -248,6 +248,17 @@ impl<C: Timed> WheelTimer<C> {
         self.wheel.len() + self.lanes.iter().map(|(_, l)| l.len()).sum::<usize>()
     }
 
+    /// Bytes of the wheel and the lanes (not what their entries point to).
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        self.wheel.allocated_bytes()
+            + self.lanes.capacity() * std::mem::size_of::<(Duration, SharedLane<C>)>()
+            + self
+                .lanes
+                .iter()
+                .map(|(_, lane)| lane.allocated_bytes())
+                .sum::<usize>()
+    }
+
     /// The lane that takes `deadline` for `timeout`: the timeout's own if
     /// it keeps the lane in order, else a new or an emptied one.
     fn lane_for(&mut self, timeout: Duration, deadline: u64) -> Option<usize> {

@@ -817,6 +817,15 @@ impl<T: Timed> SharedLane<T> {
             }
         }
     }
+
+    /// Bytes of the chunks it holds and keeps, and of its list of them.
+    /// (A chunk it let go of, still held by entries that a completion has
+    /// yet to resolve, is not counted: it goes with the last of them.)
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        let chunks = self.chunks.iter().flatten().count() + usize::from(self.spare.is_some());
+        chunks * std::mem::size_of::<Chunk<T>>()
+            + self.chunks.capacity() * std::mem::size_of::<Option<NonNull<Chunk<T>>>>()
+    }
 }
 
 impl<T: Timed> Drop for SharedLane<T> {

@@ -549,6 +549,28 @@ impl<'a, C, G: Owner<C, Extra = X>, X> Guard<'a, C, G, X> {
             .sum()
     }
 
+    /// Bytes of the list's chunks, their spare slots and its bookkeeping:
+    /// what it holds on the heap besides the list itself and the caller's
+    /// state.
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        let chunks = &self.locked.chunks;
+        let word = std::mem::size_of::<usize>();
+        let in_chunks: usize = chunks
+            .all()
+            .map(|chunk| {
+                let boxed = match &chunk.slots {
+                    Slots::Inline(_) => 0,
+                    Slots::Boxed(slots) => slots.len() * word,
+                };
+                std::mem::size_of::<Chunk<C, G>>() + boxed
+            })
+            .sum();
+        in_chunks
+            + chunks.spare.as_ref().map_or(0, |s| s.len() * word)
+            + chunks.older.capacity() * std::mem::size_of::<Option<NonNull<Chunk<C, G>>>>()
+            + (chunks.free.capacity() + chunks.sparse.capacity()) * word
+    }
+
     /// Slots allocated now, in chunks or spare.
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
