@@ -26,8 +26,9 @@
 //! Every second it samples the resident size (`/proc/self/statm`) and the
 //! bytes the program has allocated and not freed; every ten it prints them
 //! with the forced completions queued for the broker thread (operations
-//! still in flight) and the spare cells the purgatory keeps (part of that
-//! heap). With jemalloc (one arena: `allocator.rs` says why; the
+//! still in flight), the spare cells the purgatory keeps, and the part of
+//! that heap the purgatory reports holding (`PurgatoryMetrics::held_bytes`):
+//! its cells, pending and spare, its watch lists and its timer. With jemalloc (one arena: `allocator.rs` says why; the
 //! features `alloc-system` and `alloc-mimalloc` choose glibc's malloc or
 //! mimalloc instead), it also prints where jemalloc's resident bytes are:
 //! its active pages (the heap and the gaps between its blocks, so that
@@ -334,7 +335,7 @@ fn main() -> std::process::ExitCode {
         options.pending
     );
     println!(
-        "{:>6} {:>12} {:>10} {:>10} {:>12} {:>8} {:>12}{}",
+        "{:>6} {:>12} {:>10} {:>10} {:>12} {:>8} {:>12} {:>10} {:>10} {:>10}{}",
         "s",
         "ops/s",
         "rss MiB",
@@ -342,6 +343,9 @@ fn main() -> std::process::ExitCode {
         "in flight",
         "queued",
         "spare cells",
+        "cells MiB",
+        "lists MiB",
+        "timer MiB",
         allocator::HEADER
     );
     let started = Instant::now();
@@ -378,13 +382,20 @@ fn main() -> std::process::ExitCode {
         let heap = alloc::in_use().max(0) as u64;
         let in_flight = submitted.load(Ordering::Relaxed).saturating_sub(answered);
         if second.is_multiple_of(10) || second <= 3 {
-            // Part of the heap: the cells kept for the next submissions.
-            let spare = purgatory.metrics().spare_cells;
+            // Where the purgatory's part of the heap is: its cells
+            // (pending and spare), its watch lists and its timer.
+            let metrics = purgatory.metrics();
+            let held = metrics.held_bytes;
+            let mib = |bytes: usize| bytes as f64 / 1048576.0;
             println!(
-                "{second:>6} {rate:>12.0} {:>10.1} {:>10.1} {in_flight:>12} {:>8} {spare:>12}{}",
+                "{second:>6} {rate:>12.0} {:>10.1} {:>10.1} {in_flight:>12} {:>8} {:>12} {:>10.2} {:>10.2} {:>10.2}{}",
                 rss as f64 / 1048576.0,
                 heap as f64 / 1048576.0,
                 queued.len(),
+                metrics.spare_cells,
+                mib(held.pending_cells + held.spare_cells),
+                mib(held.watch_lists),
+                mib(held.timer),
                 allocator::row()
             );
             if options.by_size && second.is_multiple_of(10) {
