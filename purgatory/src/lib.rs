@@ -115,9 +115,9 @@
 //!
 //! What a purgatory holds now, by structure, is in its metrics
 //! ([`PurgatoryMetrics::held_bytes`]): the cells of pending operations and
-//! the spare ones, the watch lists, the timer. In the soak at 100,000 in
-//! flight, for instance, about 16 MiB of cells, 2.4 MiB of watch lists and
-//! 4 MiB of timer, of a 26 MiB heap.
+//! the spare ones, the watch lists, the timer. In the soak with 100,000 in
+//! flight, for instance, about 16 MiB of cells, 2.5 MiB of watch lists and
+//! 4.5 MiB of timer, of a 27 MiB heap (BENCHMARKS.md, the eighth hour).
 //!
 //! # Memory over hours, and the allocator
 //! The purgatory's own heap stays flat under load: in the soak (`cargo run
@@ -157,15 +157,23 @@
 //! the wheel gives back the pages a doubled population took (a ceiling:
 //! `timing_wheel`'s docs) and the expiry's buffers keep the room of recent
 //! rounds, not of the largest; a fifth hour stayed within 2.6% (one-second
-//! samples 8.0%), though with no slow stretch to test the ceiling.
+//! samples 8.0%), though with no slow stretch to test the ceiling, and a
+//! sixth, slowed by other work all hour, within 2.9%. Of two hours with
+//! two threads spinning beside them for 15 minutes (`--busy 2`), the
+//! first failed by one window at +5.1% and the second passed at +3.4%:
+//! there the heap swings by a third with the operations in flight (the
+//! watch lists and the timer follow them; cells beyond the spare cells'
+//! capacity are freed and allocated again), and the verdict sits near its
+//! limit.
 //! Kafka's purgatory benchmark (`purgatory_perf`, low case at 1M/s) cost
 //! 0.551-0.606 µs of CPU per request with one arena against 0.547-0.587
 //! with the default, more in three of four pairs by 2.7-6.0%.
 //! So an embedding broker that runs for long is advised to use jemalloc,
 //! with one arena if the rest of its allocations allow; jemalloc's decay
 //! (`dirty_decay_ms`) trades the freed pages it keeps, 1.4-3.5 MiB here,
-//! against calls to the system. The soak's `--by-size` shows which size
-//! classes hold the room between blocks (BENCHMARKS.md has the runs).
+//! against calls to the system. The soak's rows show the purgatory's
+//! held bytes by structure, and `--by-size` which size classes hold the
+//! room between blocks (BENCHMARKS.md has the runs).
 //!
 //! # Lock order
 //! User code (`try_complete`, `on_complete`, `on_expiration`) runs with no
