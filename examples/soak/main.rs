@@ -28,7 +28,8 @@
 //! with the forced completions queued for the broker thread (operations
 //! still in flight), the spare cells the purgatory keeps, and the part of
 //! that heap the purgatory reports holding (`PurgatoryMetrics::held_bytes`):
-//! its cells, pending and spare, its watch lists and its timer. With jemalloc (one arena: `allocator.rs` says why; the
+//! its cells, pending and spare, its watch lists and its timer. With
+//! jemalloc (one arena: `allocator.rs` says why; the
 //! features `alloc-system` and `alloc-mimalloc` choose glibc's malloc or
 //! mimalloc instead), it also prints where jemalloc's resident bytes are:
 //! its active pages (the heap and the gaps between its blocks, so that

@@ -73,7 +73,8 @@ impl<K, O> Timed for Cell<K, O> {
 }
 
 impl<K, O> Cell<K, O> {
-    /// Bytes of a cell's allocation: the cell and its reference count.
+    /// Bytes of a cell's allocation: its reference count (a word, just
+    /// before the cell) and the cell.
     pub(crate) const ALLOCATED: usize = std::mem::size_of::<usize>() + std::mem::size_of::<Self>();
 
     /// A cell for a submission; the calling thread holds the operation
@@ -127,7 +128,7 @@ impl<K, O> Cell<K, O> {
         // changes, a line is fetched in vain).
         let counts = std::mem::size_of::<usize>();
         let start = (CellRef::as_ptr(cell) as usize).wrapping_sub(counts);
-        let len = (counts + std::mem::size_of::<Self>()).min(512);
+        let len = Self::ALLOCATED.min(512);
         prefetch::lines_for_write(start, len);
     }
 
@@ -149,7 +150,7 @@ mod tests {
             _completes_at: std::time::Instant,
             _timeout: std::time::Duration,
         }
-        let cell = std::mem::size_of::<usize>() + std::mem::size_of::<Cell<u64, Fake>>();
+        let cell = Cell::<u64, Fake>::ALLOCATED;
         assert!(
             cell <= 512,
             "{cell} bytes, beyond what `Cell::prefetch` fetches"

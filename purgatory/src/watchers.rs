@@ -426,9 +426,13 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     /// Entries held in all lists, groups' and their entries in keys' lists
     /// included (the baseline's include completed operations).
     pub(crate) fn held(&self) -> usize {
-        let held = |list: &ListRef<K, O>| list.shared.lock().len();
-        self.keys.iter().map(|l| held(&l)).sum::<usize>()
-            + self.groups.iter().map(|l| held(&l)).sum::<usize>()
+        self.sum_over_lists(|list| list.shared.lock().len())
+    }
+
+    /// `each` summed over every list, keys' and groups'.
+    fn sum_over_lists(&self, each: impl Fn(&ListRef<K, O>) -> usize) -> usize {
+        self.keys.iter().map(|l| each(&l)).sum::<usize>()
+            + self.groups.iter().map(|l| each(&l)).sum::<usize>()
     }
 
     /// Takes every list apart, groups first: before the maps go, because a
@@ -462,8 +466,7 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
                 + state.allocated_bytes()
                 + state.members.capacity() * std::mem::size_of::<Link<K, O>>()
         };
-        let lists = self.keys.iter().map(|l| held(&l)).sum::<usize>()
-            + self.groups.iter().map(|l| held(&l)).sum::<usize>();
+        let lists = self.sum_over_lists(held);
         let tables = self.keys.capacity() * std::mem::size_of::<(K, ListRef<K, O>)>()
             + self.groups.capacity() * std::mem::size_of::<(Box<[K]>, ListRef<K, O>)>();
         lists + tables

@@ -12,13 +12,7 @@ use std::time::Duration;
 const WORD: usize = std::mem::size_of::<usize>();
 
 fn setup(kind: TimerKind) -> (Purgatory<u32, Probe>, ManualClock, Arc<Journal>) {
-    let clock = ManualClock::new();
-    let purgatory = Purgatory::builder("held")
-        .timer(kind)
-        .manual(clock.clone())
-        .build()
-        .unwrap();
-    (purgatory, clock, Arc::new(Journal::default()))
+    common::manual(kind)
 }
 
 #[test]

@@ -13,13 +13,7 @@ use std::time::Duration;
 const SEC: Duration = Duration::from_secs(1);
 
 fn setup(kind: TimerKind) -> (Purgatory<&'static str, Probe>, ManualClock, Arc<Journal>) {
-    let clock = ManualClock::new();
-    let purgatory = Purgatory::builder("test")
-        .timer(kind)
-        .manual(clock.clone())
-        .build()
-        .unwrap();
-    (purgatory, clock, Arc::new(Journal::default()))
+    common::manual(kind)
 }
 
 fn flag(up: bool) -> Arc<AtomicBool> {

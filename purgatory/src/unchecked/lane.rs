@@ -822,9 +822,18 @@ impl<T: Timed> SharedLane<T> {
     /// (A chunk it let go of, still held by entries that a completion has
     /// yet to resolve, is not counted: it goes with the last of them.)
     pub(crate) fn allocated_bytes(&self) -> usize {
-        let chunks = self.chunks.iter().flatten().count() + usize::from(self.spare.is_some());
-        chunks * std::mem::size_of::<Chunk<T>>()
+        self.chunks_kept() * std::mem::size_of::<Chunk<T>>()
             + self.chunks.capacity() * std::mem::size_of::<Option<NonNull<Chunk<T>>>>()
+    }
+
+    /// Chunks in its list.
+    pub(crate) fn chunks_held(&self) -> usize {
+        self.chunks.iter().flatten().count()
+    }
+
+    /// Those held and the spare.
+    pub(crate) fn chunks_kept(&self) -> usize {
+        self.chunks_held() + usize::from(self.spare.is_some())
     }
 }
 
@@ -843,15 +852,6 @@ impl<T: Timed> Drop for SharedLane<T> {
 impl<T: Timed> SharedLane<T> {
     pub(crate) fn starting_at(position: u32) -> Self {
         Self::first_position(0, position)
-    }
-
-    pub(crate) fn chunks_held(&self) -> usize {
-        self.chunks.iter().flatten().count()
-    }
-
-    /// Those held and the spare.
-    pub(crate) fn chunks_kept(&self) -> usize {
-        self.chunks_held() + usize::from(self.spare.is_some())
     }
 }
 

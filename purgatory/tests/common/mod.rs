@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 use parking_lot::Mutex;
-use purgatory::{DelayedOperation, Outcome, TimerKind};
+use purgatory::{DelayedOperation, ManualClock, Outcome, Purgatory, TimerKind};
+use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +13,21 @@ pub const KINDS: [TimerKind; 2] = [
     TimerKind::Wheel,
     TimerKind::DelayQueue { purge_interval: 3 },
 ];
+
+/// A purgatory on `kind`'s timer, driven by a manual clock, and a journal
+/// for its probes.
+pub fn manual<K>(kind: TimerKind) -> (Purgatory<K, Probe>, ManualClock, Arc<Journal>)
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    let clock = ManualClock::new();
+    let purgatory = Purgatory::builder("test")
+        .timer(kind)
+        .manual(clock.clone())
+        .build()
+        .unwrap();
+    (purgatory, clock, Arc::new(Journal::default()))
+}
 
 /// What every probe reports to.
 #[derive(Default)]
