@@ -375,6 +375,37 @@ fn commits_survive_a_members_restart_and_need_the_current_generation() {
 }
 
 #[test]
+fn members_commit_while_others_rejoin_but_not_between_join_and_assignment() {
+    let server = server(Duration::from_millis(300));
+    let (addr, members) = two_members(&server, "keepers");
+    let (stay, gone) = (&members[0].0, &members[1].0);
+    assert_eq!(leave(addr, "keepers", gone), 0);
+    let (state, generation, _) = server.cluster().group_view("keepers").unwrap();
+    assert_eq!((state, generation), (GroupState::PreparingRebalance, 1));
+    // Still generation 1 until the round ends: its commits count.
+    assert_eq!(commit(addr, "keepers", stay, 1, 17), 0);
+    assert_eq!(committed(addr, "keepers"), 17);
+    let rejoined = join(addr, "keepers", stay);
+    assert_eq!((rejoined.error_code, rejoined.generation_id), (0, 2));
+    let (state, _, _) = server.cluster().group_view("keepers").unwrap();
+    assert_eq!(state, GroupState::CompletingRebalance);
+    // Joined but not yet assigned: told to wait for the assignment.
+    assert_eq!(
+        commit(addr, "keepers", stay, 2, 18),
+        ResponseError::RebalanceInProgress.code()
+    );
+    assert_eq!(
+        commit(addr, "keepers", stay, 1, 18),
+        ResponseError::IllegalGeneration.code()
+    );
+    let (error, _) = sync(addr, "keepers", stay, 2, &[(stay, b"all")]);
+    assert_eq!(error, 0);
+    assert_eq!(commit(addr, "keepers", stay, 2, 19), 0);
+    assert_eq!(committed(addr, "keepers"), 19);
+    passes(server);
+}
+
+#[test]
 fn after_the_coordinators_broker_crashes_members_find_the_new_one() {
     let server = server(Duration::ZERO);
     let old = coordinator(&server, "movers");

@@ -448,7 +448,12 @@ impl BrokerService {
                     code(ResponseError::UnknownMemberId)
                 } else if generation != g.generation {
                     code(ResponseError::IllegalGeneration)
-                } else if g.state != GroupState::Stable {
+                } else if g.state == GroupState::CompletingRebalance {
+                    // As Kafka's coordinator: a member of the current
+                    // generation keeps committing while the others
+                    // rejoin (a cooperative rebalance consumes and commits
+                    // the partitions it keeps); only between a round's
+                    // join and its assignment is the commit refused.
                     code(ResponseError::RebalanceInProgress)
                 } else {
                     0
