@@ -1,6 +1,6 @@
 //! Unmodified Kafka clients against the served cluster: kcat (librdkafka),
-//! confluent-kafka for Python (its wheel bundles librdkafka) and
-//! kafka-python (a protocol implementation of its own). Each test says it
+//! confluent-kafka for Python (its wheel bundles librdkafka), kafka-python
+//! and kafkajs (protocol implementations of their own). Each test says it
 //! was skipped, and why, when its client is not installed here (`.ci/run`
 //! installs them); nothing else fails then.
 
@@ -109,6 +109,33 @@ fn python_has(check: &str, package: &str) -> bool {
     if !found {
         eprintln!(
             "skipped: python3 with {package} is not installed (PyPI '{package}'; .ci/run installs it)"
+        );
+    }
+    found
+}
+
+/// Where node finds kafkajs (npm's global folder), if node and kafkajs are
+/// installed; says the test is skipped if not.
+fn kafkajs() -> Option<String> {
+    let root = Command::new("npm")
+        .args(["root", "-g"])
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let found = root.filter(|root| {
+        Command::new("node")
+            .args(["-e", "require('kafkajs')"])
+            .env("NODE_PATH", root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if found.is_none() {
+        eprintln!(
+            "skipped: node with kafkajs is not installed (npm 'kafkajs'; .ci/run installs it)"
         );
     }
     found
@@ -344,6 +371,39 @@ fn kafka_python_creates_a_topic_produces_idempotently_consumes_in_a_group_and_cl
     passes(server);
 }
 
+#[test]
+fn kafkajs_produces_with_acks_all_and_a_group_of_two_reads_every_record_once() {
+    let Some(node_path) = kafkajs() else { return };
+    let server = start(quick_groups(), &[]);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/kafkajs_client.js"
+    );
+    let out = Command::new("node")
+        .args([script, &bootstrap(&server), "from-js", "2000"])
+        .env("NODE_PATH", node_path)
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let r: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert!(r["error"].is_null(), "{r}");
+    assert_eq!(r["created"], true, "{r}");
+    assert_eq!(r["acked"], 2000, "{r}");
+    assert_eq!(r["partitions_written"], 4, "{r}");
+    assert_eq!(r["group"]["state"], "Stable", "{r}");
+    assert_eq!(r["group"]["members"], 2, "{r}");
+    assert_eq!(r["read"], 2000, "{r}");
+    // Its commits while the second member joins count: nothing is read
+    // again after the rebalance.
+    assert_eq!(r["read_twice"], 0, "{r}");
+    assert_eq!(r["late_read"], 40, "the one left took every partition: {r}");
+    assert_eq!(r["committed"], 2040, "{r}");
+    assert_eq!(r["topic_left"], false, "{r}");
+    assert!(server.cluster().topic("from-js").is_none(), "deleted");
+    passes(server);
+}
+
 fn client_script() -> &'static str {
     concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -356,6 +416,40 @@ fn two_confluent_consumers_in_a_group_process_every_record_once_across_a_rebalan
     if !confluent() {
         return;
     }
+    let (generation, _) = two_confluent_consumers("range", "pair");
+    assert!(
+        generation >= 2,
+        "a rebalance happened (generation {generation})"
+    );
+}
+
+#[test]
+fn cooperative_consumers_keep_their_partitions_and_hand_over_the_rest_in_two_rounds() {
+    if !confluent() {
+        return;
+    }
+    let (generation, first) = two_confluent_consumers("cooperative-sticky", "sticky");
+    // One round in which the first member gives up what the second is to
+    // get, and one in which the second gets it.
+    assert!(
+        generation >= 3,
+        "two rounds at least (generation {generation})"
+    );
+    // Incremental: when the second member comes, the first gives up only
+    // what moves (an eager rebalance takes all four back first).
+    let first_revoke = first.lines().find(|l| l.starts_with("revoked"));
+    assert!(
+        first_revoke.is_some_and(|l| l != "revoked [0, 1, 2, 3]"),
+        "the first member's assignments: {first}"
+    );
+}
+
+/// Two confluent-kafka consumers of `strategy` in group `group`: the first
+/// reads 200 records alone, the second joins, 200 more are produced. Checks
+/// that each record is processed exactly once between them and that both
+/// processed some; returns the group's generation and the first member's
+/// stderr (its assignments).
+fn two_confluent_consumers(strategy: &str, group: &str) -> (i32, String) {
     let server = start(quick_groups(), &[("grouped", 4)]);
     let bootstrap = bootstrap(&server);
     let first = confluent_client(&["produce", &bootstrap, "grouped", "200", "a"]);
@@ -368,7 +462,8 @@ fn two_confluent_consumers_in_a_group_process_every_record_once_across_a_rebalan
                 &bootstrap,
                 "grouped",
                 seconds,
-                "pair",
+                group,
+                strategy,
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -390,6 +485,7 @@ fn two_confluent_consumers_in_a_group_process_every_record_once_across_a_rebalan
             .collect()
     };
     let (from_a, from_b) = (lines(&a), lines(&b));
+    let a_said = String::from_utf8_lossy(&a.stderr).to_string();
     assert!(
         !from_b.is_empty(),
         "the second member processed records; its stderr: {}",
@@ -403,14 +499,11 @@ fn two_confluent_consumers_in_a_group_process_every_record_once_across_a_rebalan
     want.sort();
     assert_eq!(
         all, want,
-        "each record processed exactly once between the two"
+        "each record processed exactly once between the two; the first's stderr: {a_said}"
     );
-    let (state, generation, _) = server.cluster().group_view("pair").unwrap();
-    assert!(
-        generation >= 2,
-        "a rebalance happened ({state:?}, generation {generation})"
-    );
+    let (_, generation, _) = server.cluster().group_view(group).unwrap();
     passes(server);
+    (generation, a_said)
 }
 
 #[test]

@@ -18,9 +18,12 @@
         Produce COUNT records PREFIX-0.. with acks=all, round-robin over the
         partitions (librdkafka's sticky partitioner could put them all in
         one); prints how many were acknowledged.
-    confluent_client.py group BOOTSTRAP TOPIC SECONDS GROUP
+    confluent_client.py group BOOTSTRAP TOPIC SECONDS GROUP [STRATEGY]
         Consume TOPIC in consumer group GROUP for SECONDS, committing each
         record synchronously after printing it (one line each), then leave.
+        STRATEGY is partition.assignment.strategy (default range;
+        cooperative-sticky rebalances incrementally). A refused commit is
+        reported on stderr as "commit refused NAME".
 
 Exits 0 when it ran; the caller judges the output.
 """
@@ -28,7 +31,7 @@ import json
 import sys
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 
 def roundtrip(bootstrap, topic, count, extra=None):
@@ -123,19 +126,25 @@ def produce(bootstrap, topic, count, prefix):
     print(json.dumps({"acked": len(acked)}))
 
 
-def group(bootstrap, topic, seconds, group_id):
+def group(bootstrap, topic, seconds, group_id, strategy="range"):
     consumer = Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": group_id,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         "fetch.wait.max.ms": 100,
+        "partition.assignment.strategy": strategy,
     })
-    # Assignments go to stderr, so a caller's failure message shows them.
+    # Assignments go to stderr, so a caller's failure message shows them
+    # (incremental ones under cooperative-sticky: what is added, what is
+    # taken away).
     def assigned(_, partitions):
         print("assigned", [p.partition for p in partitions], file=sys.stderr, flush=True)
 
-    consumer.subscribe([topic], on_assign=assigned)
+    def revoked(_, partitions):
+        print("revoked", [p.partition for p in partitions], file=sys.stderr, flush=True)
+
+    consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
     deadline = time.time() + seconds
     while time.time() < deadline:
         msg = consumer.poll(0.2)
@@ -143,7 +152,10 @@ def group(bootstrap, topic, seconds, group_id):
             continue
         print(msg.value().decode(), flush=True)
         # Commit after processing: a record is processed once in the group.
-        consumer.commit(message=msg, asynchronous=False)
+        try:
+            consumer.commit(message=msg, asynchronous=False)
+        except KafkaException as e:
+            print("commit refused", e.args[0].name(), file=sys.stderr, flush=True)
     consumer.close()
 
 
@@ -152,7 +164,7 @@ if __name__ == "__main__":
     if mode == "produce":
         produce(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
     elif mode == "group":
-        group(bootstrap, topic, float(sys.argv[4]), sys.argv[5])
+        group(bootstrap, topic, float(sys.argv[4]), sys.argv[5], *sys.argv[6:7])
     elif mode == "idempotent":
         roundtrip(bootstrap, topic, int(sys.argv[4]), {
             "enable.idempotence": True,
