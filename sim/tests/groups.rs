@@ -258,6 +258,60 @@ fn admin_tools_list_and_describe_the_groups_a_broker_coordinates() {
 }
 
 #[test]
+fn an_emptied_group_keeps_its_protocol_type_and_takes_a_new_one_from_its_next_member() {
+    let server = server(Duration::from_millis(300));
+    let (addr, members) = two_members(&server, "idle");
+    for (member, _) in &members {
+        assert_eq!(leave(addr, "idle", member), 0);
+    }
+    let mut r = ListGroupsRequest::default();
+    r.states_filter = vec![s("Empty")];
+    let got = Client::connect(addr).call(&r, 4);
+    let listed: Vec<(&str, &str, &str)> = got
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                g.group_id.0.as_str(),
+                g.protocol_type.as_str(),
+                g.group_state.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(listed, [("idle", "consumer", "Empty")]);
+    let mut d = DescribeGroupsRequest::default();
+    d.groups = vec![GroupId(s("idle"))];
+    let described = &Client::connect(addr).call(&d, 5).groups[0];
+    assert_eq!(
+        (
+            described.group_state.as_str(),
+            described.protocol_type.as_str(),
+            described.protocol_data.as_str()
+        ),
+        ("Empty", "consumer", "")
+    );
+    // Empty, it takes a member of another protocol type (Kafka Connect's
+    // workers, say); with members, it refuses one.
+    let mut c = Client::connect(addr);
+    let mut connect = join_request("idle", "");
+    connect.protocol_type = s("connect");
+    let first = c.call(&connect, JOIN_V);
+    assert_eq!(first.error_code, ResponseError::MemberIdRequired.code());
+    connect.member_id = first.member_id.clone();
+    let joined = c.call(&connect, JOIN_V);
+    assert_eq!(joined.error_code, 0);
+    let described = &Client::connect(addr).call(&d, 5).groups[0];
+    assert_eq!(described.protocol_type.as_str(), "connect");
+    assert_eq!(
+        Client::connect(addr)
+            .call(&join_request("idle", ""), JOIN_V)
+            .error_code,
+        ResponseError::InconsistentGroupProtocol.code()
+    );
+    passes(server);
+}
+
+#[test]
 fn a_leave_rebalances_at_once() {
     let server = server(Duration::from_millis(300));
     let (addr, members) = two_members(&server, "leavers");

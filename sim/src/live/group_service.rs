@@ -120,10 +120,13 @@ impl BrokerService {
         let (rx, actions, member_id) = {
             let mut g = group.lock();
             let mut actions = Vec::new();
+            // An empty group takes the newcomer's protocol type; one with
+            // members only members of its own type.
             if r.protocols.is_empty()
-                || g.protocol_type
-                    .as_ref()
-                    .is_some_and(|t| *t != r.protocol_type.as_str())
+                || (g.state != GroupState::Empty
+                    && g.protocol_type
+                        .as_ref()
+                        .is_some_and(|t| *t != r.protocol_type.as_str()))
             {
                 return fail(
                     response,

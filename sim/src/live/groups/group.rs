@@ -61,6 +61,9 @@ pub struct Member {
 pub struct Group {
     pub state: GroupState,
     pub generation: i32,
+    /// Set by the first member; kept when the group empties, as Kafka
+    /// keeps it, so admin tools still list an idle consumer group as one
+    /// (the next member to join an empty group sets it anew).
     pub protocol_type: Option<String>,
     pub protocol: Option<String>,
     pub leader: Option<String>,
@@ -174,7 +177,6 @@ impl Group {
         if self.members.is_empty() {
             self.state = GroupState::Empty;
             self.protocol = None;
-            self.protocol_type = None;
             // A round under way ends with nobody in it.
             actions.push(Action::CheckJoins);
             actions.push(Action::CheckSyncs);

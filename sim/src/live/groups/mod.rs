@@ -251,7 +251,6 @@ impl GroupCoordinator {
                     g.state = GroupState::Empty;
                     g.leader = None;
                     g.protocol = None;
-                    g.protocol_type = None;
                 } else {
                     g.protocol = g.select_protocol();
                     if g.leader.as_ref().is_none_or(|l| !g.members.contains_key(l)) {
@@ -386,7 +385,6 @@ impl GroupCoordinator {
                 g.state = GroupState::Empty;
                 g.leader = None;
                 g.protocol = None;
-                g.protocol_type = None;
                 g.pending_ids.clear();
                 let members = std::mem::take(&mut g.members);
                 let mut sessions = Vec::new();
