@@ -404,6 +404,29 @@ fn kafkajs_produces_with_acks_all_and_a_group_of_two_reads_every_record_once() {
     passes(server);
 }
 
+#[test]
+fn confluent_kafka_lists_every_topic_and_a_regex_subscription_takes_up_a_new_one() {
+    if !confluent() {
+        return;
+    }
+    let server = start(quick_groups(), &[("rx-a", 2)]);
+    let r = confluent_client(&["regex", &bootstrap(&server), "rx"]);
+    assert_eq!(r["listed"], true, "{r}");
+    assert_eq!(r["read"], 30, "{r}");
+    let assignments = r["assignments"].as_array().expect("assignments");
+    assert_eq!(
+        assignments.first(),
+        Some(&serde_json::json!(["rx-a:0", "rx-a:1"])),
+        "{r}"
+    );
+    assert_eq!(
+        assignments.last(),
+        Some(&serde_json::json!(["rx-a:0", "rx-a:1", "rx-b:0"])),
+        "the new topic joined the subscription: {r}"
+    );
+    passes(server);
+}
+
 fn client_script() -> &'static str {
     concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -5,7 +5,9 @@
 
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::client::{batch, idempotent_batch, timed_batch, values, Client};
+use broker_sim::wire::client::{
+    batch, decode_response, idempotent_batch, timed_batch, values, Client,
+};
 use broker_sim::wire::Limits;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -390,6 +392,37 @@ fn frame(body: &[u8]) -> Vec<u8> {
     let mut f = (body.len() as i32).to_be_bytes().to_vec();
     f.extend_from_slice(body);
     f
+}
+
+/// librdkafka 2.x asks for every topic with Metadata v12 in this frame
+/// (captured from confluent-kafka 2.16's `list_topics()`): its null topic
+/// list takes 4 bytes where the compact encoding has 1, so 3 bytes are
+/// left after the body. Kafka's brokers ignore them, and so must we.
+#[test]
+fn librdkafkas_all_topics_metadata_request_lists_every_topic() {
+    let server = server(Duration::ZERO, &[("orders", 2), ("payments", 1)]);
+    let mut c = Client::connect(server.addrs()[0]);
+    let request = [
+        0x00, 0x03, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x03, 0x00, 0x07, b'r', b'd', b'k', b'a', b'f',
+        b'k', b'a', 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
+    ];
+    c.send_raw(&frame(&request)).unwrap();
+    let (id, answer) = decode_response::<MetadataRequest>(c.read_frame().expect("an answer"), 12);
+    assert_eq!(id, 3);
+    let mut topics: Vec<(String, usize)> = answer
+        .topics
+        .iter()
+        .map(|t| {
+            let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+            (name, t.partitions.len())
+        })
+        .collect();
+    topics.sort();
+    assert_eq!(
+        topics,
+        [("orders".to_string(), 2), ("payments".to_string(), 1)]
+    );
+    passes(server);
 }
 
 #[test]

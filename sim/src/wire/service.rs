@@ -85,14 +85,14 @@ pub fn decode_request(
     // Request header v2 goes with the flexible body encodings.
     super::bounds::check(api, version, header_version >= 2, &buf)
         .map_err(|e| BadRequest::Malformed(format!("{api:?} v{version}: {e}")))?;
+    // Bytes after the body are ignored, as Kafka's brokers ignore them:
+    // librdkafka (2.x) writes the null topic list of an all-topics
+    // Metadata request of v9 and later as 4 bytes where the compact
+    // encoding has 1, and Kafka reads the first as null, the next as the
+    // request's last fields, and leaves the rest. Refusing them broke
+    // `list_topics()` and regex subscriptions.
     let request = RequestKind::decode(api, &mut buf, version)
         .map_err(|e| BadRequest::Malformed(format!("{api:?} v{version}: {e}")))?;
-    if !buf.is_empty() {
-        return Err(BadRequest::Malformed(format!(
-            "{} bytes after a {api:?} v{version} request",
-            buf.len()
-        )));
-    }
     Ok((header, request))
 }
 

@@ -24,6 +24,11 @@
         STRATEGY is partition.assignment.strategy (default range;
         cooperative-sticky rebalances incrementally). A refused commit is
         reported on stderr as "commit refused NAME".
+    confluent_client.py regex BOOTSTRAP PREFIX
+        List the cluster's topics, subscribe a group to ^PREFIX-.* with 20
+        records in PREFIX-a, then create PREFIX-b with 10 more: the
+        subscription takes it up. Prints one JSON line: whether PREFIX-a
+        was listed, the assignments, how many records were read.
 
 Exits 0 when it ran; the caller judges the output.
 """
@@ -32,6 +37,7 @@ import sys
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 
 def roundtrip(bootstrap, topic, count, extra=None):
@@ -159,9 +165,47 @@ def group(bootstrap, topic, seconds, group_id, strategy="range"):
     consumer.close()
 
 
+def regex(bootstrap, prefix):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(20):
+        producer.produce(f"{prefix}-a", value=f"a-{i}".encode(), partition=i % 2)
+    producer.flush(30)
+    # An all-topics Metadata request (librdkafka's has 3 bytes too many).
+    listed = f"{prefix}-a" in admin.list_topics(timeout=10).topics
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"{prefix}-readers",
+        "auto.offset.reset": "earliest",
+        "topic.metadata.refresh.interval.ms": 500,
+    })
+    assignments = []
+    consumer.subscribe([f"^{prefix}-.*"], on_assign=lambda _, parts: assignments.append(
+        sorted(f"{p.topic}:{p.partition}" for p in parts)))
+    read = set()
+
+    def poll_until(count, seconds):
+        deadline = time.time() + seconds
+        while len(read) < count and time.time() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                read.add(msg.value().decode())
+
+    poll_until(20, 15)
+    admin.create_topics([NewTopic(f"{prefix}-b", 1, 3)])[f"{prefix}-b"].result(10)
+    for i in range(10):
+        producer.produce(f"{prefix}-b", value=f"b-{i}".encode())
+    producer.flush(30)
+    poll_until(30, 20)
+    consumer.close()
+    print(json.dumps({"listed": listed, "assignments": assignments, "read": len(read)}))
+
+
 if __name__ == "__main__":
     mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
-    if mode == "produce":
+    if mode == "regex":
+        regex(bootstrap, topic)
+    elif mode == "produce":
         produce(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
     elif mode == "group":
         group(bootstrap, topic, float(sys.argv[4]), sys.argv[5], *sys.argv[6:7])
