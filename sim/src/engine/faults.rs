@@ -46,6 +46,7 @@ impl Engine {
             }
             self.hw_change(p as u32, change);
         }
+        self.led_by = super::led_by(&self.partitions, self.cfg.brokers);
     }
 
     /// Ends arrivals: at the configured duration, when asked from outside,

@@ -31,12 +31,9 @@ impl Engine {
         }
         for (broker, parts) in groups {
             for &(p, _) in &parts {
-                let i = self.consumers[c]
-                    .partitions
-                    .iter()
-                    .position(|&x| x == p)
-                    .unwrap_or(0);
-                self.consumers[c].in_flight[i] = true;
+                if let Some(i) = self.consumers[c].index_of(p) {
+                    self.consumers[c].in_flight[i] = true;
+                }
             }
             let context = Context::Fetch {
                 consumer,
@@ -238,7 +235,7 @@ impl Engine {
         };
         let c = consumer as usize;
         for (p, offset, bytes, _) in parts {
-            if let Some(i) = self.consumers[c].partitions.iter().position(|&x| x == p) {
+            if let Some(i) = self.consumers[c].index_of(p) {
                 self.consumers[c].in_flight[i] = false;
                 if self.consumers[c].offsets[i] == offset {
                     self.consumers[c].offsets[i] += bytes;

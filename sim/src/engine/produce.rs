@@ -29,21 +29,13 @@ impl Engine {
         self.schedule(self.next_arrival as u64, Event::ProduceArrival);
         // A producer sends one request per broker, for partitions it leads.
         let leaders: Vec<u32> = (0..self.cfg.brokers)
-            .filter(|&b| {
-                self.brokers[b as usize].alive
-                    && self.partitions.iter().any(|p| p.leader == Some(b))
-            })
+            .filter(|&b| self.brokers[b as usize].alive && !self.led_by[b as usize].is_empty())
             .collect();
         if leaders.is_empty() {
             return;
         }
         let broker = leaders[self.rng.below(leaders.len() as u64) as usize];
-        let mut led: Vec<u32> = self
-            .partitions
-            .iter()
-            .filter(|p| p.leader == Some(broker))
-            .map(|p| p.id)
-            .collect();
+        let mut led = self.led_by[broker as usize].clone();
         let k = 1 + self
             .rng
             .below(u64::from(self.cfg.partitions_per_produce).min(led.len() as u64))

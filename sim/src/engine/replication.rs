@@ -14,16 +14,13 @@ impl Engine {
             return;
         }
         let mut groups: Vec<(u32, Vec<(u32, u64)>)> = Vec::new();
-        for part in &self.partitions {
-            let p = part.id as usize;
+        for &p in &self.replica_of[f] {
+            let part = &self.partitions[p as usize];
             let Some(leader) = part.leader else { continue };
-            if leader == follower
-                || !part.replicas.contains(&follower)
-                || self.follower_in_flight[f][p]
-            {
+            if leader == follower || self.follower_in_flight[f][p as usize] {
                 continue;
             }
-            add_to_group(&mut groups, leader, (part.id, part.leo[f]));
+            add_to_group(&mut groups, leader, (p, part.leo[f]));
         }
         for (leader, parts) in groups {
             for &(p, _) in &parts {
