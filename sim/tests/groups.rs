@@ -312,6 +312,63 @@ fn an_emptied_group_keeps_its_protocol_type_and_takes_a_new_one_from_its_next_me
 }
 
 #[test]
+fn a_follower_joining_again_unchanged_gets_its_generation_and_a_leader_rebalances() {
+    let server = server(Duration::from_millis(300));
+    let (addr, members) = two_members(&server, "rejoiners");
+    let (leader, follower) = (&members[0].0, &members[1].0);
+    // The follower missed its answer, say, and asks again: the same
+    // generation, at once, and the group stays as it is.
+    let again = join(addr, "rejoiners", follower);
+    assert_eq!((again.error_code, again.generation_id), (0, 1));
+    assert_eq!(again.leader.as_str(), leader.as_str());
+    assert!(again.members.is_empty(), "a follower gets no member list");
+    let (state, generation, _) = server.cluster().group_view("rejoiners").unwrap();
+    assert_eq!((state, generation), (GroupState::Stable, 1));
+    assert_eq!(heartbeat(addr, "rejoiners", leader, 1), 0);
+    // With other metadata it is a new round.
+    let mut changed = join_request("rejoiners", follower);
+    changed.protocols[0].metadata = Bytes::from_static(b"another subscription");
+    let mut c = Client::connect(addr);
+    let pending = std::thread::spawn(move || c.call(&changed, JOIN_V));
+    heartbeat_until_told_generation(addr, "rejoiners", leader, 1);
+    let led = join(addr, "rejoiners", leader);
+    let round = pending.join().unwrap();
+    assert_eq!((led.error_code, led.generation_id), (0, 2));
+    assert_eq!((round.error_code, round.generation_id), (0, 2));
+    assert_eq!(led.members.len(), 2, "the leader gets every member");
+    let (error, _) = sync(
+        addr,
+        "rejoiners",
+        leader,
+        2,
+        &[(leader, b"a"), (follower, b"b")],
+    );
+    assert_eq!(error, 0);
+    let (error, _) = sync(addr, "rejoiners", follower, 2, &[]);
+    assert_eq!(error, 0);
+    // The leader's join, unchanged, starts a round all the same (the
+    // topics under its subscription may have changed).
+    let mut c = Client::connect(addr);
+    let leader_again = join_request("rejoiners", leader);
+    let pending = std::thread::spawn(move || c.call(&leader_again, JOIN_V));
+    heartbeat_until_told_generation(addr, "rejoiners", follower, 2);
+    let follows = join(addr, "rejoiners", follower);
+    let led = pending.join().unwrap();
+    assert_eq!((led.error_code, led.generation_id), (0, 3));
+    assert_eq!((follows.error_code, follows.generation_id), (0, 3));
+    passes(server);
+}
+
+/// Heartbeats as `member` of `generation` until told a round began.
+fn heartbeat_until_told_generation(addr: SocketAddr, group: &str, member: &str, generation: i32) {
+    let start = Instant::now();
+    while heartbeat(addr, group, member, generation) == 0 {
+        assert!(start.elapsed() < Duration::from_secs(5), "never told");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
 fn a_leave_rebalances_at_once() {
     let server = server(Duration::from_millis(300));
     let (addr, members) = two_members(&server, "leavers");

@@ -117,7 +117,7 @@ impl BrokerService {
             session
         };
         let group = groups.group(&id);
-        let (rx, actions, member_id) = {
+        let (rx, actions, member_id) = 'join: {
             let mut g = group.lock();
             let mut actions = Vec::new();
             // An empty group takes the newcomer's protocol type; one with
@@ -152,6 +152,44 @@ impl BrokerService {
                 .map(|p| (p.name.to_string(), p.metadata.clone()))
                 .collect();
             let new = !g.members.contains_key(&member_id);
+            // A member that joins again with the metadata it has, while its
+            // generation is being assigned or, for a follower, while it is
+            // in force, gets that generation back and no rebalance starts,
+            // as from Kafka's coordinator (it may have missed the answer).
+            // The leader's join in a stable group does start one: a leader
+            // rejoins when the topics changed under the same subscription.
+            let unchanged = g
+                .members
+                .get(&member_id)
+                .is_some_and(|m| m.protocols == protocols);
+            let leader = g.leader.as_deref() == Some(member_id.as_str());
+            let current = match g.state {
+                GroupState::CompletingRebalance => unchanged,
+                GroupState::Stable => unchanged && !leader,
+                GroupState::Empty | GroupState::PreparingRebalance => false,
+            };
+            if current {
+                if let Some(m) = g.members.get_mut(&member_id) {
+                    m.last_beat = Instant::now();
+                    if let Some(s) = &m.session {
+                        actions.push(Action::Beat(s.clone(), m.session_timeout));
+                    }
+                }
+                let _ = tx.send(JoinResult {
+                    error: 0,
+                    generation: g.generation,
+                    protocol_type: g.protocol_type.clone(),
+                    protocol: g.protocol.clone(),
+                    leader: g.leader.clone().unwrap_or_default(),
+                    member_id: member_id.clone(),
+                    members: if leader {
+                        g.members_metadata()
+                    } else {
+                        Vec::new()
+                    },
+                });
+                break 'join (rx, actions, member_id);
+            }
             if new {
                 actions.push(Action::StartSession {
                     member: member_id.clone(),

@@ -140,6 +140,23 @@ impl Group {
         }
     }
 
+    /// Every member with its metadata for the chosen protocol: what the
+    /// leader's JoinGroup answer carries.
+    pub fn members_metadata(&self) -> Vec<(String, Bytes)> {
+        self.members
+            .iter()
+            .map(|(id, m)| {
+                let metadata = m
+                    .protocols
+                    .iter()
+                    .find(|(n, _)| Some(n) == self.protocol.as_ref())
+                    .map(|(_, md)| md.clone())
+                    .unwrap_or_default();
+                (id.clone(), metadata)
+            })
+            .collect()
+    }
+
     /// The protocol every member supports that they rank highest in sum
     /// (Kafka's vote), if any.
     pub fn select_protocol(&self) -> Option<String> {

@@ -15,7 +15,6 @@ pub use group::{Action, Group, GroupState, Member};
 pub use ops::{DelayedHeartbeat, DelayedJoin, DelayedSync, JoinResult};
 
 use super::checks::Checks;
-use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
 use purgatory::{Driver, Outcome, Purgatory, TimerKind};
@@ -259,19 +258,7 @@ impl GroupCoordinator {
                     g.state = GroupState::CompletingRebalance;
                     let leader = g.leader.clone().unwrap_or_default();
                     let protocol = g.protocol.clone();
-                    let all: Vec<(String, Bytes)> = g
-                        .members
-                        .iter()
-                        .map(|(id, m)| {
-                            let metadata = m
-                                .protocols
-                                .iter()
-                                .find(|(n, _)| Some(n) == protocol.as_ref())
-                                .map(|(_, md)| md.clone())
-                                .unwrap_or_default();
-                            (id.clone(), metadata)
-                        })
-                        .collect();
+                    let all = g.members_metadata();
                     let (generation, protocol_type) = (g.generation, g.protocol_type.clone());
                     let error = if protocol.is_none() {
                         ResponseError::InconsistentGroupProtocol.code()
