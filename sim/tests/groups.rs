@@ -517,6 +517,44 @@ fn members_commit_while_others_rejoin_but_not_between_join_and_assignment() {
 }
 
 #[test]
+fn requests_for_a_group_nobody_made_make_none_but_a_simple_commit_does() {
+    let server = server(Duration::ZERO);
+    let addr = coordinator(&server, "ghost");
+    let listed = || {
+        let got = Client::connect(addr).call(&ListGroupsRequest::default(), 4);
+        got.groups
+            .iter()
+            .map(|g| {
+                (
+                    g.group_id.0.to_string(),
+                    g.protocol_type.to_string(),
+                    g.group_state.to_string(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(committed(addr, "ghost"), -1);
+    let unknown = ResponseError::UnknownMemberId.code();
+    assert_eq!(heartbeat(addr, "ghost", "someone", 1), unknown);
+    assert_eq!(sync(addr, "ghost", "someone", 1, &[]).0, unknown);
+    assert_eq!(leave(addr, "ghost", "someone"), unknown);
+    assert_eq!(
+        commit(addr, "ghost", "someone", 1, 5),
+        ResponseError::IllegalGeneration.code()
+    );
+    assert!(listed().is_empty(), "{:?}", listed());
+    // A consumer that assigns its own partitions commits outside any
+    // generation: that makes a simple group, with no protocol type.
+    assert_eq!(commit(addr, "ghost", "", -1, 7), 0);
+    assert_eq!(committed(addr, "ghost"), 7);
+    assert_eq!(
+        listed(),
+        [("ghost".to_string(), String::new(), "Empty".to_string())]
+    );
+    passes(server);
+}
+
+#[test]
 fn after_the_coordinators_broker_crashes_members_find_the_new_one() {
     let server = server(Duration::ZERO);
     let old = coordinator(&server, "movers");

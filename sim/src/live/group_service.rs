@@ -291,7 +291,13 @@ impl BrokerService {
             return response;
         }
         let groups = &self.cluster.groups;
-        let group = groups.group(&id);
+        // Only JoinGroup, and a commit outside the group's management,
+        // make a group: a request of a member of none is refused, and
+        // leaves no empty group for ListGroups to show.
+        let Some(group) = groups.find(&id) else {
+            response.error_code = code(ResponseError::UnknownMemberId);
+            return response;
+        };
         let member = r.member_id.to_string();
         let mut actions = Vec::new();
         let wait = {
@@ -393,7 +399,10 @@ impl BrokerService {
             response.error_code = e;
             return response;
         }
-        let group = self.cluster.groups.group(&id);
+        let Some(group) = self.cluster.groups.find(&id) else {
+            response.error_code = code(ResponseError::UnknownMemberId);
+            return response;
+        };
         let session = {
             let mut g = group.lock();
             let (generation, state) = (g.generation, g.state);
@@ -432,10 +441,12 @@ impl BrokerService {
         } else {
             vec![r.member_id.to_string()]
         };
-        let group = self.cluster.groups.group(&id);
+        let group = self.cluster.groups.find(&id);
         let mut results = Vec::new();
         for member in leaving {
-            let session = group.lock().members.get(&member).map(|m| m.session.clone());
+            let session = group
+                .as_ref()
+                .and_then(|g| g.lock().members.get(&member).map(|m| m.session.clone()));
             let error = match session {
                 None => code(ResponseError::UnknownMemberId),
                 // Its session ends now: that removes it and rebalances.
@@ -446,7 +457,9 @@ impl BrokerService {
                 // Its session is still being set up: leave by hand.
                 Some(None) => {
                     let mut actions = Vec::new();
-                    group.lock().remove(&member, &mut actions);
+                    if let Some(group) = &group {
+                        group.lock().remove(&member, &mut actions);
+                    }
                     self.cluster.groups.run(&id, actions);
                     0
                 }
@@ -473,18 +486,24 @@ impl BrokerService {
         let id: Arc<str> = Arc::from(r.group_id.0.as_str());
         let error = match self.coordinates(&id) {
             Err(e) => e,
+            // A group nobody joined: a commit outside any generation makes
+            // it (a consumer that assigns its partitions itself, or an
+            // admin tool), one from a member finds no generation, as in
+            // Kafka before OffsetCommit v9.
+            Ok(())
+                if r.generation_id_or_member_epoch >= 0
+                    && self.cluster.groups.find(&id).is_none() =>
+            {
+                code(ResponseError::IllegalGeneration)
+            }
             Ok(()) => {
                 let group = self.cluster.groups.group(&id);
                 let mut g = group.lock();
                 let generation = r.generation_id_or_member_epoch;
                 // A consumer with assigned partitions commits outside any
                 // generation (-1), while the group has no members.
-                let error = if generation < 0 && r.member_id.is_empty() {
-                    if g.members.is_empty() {
-                        0
-                    } else {
-                        code(ResponseError::UnknownMemberId)
-                    }
+                let error = if generation < 0 && g.members.is_empty() {
+                    0
                 } else if !g.members.contains_key(r.member_id.as_str()) {
                     code(ResponseError::UnknownMemberId)
                 } else if generation != g.generation {
@@ -547,12 +566,14 @@ impl BrokerService {
             }
             return response;
         }
-        let group = self.cluster.groups.group(&id);
-        let g = group.lock();
+        // A group nobody made has nothing committed; it is not made here.
+        let group = self.cluster.groups.find(&id);
+        let g = group.as_ref().map(|g| g.lock());
+        let offsets = g.as_ref().map(|g| &g.offsets);
         let entry = |topic: &str, p: i32| {
             let mut out = OffsetFetchResponsePartition::default();
             out.partition_index = p;
-            match g.offsets.get(&(topic.to_string(), p)) {
+            match offsets.and_then(|o| o.get(&(topic.to_string(), p))) {
                 Some((offset, metadata)) => {
                     out.committed_offset = *offset;
                     out.metadata = Some(text(metadata.as_deref().unwrap_or("")));
@@ -581,7 +602,7 @@ impl BrokerService {
             // Every committed partition.
             None => {
                 let mut by_topic: std::collections::BTreeMap<&str, Vec<i32>> = Default::default();
-                for (topic, p) in g.offsets.keys() {
+                for (topic, p) in offsets.into_iter().flat_map(|o| o.keys()) {
                     by_topic.entry(topic).or_default().push(*p);
                 }
                 by_topic
