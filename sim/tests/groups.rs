@@ -84,6 +84,30 @@ fn join(addr: SocketAddr, group: &str, member: &str) -> JoinGroupResponse {
     c.call(&join_request(group, first.member_id.as_str()), JOIN_V)
 }
 
+/// The groups `addr` lists in `states` (all with none), as (id, protocol
+/// type, state).
+fn listed(addr: SocketAddr, states: &[&str]) -> Vec<(String, String, String)> {
+    let mut r = ListGroupsRequest::default();
+    r.states_filter = states.iter().map(|state| s(state)).collect();
+    let got = Client::connect(addr).call(&r, 4);
+    assert_eq!(got.error_code, 0);
+    got.groups
+        .iter()
+        .map(|g| {
+            (
+                g.group_id.0.to_string(),
+                g.protocol_type.to_string(),
+                g.group_state.to_string(),
+            )
+        })
+        .collect()
+}
+
+/// One listed group, for comparing with [`listed`]'s.
+fn group_row(id: &str, protocol_type: &str, state: &str) -> (String, String, String) {
+    (id.into(), protocol_type.into(), state.into())
+}
+
 fn sync(
     addr: SocketAddr,
     group: &str,
@@ -264,21 +288,10 @@ fn an_emptied_group_keeps_its_protocol_type_and_takes_a_new_one_from_its_next_me
     for (member, _) in &members {
         assert_eq!(leave(addr, "idle", member), 0);
     }
-    let mut r = ListGroupsRequest::default();
-    r.states_filter = vec![s("Empty")];
-    let got = Client::connect(addr).call(&r, 4);
-    let listed: Vec<(&str, &str, &str)> = got
-        .groups
-        .iter()
-        .map(|g| {
-            (
-                g.group_id.0.as_str(),
-                g.protocol_type.as_str(),
-                g.group_state.as_str(),
-            )
-        })
-        .collect();
-    assert_eq!(listed, [("idle", "consumer", "Empty")]);
+    assert_eq!(
+        listed(addr, &["Empty"]),
+        [group_row("idle", "consumer", "Empty")]
+    );
     let mut d = DescribeGroupsRequest::default();
     d.groups = vec![GroupId(s("idle"))];
     let described = &Client::connect(addr).call(&d, 5).groups[0];
@@ -520,19 +533,6 @@ fn members_commit_while_others_rejoin_but_not_between_join_and_assignment() {
 fn requests_for_a_group_nobody_made_make_none_but_a_simple_commit_does() {
     let server = server(Duration::ZERO);
     let addr = coordinator(&server, "ghost");
-    let listed = || {
-        let got = Client::connect(addr).call(&ListGroupsRequest::default(), 4);
-        got.groups
-            .iter()
-            .map(|g| {
-                (
-                    g.group_id.0.to_string(),
-                    g.protocol_type.to_string(),
-                    g.group_state.to_string(),
-                )
-            })
-            .collect::<Vec<_>>()
-    };
     assert_eq!(committed(addr, "ghost"), -1);
     let unknown = ResponseError::UnknownMemberId.code();
     assert_eq!(heartbeat(addr, "ghost", "someone", 1), unknown);
@@ -542,15 +542,12 @@ fn requests_for_a_group_nobody_made_make_none_but_a_simple_commit_does() {
         commit(addr, "ghost", "someone", 1, 5),
         ResponseError::IllegalGeneration.code()
     );
-    assert!(listed().is_empty(), "{:?}", listed());
+    assert_eq!(listed(addr, &[]), []);
     // A consumer that assigns its own partitions commits outside any
     // generation: that makes a simple group, with no protocol type.
     assert_eq!(commit(addr, "ghost", "", -1, 7), 0);
     assert_eq!(committed(addr, "ghost"), 7);
-    assert_eq!(
-        listed(),
-        [("ghost".to_string(), String::new(), "Empty".to_string())]
-    );
+    assert_eq!(listed(addr, &[]), [group_row("ghost", "", "Empty")]);
     passes(server);
 }
 

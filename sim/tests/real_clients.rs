@@ -141,25 +141,37 @@ fn kafkajs() -> Option<String> {
     found
 }
 
-/// Runs the confluent-kafka client script; its JSON line.
-fn confluent_client(args: &[&str]) -> serde_json::Value {
-    let script = concat!(
+/// The confluent-kafka client script.
+fn client_script() -> &'static str {
+    concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/clients/confluent_client.py"
-    );
+    )
+}
+
+/// Runs the confluent-kafka client script; its JSON line.
+fn confluent_client(args: &[&str]) -> serde_json::Value {
     let out = Command::new("python3")
-        .arg(script)
+        .arg(client_script())
         .args(args)
         .output()
         .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "client failed: {stdout}\n{}",
+        "client failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    json_line(&out)
+}
+
+/// The JSON line a client script ends its output with; what it printed,
+/// if it is not one.
+fn json_line(out: &std::process::Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)))
 }
 
 #[test]
@@ -330,9 +342,7 @@ fn kafka_python_creates_a_topic_produces_idempotently_consumes_in_a_group_and_cl
         .args([script, "all", &bootstrap(&server), "from-python", "2000"])
         .output()
         .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let r: serde_json::Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    let r = json_line(&out);
     assert_eq!(r["created_errors"], serde_json::json!([0]), "{r}");
     assert_eq!(r["idempotent"], true, "its default: {r}");
     assert_eq!(r["acked"], 2000, "{r}");
@@ -384,9 +394,7 @@ fn kafkajs_produces_with_acks_all_and_a_group_of_two_reads_every_record_once() {
         .env("NODE_PATH", node_path)
         .output()
         .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let r: serde_json::Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    let r = json_line(&out);
     assert!(r["error"].is_null(), "{r}");
     assert_eq!(r["created"], true, "{r}");
     assert_eq!(r["acked"], 2000, "{r}");
@@ -425,13 +433,6 @@ fn confluent_kafka_lists_every_topic_and_a_regex_subscription_takes_up_a_new_one
         "the new topic joined the subscription: {r}"
     );
     passes(server);
-}
-
-fn client_script() -> &'static str {
-    concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/clients/confluent_client.py"
-    )
 }
 
 #[test]

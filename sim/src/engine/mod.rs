@@ -664,9 +664,6 @@ fn park<O: DelayedOperation>(
     }
 }
 
-/// Adds `item` to the group of partitions led by `leader`: clients send one
-/// request per leader, as Kafka's do. Groups keep first-seen order, so the
-/// requests go out in the same order on every run.
 /// Per broker of `brokers`, the partitions it leads, in ascending order.
 fn led_by(partitions: &[Partition], brokers: u32) -> Vec<Vec<u32>> {
     let mut led = vec![Vec::new(); brokers as usize];
@@ -690,6 +687,9 @@ fn replica_of(partitions: &[Partition], brokers: u32) -> Vec<Vec<u32>> {
     of
 }
 
+/// Adds `item` to the group of partitions led by `leader`: clients send one
+/// request per leader, as Kafka's do. Groups keep first-seen order, so the
+/// requests go out in the same order on every run.
 fn add_to_group<T>(groups: &mut Vec<(u32, Vec<T>)>, leader: u32, item: T) {
     match groups.iter_mut().find(|(l, _)| *l == leader) {
         Some((_, group)) => group.push(item),

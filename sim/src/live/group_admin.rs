@@ -107,12 +107,7 @@ impl BrokerService {
                         // connected; Kafka gives "/address".
                         d.client_host = text("");
                         if let Some(protocol) = protocol {
-                            d.member_metadata = m
-                                .protocols
-                                .iter()
-                                .find(|(name, _)| name == protocol)
-                                .map(|(_, metadata)| metadata.clone())
-                                .unwrap_or_default();
+                            d.member_metadata = m.metadata(protocol);
                             d.member_assignment = m.assignment.clone();
                         }
                         d

@@ -5,7 +5,7 @@
 //! answer NOT_COORDINATOR.
 
 use super::checks::Checks;
-use super::groups::{Action, DelayedSync, GroupState, JoinResult, Member};
+use super::groups::{Action, DelayedSync, Group, GroupState, JoinResult, Member};
 use super::service::BrokerService;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
@@ -23,6 +23,7 @@ use kafka_protocol::messages::{
     SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -170,24 +171,9 @@ impl BrokerService {
             };
             if current {
                 if let Some(m) = g.members.get_mut(&member_id) {
-                    m.last_beat = Instant::now();
-                    if let Some(s) = &m.session {
-                        actions.push(Action::Beat(s.clone(), m.session_timeout));
-                    }
+                    m.beat(&mut actions);
                 }
-                let _ = tx.send(JoinResult {
-                    error: 0,
-                    generation: g.generation,
-                    protocol_type: g.protocol_type.clone(),
-                    protocol: g.protocol.clone(),
-                    leader: g.leader.clone().unwrap_or_default(),
-                    member_id: member_id.clone(),
-                    members: if leader {
-                        g.members_metadata()
-                    } else {
-                        Vec::new()
-                    },
-                });
+                let _ = tx.send(g.join_result(&member_id, 0));
                 break 'join (rx, actions, member_id);
             }
             if new {
@@ -214,10 +200,7 @@ impl BrokerService {
             m.protocols = protocols;
             m.session_timeout = session;
             m.rebalance_timeout = rebalance;
-            m.last_beat = Instant::now();
-            if let Some(s) = &m.session {
-                actions.push(Action::Beat(s.clone(), session));
-            }
+            m.beat(&mut actions);
             if let Some(old) = m.join_waiter.replace(tx) {
                 // A second join while the first waits: the first is told.
                 let _ = old.send(JoinResult {
@@ -318,10 +301,7 @@ impl BrokerService {
                 response.error_code = code(ResponseError::IllegalGeneration);
                 return response;
             }
-            m.last_beat = Instant::now();
-            if let Some(s) = &m.session {
-                actions.push(Action::Beat(s.clone(), m.session_timeout));
-            }
+            m.beat(&mut actions);
             let rebalance_timeout = m.rebalance_timeout;
             match state {
                 GroupState::Empty | GroupState::PreparingRebalance => {
@@ -442,30 +422,16 @@ impl BrokerService {
             vec![r.member_id.to_string()]
         };
         let group = self.cluster.groups.find(&id);
-        let mut results = Vec::new();
-        for member in leaving {
-            let session = group
-                .as_ref()
-                .and_then(|g| g.lock().members.get(&member).map(|m| m.session.clone()));
-            let error = match session {
-                None => code(ResponseError::UnknownMemberId),
-                // Its session ends now: that removes it and rebalances.
-                Some(Some(s)) => {
-                    s.force_complete();
-                    0
-                }
-                // Its session is still being set up: leave by hand.
-                Some(None) => {
-                    let mut actions = Vec::new();
-                    if let Some(group) = &group {
-                        group.lock().remove(&member, &mut actions);
-                    }
-                    self.cluster.groups.run(&id, actions);
-                    0
-                }
-            };
-            results.push((member, error));
-        }
+        let results: Vec<(String, i16)> = leaving
+            .into_iter()
+            .map(|member| {
+                let error = match &group {
+                    Some(group) => self.leave(&id, group, &member),
+                    None => code(ResponseError::UnknownMemberId),
+                };
+                (member, error)
+            })
+            .collect();
         if version >= 3 {
             response.members = results
                 .into_iter()
@@ -480,6 +446,26 @@ impl BrokerService {
             response.error_code = results.first().map_or(0, |r| r.1);
         }
         response
+    }
+
+    /// Takes `member` out of `group` (`id`); its error code.
+    fn leave(&self, id: &Arc<str>, group: &Mutex<Group>, member: &str) -> i16 {
+        let session = group.lock().members.get(member).map(|m| m.session.clone());
+        match session {
+            None => code(ResponseError::UnknownMemberId),
+            // Its session ends now: that removes it and rebalances.
+            Some(Some(s)) => {
+                s.force_complete();
+                0
+            }
+            // Its session is still being set up: leave by hand.
+            Some(None) => {
+                let mut actions = Vec::new();
+                group.lock().remove(member, &mut actions);
+                self.cluster.groups.run(id, actions);
+                0
+            }
+        }
     }
 
     pub(crate) fn offset_commit(&self, r: OffsetCommitRequest) -> OffsetCommitResponse {

@@ -57,6 +57,26 @@ pub struct Member {
     pub last_beat: Instant,
 }
 
+impl Member {
+    /// Its metadata for `protocol` (empty if it offered none).
+    pub fn metadata(&self, protocol: &str) -> Bytes {
+        self.protocols
+            .iter()
+            .find(|(name, _)| name == protocol)
+            .map(|(_, metadata)| metadata.clone())
+            .unwrap_or_default()
+    }
+
+    /// A sign of life (a join, a sync, a heartbeat): its session starts
+    /// again from now.
+    pub fn beat(&mut self, actions: &mut Vec<Action>) {
+        self.last_beat = Instant::now();
+        if let Some(s) = &self.session {
+            actions.push(Action::Beat(s.clone(), self.session_timeout));
+        }
+    }
+}
+
 /// One group.
 pub struct Group {
     pub state: GroupState,
@@ -140,21 +160,29 @@ impl Group {
         }
     }
 
-    /// Every member with its metadata for the chosen protocol: what the
-    /// leader's JoinGroup answer carries.
-    pub fn members_metadata(&self) -> Vec<(String, Bytes)> {
-        self.members
-            .iter()
-            .map(|(id, m)| {
-                let metadata = m
-                    .protocols
-                    .iter()
-                    .find(|(n, _)| Some(n) == self.protocol.as_ref())
-                    .map(|(_, md)| md.clone())
-                    .unwrap_or_default();
-                (id.clone(), metadata)
-            })
-            .collect()
+    /// The answer to `member`'s JoinGroup for the current generation:
+    /// the leader's carries every member with its metadata for the
+    /// chosen protocol.
+    pub fn join_result(&self, member: &str, error: i16) -> JoinResult {
+        let leader = self.leader.clone().unwrap_or_default();
+        let members = if leader == member {
+            let protocol = self.protocol.as_deref().unwrap_or_default();
+            self.members
+                .iter()
+                .map(|(id, m)| (id.clone(), m.metadata(protocol)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        JoinResult {
+            error,
+            generation: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol: self.protocol.clone(),
+            leader,
+            member_id: member.to_string(),
+            members,
+        }
     }
 
     /// The protocol every member supports that they rank highest in sum

@@ -256,36 +256,20 @@ impl GroupCoordinator {
                         g.leader = g.members.keys().next().cloned();
                     }
                     g.state = GroupState::CompletingRebalance;
-                    let leader = g.leader.clone().unwrap_or_default();
-                    let protocol = g.protocol.clone();
-                    let all = g.members_metadata();
-                    let (generation, protocol_type) = (g.generation, g.protocol_type.clone());
-                    let error = if protocol.is_none() {
+                    let error = if g.protocol.is_none() {
                         ResponseError::InconsistentGroupProtocol.code()
                     } else {
                         0
                     };
+                    let mut waiting = Vec::new();
                     for (member_id, m) in g.members.iter_mut() {
-                        m.last_beat = Instant::now();
-                        if let Some(s) = &m.session {
-                            actions.push(Action::Beat(s.clone(), m.session_timeout));
-                        }
+                        m.beat(&mut actions);
                         if let Some(tx) = m.join_waiter.take() {
-                            let r = JoinResult {
-                                error,
-                                generation,
-                                protocol_type: protocol_type.clone(),
-                                protocol: protocol.clone(),
-                                leader: leader.clone(),
-                                member_id: member_id.clone(),
-                                members: if *member_id == leader {
-                                    all.clone()
-                                } else {
-                                    Vec::new()
-                                },
-                            };
-                            answers.push((tx, r));
+                            waiting.push((member_id.clone(), tx));
                         }
+                    }
+                    for (member_id, tx) in waiting {
+                        answers.push((tx, g.join_result(&member_id, error)));
                     }
                 }
             }
