@@ -7,10 +7,9 @@
 //! jemalloc's default arenas (four per core), cells freed on one thread
 //! left holes in the slabs of another thread's arena that were not filled
 //! again (an hour at full load grew 6.6%); with one arena they were, and
-//! the slabs' room stayed under 0.7 MiB. That does not make every hour
-//! pass: of three one-arena hours, two grew past 5% with the heap itself
-//! (BENCHMARKS.md, "Soak and allocators"). `_RJEM_MALLOC_CONF` overrides
-//! it at run time (`narenas:8` is the default of a 2-core machine).
+//! the slabs' room stayed at about 0.7 MiB at most (BENCHMARKS.md, "Soak
+//! and allocators"). `_RJEM_MALLOC_CONF` overrides it at run time
+//! (`narenas:8` is the default of a 2-core machine).
 
 #[cfg(all(feature = "alloc-system", feature = "alloc-mimalloc"))]
 compile_error!("choose one of alloc-system and alloc-mimalloc");

@@ -117,63 +117,43 @@
 //! ([`PurgatoryMetrics::held_bytes`]): the cells of pending operations and
 //! the spare ones, the watch lists, the timer. In the soak with 100,000 in
 //! flight, for instance, about 16 MiB of cells, 2.5 MiB of watch lists and
-//! 4.5 MiB of timer, of a 27 MiB heap (BENCHMARKS.md, the eighth hour).
+//! 4.5 MiB of timer, of a 27 MiB heap (BENCHMARKS.md, "Soak and allocators").
 //!
 //! # Memory over hours, and the allocator
 //! The purgatory's own heap stays flat under load: in the soak (`cargo run
-//! --release --example soak`: 100,000 operations in flight, 1.4-2.4M
-//! answered a second on 2 cores) it held 27.3-29.4 MiB over an hour.
-//! What grows is the allocator's footprint around it, because a cell is
-//! allocated on one thread and freed on another. In an earlier soak of
-//! three minutes (300,000 in flight, 1.0-1.5M a second) glibc's malloc
-//! grew the resident size 5.4% past its first minute, mimalloc 16.4%,
-//! jemalloc 2.0%; capping glibc's arenas (`MALLOC_ARENA_MAX`) slowed glibc
-//! to 4.2%. Over an hour with jemalloc's defaults the resident size rose
-//! 6.6%: about 1 MiB of heap (a 512 KiB block, likely an expiry buffer
-//! kept at the size of a late round, and 480 KiB of 32 KiB blocks) and
-//! about 1 MiB of room between cells. jemalloc gives each thread an arena
-//! of its own, and cells that the spare cells' trims free leave holes
-//! that its default arenas did not fill again; trims therefore wait for
-//! ten seconds of disuse, which slowed that growth but did not stop it.
-//! With a single arena (`narenas:1`, set for `tikv-jemallocator` by
-//! `_RJEM_MALLOC_CONF=narenas:1` or its `_rjem_malloc_conf` symbol, as
-//! the soak's `allocator.rs` does) the
-//! holes were filled again: a soak with two busy threads beside it
-//! stayed within 1.0% of its first minute, from a baseline 3.7-4.6 MiB
-//! lower, even with trims every 30 ms or so, which took the default
-//! arenas to 7-9% (ten-second trims: 4.0%), and an hour at full load
-//! stayed within 4.9% (exit 0), 3 MiB below the default arenas' hour,
-//! the cells' room between blocks never moving by 64 KiB. A second hour
-//! with one arena, the soak's default since, ended at +5.9% (exit 1):
-//! the ten-minute means of its samples rose from 35.9 to 37.0 MiB over a
-//! 35.6 MiB baseline, the heap's from 27.8 to 28.4 MiB (in blocks of 32
-//! to 512 KiB), and in its last two minutes, when other work on the
-//! machine cut its rate by a third, one sample read 38.4 MiB. A third
-//! ended at +9.0%: after other work slowed it for over a minute, the
-//! heap's 32 KiB blocks (likely the wheel's pages) doubled to 3.1 MiB and
-//! stayed, while jemalloc's room between blocks stayed at 0.4-0.7 MiB.
-//! One arena is the better choice here, but what remained was the
-//! purgatory's own heap keeping what a slow spell made it allocate. Since,
-//! the wheel gives back the pages a doubled population took (a ceiling:
-//! `timing_wheel`'s docs) and the expiry's buffers keep the room of recent
-//! rounds, not of the largest; a fifth hour stayed within 2.6% (one-second
-//! samples 8.0%), though with no slow stretch to test the ceiling, and a
-//! sixth, slowed by other work all hour, within 2.9%. Of two hours with
-//! two threads spinning beside them for 15 minutes (`--busy 2`), the
-//! first failed by one window at +5.1% and the second passed at +3.4%:
-//! there the heap swings by a third with the operations in flight (the
-//! watch lists and the timer follow them; cells beyond the spare cells'
-//! capacity are freed and allocated again), and the verdict sits near its
-//! limit.
-//! Kafka's purgatory benchmark (`purgatory_perf`, low case at 1M/s) cost
-//! 0.551-0.606 µs of CPU per request with one arena against 0.547-0.587
-//! with the default, more in three of four pairs by 2.7-6.0%.
+//! --release --example soak`: 100,000 operations in flight, 1.0-1.9M
+//! answered a second on 2 cores) it holds about 26-29 MiB hour after
+//! hour while the flight is full, and less when it is not. What can grow is the allocator's
+//! footprint around it, because a cell is allocated on the thread that
+//! submits and freed on the thread that answers. Measured in the soak
+//! (BENCHMARKS.md, "Soak and allocators", has the runs):
+//! - glibc's malloc grew the resident size 5.4% past its first minute in
+//!    three minutes and was still growing (4.2% with `MALLOC_ARENA_MAX=1`),
+//!    mimalloc 16.4%, jemalloc 2.0%.
+//! - jemalloc's default arenas (several per core, a thread keeping to
+//!    one) leave the holes of cells freed by the spare cells' trims in one
+//!    arena while the next cells come from another: an hour grew 6.6%.
+//!    With a single arena (`narenas:1`) the holes are filled again and the
+//!    room between blocks stays at about 0.7 MiB at most: the last hours
+//!    at full load stayed within 2.1-2.9% of their first minute, and
+//!    within 3.4-4.2% in two of three hours with two threads spinning
+//!    beside them for a quarter of an hour (the third reached 5.1% for
+//!    ten seconds after the spinning stopped).
+//! - One arena cost 2.7-6.0% more CPU per request in three of four pairs
+//!    of Kafka's purgatory benchmark (`purgatory_perf`, low case at 1M/s).
+//!
 //! So an embedding broker that runs for long is advised to use jemalloc,
-//! with one arena if the rest of its allocations allow; jemalloc's decay
-//! (`dirty_decay_ms`) trades the freed pages it keeps, 1.4-3.5 MiB here,
-//! against calls to the system. The soak's rows show the purgatory's
-//! held bytes by structure, and `--by-size` which size classes hold the
-//! room between blocks (BENCHMARKS.md has the runs).
+//! with one arena if the rest of its allocations allow (for
+//! `tikv-jemallocator`, `_RJEM_MALLOC_CONF=narenas:1` or its
+//! `_rjem_malloc_conf` symbol, as the soak's `allocator.rs` sets it);
+//! jemalloc's decay (`dirty_decay_ms`) trades the freed pages it keeps,
+//! 1.4-3.5 MiB here, against calls to the system. The purgatory does its
+//! part: the spare cells serve a burst's answers to the next submissions
+//! instead of freeing them, the wheel gives back the pages a doubled
+//! population took, and the expiry's buffers keep the room of recent
+//! rounds, not of the largest. [`PurgatoryMetrics::held_bytes`] tells
+//! what it holds by structure, so that an embedder can tell its growth
+//! from the allocator's.
 //!
 //! # Lock order
 //! User code (`try_complete`, `on_complete`, `on_expiration`) runs with no
