@@ -128,19 +128,19 @@
 //! submits and freed on the thread that answers. Measured in the soak
 //! (BENCHMARKS.md, "Soak and allocators", has the runs):
 //! - glibc's malloc grew the resident size 5.4% past its first minute in
-//!    three minutes and was still growing (4.2% with `MALLOC_ARENA_MAX=1`),
-//!    mimalloc 16.4%, jemalloc 2.0%.
+//!   three minutes and was still growing (4.2% with `MALLOC_ARENA_MAX=1`),
+//!   mimalloc 16.4%, jemalloc 2.0%.
 //! - jemalloc's default arenas (several per core, a thread keeping to
-//!    one) leave the holes of cells freed by the spare cells' trims in one
-//!    arena while the next cells come from another: an hour grew 6.6%.
-//!    With a single arena (`narenas:1`) the holes are filled again and the
-//!    room between blocks stays at about 0.7 MiB at most: the last hours
-//!    at full load stayed within 2.1-2.9% of their first minute, and
-//!    within 3.4-4.2% in two of three hours with two threads spinning
-//!    beside them for a quarter of an hour (the third reached 5.1% for
-//!    ten seconds after the spinning stopped).
+//!   one) leave the holes of cells freed by the spare cells' trims in one
+//!   arena while the next cells come from another: an hour grew 6.6%.
+//!   With a single arena (`narenas:1`) the holes are filled again and the
+//!   room between blocks stays at about 0.7 MiB at most: the last hours
+//!   at full load stayed within 2.1-2.9% of their first minute, and
+//!   within 3.4-4.2% in two of three hours with two threads spinning
+//!   beside them for a quarter of an hour (the third reached 5.1% for
+//!   ten seconds after the spinning stopped).
 //! - One arena cost 2.7-6.0% more CPU per request in three of four pairs
-//!    of Kafka's purgatory benchmark (`purgatory_perf`, low case at 1M/s).
+//!   of Kafka's purgatory benchmark (`purgatory_perf`, low case at 1M/s).
 //!
 //! So an embedding broker that runs for long is advised to use jemalloc,
 //! with one arena if the rest of its allocations allow (for
