@@ -3,12 +3,8 @@
 //! jemalloc with a single arena unless a feature chooses another
 //! allocator to compare: `alloc-system` (glibc's malloc) or
 //! `alloc-mimalloc`. One arena, because the crate docs advise it to a
-//! broker that runs for long (their "Memory over hours" section): with
-//! jemalloc's default arenas (four per core), cells freed on one thread
-//! left holes in the slabs of another thread's arena that were not filled
-//! again (an hour at full load grew 6.6%); with one arena they were, and
-//! the slabs' room stayed at about 0.7 MiB at most (BENCHMARKS.md, "Soak
-//! and allocators"). `_RJEM_MALLOC_CONF` overrides it at run time
+//! broker that runs for long (their "Memory over hours" section says
+//! why, with the figures). `_RJEM_MALLOC_CONF` overrides it at run time
 //! (`narenas:8` is the default of a 2-core machine).
 
 #[cfg(all(feature = "alloc-system", feature = "alloc-mimalloc"))]

@@ -121,24 +121,25 @@
 //!
 //! # Memory over hours, and the allocator
 //! The purgatory's own heap stays flat under load: in the soak (`cargo run
-//! --release --example soak`: 100,000 operations in flight, 1.0-1.9M
-//! answered a second on 2 cores) it holds about 26-29 MiB hour after
-//! hour while the flight is full, and less when it is not. What can grow is the allocator's
-//! footprint around it, because a cell is allocated on the thread that
-//! submits and freed on the thread that answers. Measured in the soak
-//! (BENCHMARKS.md, "Soak and allocators", has the runs):
+//! --release --example soak`: 100,000 operations in flight, 1.0-2.2M
+//! answered a second on 2 cores) it holds about 26-28 MiB hour after
+//! hour while the flight is full, and less when it is not. What can
+//! grow is the allocator's footprint around it, because a cell is
+//! allocated on the thread that submits and freed on the thread that
+//! answers. Measured in the soak (BENCHMARKS.md, "Soak and allocators",
+//! has the runs):
 //! - glibc's malloc grew the resident size 5.4% past its first minute in
 //!   three minutes and was still growing (4.2% with `MALLOC_ARENA_MAX=1`),
 //!   mimalloc 16.4%, jemalloc 2.0%.
 //! - jemalloc's default arenas (several per core, a thread keeping to
 //!   one) leave the holes of cells freed by the spare cells' trims in one
 //!   arena while the next cells come from another: an hour grew 6.6%.
-//!   With a single arena (`narenas:1`) the holes are filled again and the
-//!   room between blocks stays at about 0.7 MiB at most: the last hours
-//!   at full load stayed within 2.1-2.9% of their first minute, and
-//!   within 3.4-4.2% in two of three hours with two threads spinning
-//!   beside them for a quarter of an hour (the third reached 5.1% for
-//!   ten seconds after the spinning stopped).
+//!   With a single arena (`narenas:1`) the holes were filled again (the
+//!   room between blocks 0.4-0.7 MiB in the hours that printed it): the
+//!   last hours at full load stayed within 2.1-2.9% of their first
+//!   minute, and within 3.4-4.2% in two of three hours with two threads
+//!   spinning beside them for a quarter of an hour (the third reached
+//!   5.1% for ten seconds after the spinning stopped).
 //! - One arena cost 2.7-6.0% more CPU per request in three of four pairs
 //!   of Kafka's purgatory benchmark (`purgatory_perf`, low case at 1M/s).
 //!
@@ -147,7 +148,7 @@
 //! `tikv-jemallocator`, `_RJEM_MALLOC_CONF=narenas:1` or its
 //! `_rjem_malloc_conf` symbol, as the soak's `allocator.rs` sets it);
 //! jemalloc's decay (`dirty_decay_ms`) trades the freed pages it keeps,
-//! 1.4-3.5 MiB here, against calls to the system. The purgatory does its
+//! 0-3.2 MiB in the soak's last hour, against calls to the system. The purgatory does its
 //! part: the spare cells serve a burst's answers to the next submissions
 //! instead of freeing them, the wheel gives back the pages a doubled
 //! population took, and the expiry's buffers keep the room of recent

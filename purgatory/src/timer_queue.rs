@@ -126,7 +126,8 @@ impl<K, O> Ord for HeapEntry<K, O> {
 /// and the allocator holds freed pages between its purges; jemalloc's
 /// unused pages swung between 0.2 and 2.3 MiB there, and stayed at or
 /// below 0.8 MiB once these buffers and the spare cells' larger depot
-/// came (BENCHMARKS.md). Their room follows recent use (`reused_buffer.rs`).
+/// came (docs/performance.md, "Expiry buffers kept"). Their room follows
+/// recent use (`reused_buffer.rs`).
 pub(crate) struct ExpiryBuffers<K, O> {
     /// What the wheel handed out, under the timer's lock.
     entries: ReusedBuffer<(u64, Due<Cell<K, O>>)>,
