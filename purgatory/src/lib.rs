@@ -161,12 +161,14 @@
 //! purgatory lock held, only the operation's own `RUNNING` bit, which nobody
 //! ever waits for. The internal locks, in the order they may nest:
 //!
-//! 1. one shard of the map from key sets to their groups (an operation
+//! 1. the submitting thread's memory of the group it joined last (no
+//!    other thread takes it, but the one that drops the purgatory), then
+//! 2. one shard of the map from key sets to their groups (an operation
 //!    watched under several keys whose set came lately is entered once, in
 //!    its set's group, and the group in each key's list), then
-//! 2. one shard of the map from keys to watch lists (both maps hashed over
+//! 3. one shard of the map from keys to watch lists (both maps hashed over
 //!    [`PurgatoryBuilder::shards`]), then
-//! 3. one watch list (a key's or a group's).
+//! 4. one watch list (a key's or a group's).
 //!
 //! The timer's lock is a leaf: nothing else is taken while it is held, and
 //! so are a watch list's, a cell's waker's and the spare cells' depot (taken

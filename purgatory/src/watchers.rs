@@ -26,6 +26,15 @@
 //! A key set is a slice of keys as the caller gave it: the same keys in
 //! another order make another group, which is correct, only less shared.
 //!
+//! Each thread remembers the group it last joined (by its number, see
+//! `thread_stripe.rs`). A submission whose keys are that group's joins it
+//! straight away: no hash of the key set, no map lookup and no shard lock,
+//! only a comparison of the keys and the group's own lock, under which a
+//! group taken out of its map says so (`detached`); then the submission
+//! goes the usual way. A thread's handler serving one producer or one
+//! fetch session submits the same key set again and again, and Kafka's
+//! benchmark does nothing else.
+//!
 //! The DelayQueue baseline keeps one entry per key, and leaves completed
 //! operations in place until a walk of the list or a purge finds them, as
 //! Kafka's purgatory did before 0.9.
@@ -36,10 +45,13 @@
 //! released.
 
 use crate::cell::Cell;
+use crate::no_yield_lock::Mutex;
 use crate::recent_key_sets::RecentKeySets;
+use crate::thread_stripe;
 use crate::timer_queue::CellRef;
 use crate::unchecked::prefetch;
 use crate::unchecked::watch_list::{self, After, Owner, Place, Shared};
+use crossbeam_utils::CachePadded;
 use dashmap::DashMap;
 use smallvec::SmallVec;
 use std::borrow::Borrow;
@@ -171,11 +183,18 @@ fn close_locked<K, O>(state: &mut Guard<'_, K, O>) -> Closed<K, O> {
     }
 }
 
+/// The group a thread joined last, on a line of its own.
+type LastGroup<K, O> = CachePadded<Mutex<Option<ListRef<K, O>>>>;
+
 pub(crate) struct Watchers<K, O> {
     keys: DashMap<K, ListRef<K, O>, MapHasher>,
     groups: DashMap<Box<[K]>, ListRef<K, O>, MapHasher>,
     /// Which key sets came lately: only those get a group.
     recent: RecentKeySets,
+    /// The group each thread joined last, by its number; none for threads
+    /// beyond the numbered ones. On lines of their own: each is written by
+    /// one thread, at every group it joins anew.
+    last_group: Box<[LastGroup<K, O>]>,
     /// The baseline's policy: one entry per key, and completed operations
     /// left in their lists.
     lazy: bool,
@@ -190,6 +209,10 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             keys: DashMap::with_hasher_and_shard_amount(Default::default(), shards),
             groups: DashMap::with_hasher_and_shard_amount(Default::default(), shards),
             recent: RecentKeySets::default(),
+            // The baseline has no groups.
+            last_group: (0..if lazy { 0 } else { thread_stripe::count() })
+                .map(|_| CachePadded::new(Mutex::new(None)))
+                .collect(),
             lazy,
             clear: Self::clear,
         }
@@ -199,12 +222,37 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     /// The caller holds the operation (see `unchecked/state.rs`), so no
     /// completion can be unlinking it meanwhile.
     pub(crate) fn watch_all(&self, cell: &CellRef<K, O>, links: &mut Links<K, O>, keys: &[K]) {
-        if self.lazy || keys.len() == 1 || !self.recent.seen_again(keys) {
-            for key in keys {
-                links.push(self.push_to_key(key, Entry::Op(CellRef::clone(cell))));
+        if self.lazy || keys.len() == 1 {
+            return self.push_to_each_key(cell, links, keys);
+        }
+        let last_group = thread_stripe::current().and_then(|n| self.last_group.get(n));
+        if let Some(last_group) = last_group {
+            let mut last_group = last_group.lock();
+            if let Some(link) = push_to_same_group(last_group.as_ref(), keys, cell) {
+                links.push(link);
+                return;
             }
-        } else {
-            links.push(self.push_to_group(keys, cell));
+            if self.recent.seen_again(keys) {
+                let (link, group) = self.push_to_group(keys, cell);
+                links.push(link);
+                let replaced = last_group.replace(group);
+                // The group it replaced, if the last reference, goes after
+                // the lock.
+                drop(last_group);
+                drop(replaced);
+                return;
+            }
+        } else if self.recent.seen_again(keys) {
+            links.push(self.push_to_group(keys, cell).0);
+            return;
+        }
+        self.push_to_each_key(cell, links, keys);
+    }
+
+    /// Watches `cell` under each of `keys` in the key's own list.
+    fn push_to_each_key(&self, cell: &CellRef<K, O>, links: &mut Links<K, O>, keys: &[K]) {
+        for key in keys {
+            links.push(self.push_to_key(key, Entry::Op(CellRef::clone(cell))));
         }
     }
 
@@ -216,12 +264,13 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             || key.clone(),
             || List::new(Name::Key(key.clone()), self.lazy),
             entry,
+            |_| {},
         )
     }
 
     /// Appends `cell` to the group of `keys`, creating the group if there is
-    /// none.
-    fn push_to_group(&self, keys: &[K], cell: &CellRef<K, O>) -> Link<K, O> {
+    /// none; returns where, and the group.
+    fn push_to_group(&self, keys: &[K], cell: &CellRef<K, O>) -> (Link<K, O>, ListRef<K, O>) {
         let create = || {
             let group = List::new(Name::Group(keys.into()), self.lazy);
             // In its keys' lists before any operation is in it, so a check
@@ -233,13 +282,16 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             group.shared.lock().members = members;
             group
         };
-        push_to(
+        let mut group = None;
+        let link = push_to(
             &self.groups,
             keys,
             || keys.into(),
             create,
             Entry::Op(CellRef::clone(cell)),
-        )
+            |list| group = Some(Arc::clone(list)),
+        );
+        (link, group.expect("`push_to` names the list it pushed to"))
     }
 
     /// Prefetches the entries [`close`](Self::close) is about to remove (see
@@ -442,6 +494,10 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
     /// shutdown, because their cells refer to the purgatory (`Cell::home`),
     /// which holds the lists.
     pub(crate) fn clear(&self) {
+        for last_group in self.last_group.iter() {
+            // Dropped after the lock.
+            let _forgotten = last_group.lock().take();
+        }
         let groups: Vec<ListRef<K, O>> = self.groups.iter().map(|l| Arc::clone(&l)).collect();
         let keys: Vec<ListRef<K, O>> = self.keys.iter().map(|l| Arc::clone(&l)).collect();
         for list in groups.iter().chain(&keys) {
@@ -486,12 +542,14 @@ impl<K, O> Drop for Watchers<K, O> {
 
 /// Appends `entry` to the list `map` holds under `name`, made by `create`
 /// (under the map's write lock) if there is none. Returns where the entry is.
+/// Hands `pushed_to` the list.
 fn push_to<N, Q, K, O>(
     map: &DashMap<N, ListRef<K, O>, MapHasher>,
     name: &Q,
     owned_name: impl FnOnce() -> N,
     create: impl FnOnce() -> ListRef<K, O>,
     entry: Entry<K, O>,
+    pushed_to: impl FnOnce(&ListRef<K, O>),
 ) -> Link<K, O>
 where
     N: Borrow<Q> + Hash + Eq,
@@ -501,12 +559,33 @@ where
     // cannot be detached in between (detaching needs the write lock).
     let link = |list: &ListRef<K, O>| {
         let place = list.shared.lock().push(list, entry);
+        pushed_to(list);
         Link { place }
     };
     if let Some(list) = map.get(name) {
         return link(&list);
     }
     link(&map.entry(owned_name()).or_insert_with(create))
+}
+
+/// Appends `cell` to `group` if it is the group of `keys` and still in its
+/// map; `None` otherwise. Under the group's lock, as a push through the
+/// map is: a group leaves its map (`detached`) under that lock too.
+fn push_to_same_group<K: Eq, O>(
+    group: Option<&ListRef<K, O>>,
+    keys: &[K],
+    cell: &CellRef<K, O>,
+) -> Option<Link<K, O>> {
+    let group = group?;
+    if !matches!(&group.name, Name::Group(its) if **its == *keys) {
+        return None;
+    }
+    let mut state = group.shared.lock();
+    if state.detached {
+        return None;
+    }
+    let place = state.push(group, Entry::Op(CellRef::clone(cell)));
+    Some(Link { place })
 }
 
 /// Operations in submission order (outside any lock): checks and

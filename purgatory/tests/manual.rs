@@ -836,6 +836,42 @@ fn cancelling_a_key_takes_its_groups_apart_and_later_operations_get_a_new_one() 
 }
 
 #[test]
+fn a_group_emptied_and_gone_is_not_joined_again_and_key_sets_take_turns() {
+    let (p, _clock, journal) = setup(TimerKind::Wheel);
+    let f = flag(false);
+    let (a, b) = (["a-0", "a-1", "a-2"], ["b-0", "b-1"]);
+    let submit = |id, keys: &[&'static str]| {
+        p.try_complete_else_watch(Probe::new(id, &f, SEC, &journal), keys)
+            .unwrap()
+    };
+    // The first under each key, the next two in a group.
+    let first: Vec<_> = (0..3).map(|id| submit(id, &a)).collect();
+    assert_eq!(p.metrics().held_watch_entries, 3 + 2 + 3);
+    for h in &first {
+        assert!(h.force_complete());
+    }
+    // The last operation out took the group out of its map and its keys'
+    // lists: the next ones with the same keys cannot join it.
+    assert_empty(&p);
+    let again: Vec<_> = (3..5).map(|id| submit(id, &a)).collect();
+    assert_eq!(p.metrics().held_watch_entries, 2 + 3);
+    // Another key set in between, then the first one again: one group each.
+    let other: Vec<_> = (5..8).map(|id| submit(id, &b)).collect();
+    let last = submit(8, &a);
+    // `a`'s group: three operations and its three keys' entries; `b`'s
+    // first under each key, the other two in a group under both keys.
+    assert_eq!(p.metrics().held_watch_entries, (3 + 3) + (2 + 2 + 2));
+    assert_eq!(p.watched_keys(), 5);
+    f.store(true, Ordering::SeqCst);
+    assert_eq!(p.check_and_complete(&"a-2"), 3);
+    assert_eq!(p.check_and_complete(&"b-1"), 3);
+    for h in again.iter().chain(&other).chain([&last]) {
+        assert_eq!(h.outcome(), Some(Outcome::Completed));
+    }
+    assert_empty(&p);
+}
+
+#[test]
 fn an_operation_in_a_group_is_cancelled_by_any_of_its_keys_once() {
     for kind in KINDS {
         let (p, _clock, journal) = setup(kind);
