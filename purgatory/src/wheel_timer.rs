@@ -44,6 +44,15 @@ pub(crate) enum Due<C: Timed> {
 }
 
 impl<C: Timed> Due<C> {
+    /// The cell, whether or not this entry turns out to be its end: to
+    /// prefetch, not to act on.
+    pub(crate) fn cell(&self) -> Option<&Arc<C>> {
+        match self {
+            Due::Wheel(cell) => Some(cell),
+            Due::Lane(expiring) => expiring.value(),
+        }
+    }
+
     /// The cell if this is the entry's end; `None` if a completion or a
     /// reset took a lane's entry out first. Call it after the timer's
     /// lock: it may drop the timer's reference to the cell.

@@ -423,6 +423,11 @@ pub(crate) struct Expiring<T: Timed> {
 }
 
 impl<T: Timed> Expiring<T> {
+    /// The value, still unresolved: to prefetch, not to act on.
+    pub(crate) fn value(&self) -> Option<&Arc<T>> {
+        self.value.as_ref()
+    }
+
     /// The value if this expiry moved its word to [`FIRED`]; `None` if a
     /// completion or a reset had moved it first (they took the entry out
     /// and gave its unit back; the value is dropped here, so call this

@@ -16,6 +16,11 @@
 //! entry's (`Delayed::hints`), and `force_complete` asks for those before
 //! it reads the cell; the three misses then overlap.
 //!
+//! The thread at the clock, before it completes anything, resolves each
+//! entry that fell due by writing its cell's timer word: a miss per cell
+//! again, so it asks for the cell eight entries ahead
+//! (`timer_queue.rs`, `resolve_all`).
+//!
 //! A batch of completions (an expiry, a check of a key's list) works
 //! through cells that were written long ago as well; while it completes
 //! one it asks for all the lines of the one two places ahead
