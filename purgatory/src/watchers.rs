@@ -264,8 +264,9 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             || key.clone(),
             || List::new(Name::Key(key.clone()), self.lazy),
             entry,
-            |_| {},
+            |_| (),
         )
+        .0
     }
 
     /// Appends `cell` to the group of `keys`, creating the group if there is
@@ -282,16 +283,14 @@ impl<K: Hash + Eq + Clone, O> Watchers<K, O> {
             group.shared.lock().members = members;
             group
         };
-        let mut group = None;
-        let link = push_to(
+        push_to(
             &self.groups,
             keys,
             || keys.into(),
             create,
             Entry::Op(CellRef::clone(cell)),
-            |list| group = Some(Arc::clone(list)),
-        );
-        (link, group.expect("`push_to` names the list it pushed to"))
+            Arc::clone,
+        )
     }
 
     /// Prefetches the entries [`close`](Self::close) is about to remove (see
@@ -541,16 +540,16 @@ impl<K, O> Drop for Watchers<K, O> {
 }
 
 /// Appends `entry` to the list `map` holds under `name`, made by `create`
-/// (under the map's write lock) if there is none. Returns where the entry is.
-/// Hands `pushed_to` the list.
-fn push_to<N, Q, K, O>(
+/// (under the map's write lock) if there is none. Returns where the entry
+/// is, and what `pushed_to` makes of the list.
+fn push_to<N, Q, K, O, R>(
     map: &DashMap<N, ListRef<K, O>, MapHasher>,
     name: &Q,
     owned_name: impl FnOnce() -> N,
     create: impl FnOnce() -> ListRef<K, O>,
     entry: Entry<K, O>,
-    pushed_to: impl FnOnce(&ListRef<K, O>),
-) -> Link<K, O>
+    pushed_to: impl FnOnce(&ListRef<K, O>) -> R,
+) -> (Link<K, O>, R)
 where
     N: Borrow<Q> + Hash + Eq,
     Q: Hash + Eq + ?Sized,
@@ -559,8 +558,7 @@ where
     // cannot be detached in between (detaching needs the write lock).
     let link = |list: &ListRef<K, O>| {
         let place = list.shared.lock().push(list, entry);
-        pushed_to(list);
-        Link { place }
+        (Link { place }, pushed_to(list))
     };
     if let Some(list) = map.get(name) {
         return link(&list);
