@@ -167,8 +167,8 @@ const RESOLVE_AHEAD: usize = 8;
 /// Resolving writes each cell's timer word, and the cells were written
 /// by their submitters up to a timeout ago: one cache miss each, which
 /// came one after another, the thread at the clock waiting out each in
-/// turn (the high case of `purgatory_perf`: about two fifths of its
-/// samples on that compare-exchange). Each entry asks for the cell
+/// turn (the high case of `purgatory_perf` at 1M/s: about a third of the
+/// timer threads' samples on that compare-exchange). Each entry asks for the cell
 /// [`RESOLVE_AHEAD`] places on, so the misses overlap; the cell's other
 /// lines, which the expiry reads next, come with it.
 fn resolve_all<K, O>(
