@@ -49,11 +49,6 @@ pub(crate) struct Cell<K, O> {
 pub(crate) struct Pending<K, O> {
     pub op: O,
     pub links: Links<K, O>,
-    /// Where its timer entry was stored when it was scheduled, to prefetch.
-    /// (Only the entry: a wheel entry's place in its bucket would be one
-    /// more word in every cell, and a lane entry, which most operations
-    /// have, has no other place.)
-    pub timer_address: usize,
 }
 
 /// The end of a delayed operation, as its submitter receives it.
@@ -113,7 +108,6 @@ impl<K, O> Cell<K, O> {
         OpState::new_held(Pending {
             op,
             links: Links::new(),
-            timer_address: 0,
         })
     }
 
@@ -158,21 +152,22 @@ mod tests {
     }
 
     #[test]
-    fn a_16_byte_operations_cell_fills_two_cache_lines() {
+    fn a_16_byte_operations_cell_fits_two_cache_lines() {
         // The operation is kept once (the handle takes it where it lies),
-        // the hand-over's phases are bits of the state word, and a watch
-        // link is its place alone: with its reference count and its
-        // purgatory's, the cell of a 16-byte operation under `u64` keys is
-        // 128 bytes, an allocator size class of its own, niche in the
-        // operation or not.
+        // the hand-over's phases are bits of the state word, a watch link
+        // is its place alone, and a lane's timer entry is found from the
+        // timer word: with its reference count and its purgatory's, the
+        // cell of a 16-byte operation under `u64` keys is 120 bytes, in
+        // the allocator's 128-byte size class, niche in the operation or
+        // not.
         let count = std::mem::size_of::<usize>();
-        assert_eq!(count + std::mem::size_of::<Cell<u64, [u64; 2]>>(), 128);
+        assert_eq!(count + std::mem::size_of::<Cell<u64, [u64; 2]>>(), 120);
         assert_eq!(
             count + std::mem::size_of::<Cell<u64, std::time::Duration>>(),
-            128
+            120
         );
         // Each byte of the operation costs one byte of the cell, not two.
         let bigger = std::mem::size_of::<Cell<u64, [u64; 6]>>();
-        assert_eq!(count + bigger, 128 + 32);
+        assert_eq!(count + bigger, 120 + 32);
     }
 }

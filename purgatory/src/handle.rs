@@ -224,6 +224,9 @@ mod tests {
         // The cell keeps the same watch entry's address, for a batch.
         let in_cell = handle.cell.watch_hint.load(Ordering::Relaxed);
         assert_eq!(in_cell, hints[0]);
+        // Its timer entry, in the lane of its timeout, is found from the
+        // cell's timer word, as a batch's completion finds it.
+        assert_eq!(handle.cell.timer.hint(), hints[1]);
         assert_eq!(handle.force_complete(), !holds);
         hints
     }

@@ -147,6 +147,7 @@ where
         // at once. (No handle exists yet, so nobody else forces `Completed`.)
         let mut at_once = false;
         let mut hints = [0; 2];
+        let mut timer_address = 0;
         // This is the one call that lets go of it. Until then, a check under
         // a key watched already, or an expiry, only leaves its flag for
         // `start` to serve.
@@ -156,13 +157,13 @@ where
                 shared.counters.watched_add(keys.len());
                 if shared
                     .timer
-                    .schedule(&cell, deadline, timeout, &mut pending.timer_address)
+                    .schedule(&cell, deadline, timeout, &mut timer_address)
                 {
                     shared.at_clock.wake();
                 }
                 let watch_hint = shared.watchers.hint(&pending.links);
                 cell.watch_hint.store(watch_hint, Ordering::Relaxed);
-                hints = [watch_hint, pending.timer_address];
+                hints = [watch_hint, timer_address];
             },
             |pending| shared.check(&mut pending.op),
             |pending, outcome| {
@@ -432,14 +433,13 @@ where
         // The links leave with the watch entries; the operation stays for
         // its handle.
         let links = std::mem::take(&mut pending.links);
-        let timer_address = pending.timer_address;
         let op = &mut pending.op;
         // Before the first lock: see `unchecked/prefetch.rs`.
         self.watchers.prefetch(&links);
         // An expired operation's entry is out of the wheel already: fetching
         // its lines would only pull them away from the timer's threads.
         if outcome != Outcome::Expired {
-            prefetch::for_write(timer_address);
+            prefetch::for_write(cell.timer.hint());
         }
         let keys = self.watchers.close(cell, links);
         self.counters.watched_sub(keys);

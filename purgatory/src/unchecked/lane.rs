@@ -124,6 +124,17 @@ impl TimerWord {
         }
     }
 
+    /// Where the entry it names is stored, for a completion to prefetch
+    /// (a hint: nothing goes through it): a lane's slot, which the id
+    /// encodes; 0 for anything else. A wheel entry's place is the wheel's
+    /// to know, under the timer's lock; most operations are in lanes.
+    pub(crate) fn hint(&self) -> usize {
+        match self.0.load(Ordering::Relaxed) {
+            raw if LaneId::is_lane(raw) => LaneId(raw).slot_address(),
+            _ => 0,
+        }
+    }
+
     /// Stores a plain value: a wheel id, [`NO_TIMER`], [`FIRED`] or a
     /// [`plain_deadline`]. A value that would read as a lane id stores
     /// [`NO_TIMER`] instead (none of those can).

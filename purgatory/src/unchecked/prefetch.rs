@@ -5,9 +5,12 @@
 //! entries removed were written when the operation was submitted, usually
 //! long enough ago to have left this core's caches, so each removal used to
 //! wait for a cache miss while holding a lock, and the misses came one after
-//! another. Submission records where those entries are (`Link::address`,
-//! `Pending::timer_address`); completion asks the CPU for all of those
-//! lines at once, before it takes the first lock.
+//! another. Submission records where the watch entries are
+//! (`Link::address`), and a lane's timer entry is found from the id in the
+//! cell's timer word (`TimerWord::hint`; a wheel entry's place is the
+//! wheel's to know, under its lock, so only a handle has it, below);
+//! completion asks the CPU for all of those lines at once, before it takes
+//! the first lock.
 //!
 //! Those addresses are in the cell, and the cell itself is a miss for a
 //! thread that completes an operation through its handle: reading them
