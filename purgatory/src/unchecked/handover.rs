@@ -19,7 +19,7 @@
 //! Only a poll after the reader took the result finds it taken.
 
 use super::state::{OpState, HANDED, TAKEN};
-use super::sync::{park, park_until, thread_waker, MutexGuard, Ordering};
+use super::sync::{park, park_until, thread_waker, ByteLockGuard, ExclusiveRef, Ordering};
 use crate::outcome::Outcome;
 use std::mem::ManuallyDrop;
 use std::task::Waker;
@@ -29,14 +29,44 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Taken;
 
+/// The waker's slot, reached holding the state's lock.
+pub(super) struct KeptWaker<'a> {
+    // Declared first, so dropped before the lock is released.
+    waker: ExclusiveRef<'a, Option<Waker>>,
+    _held: ByteLockGuard<'a>,
+}
+
+impl std::ops::Deref for KeptWaker<'_> {
+    type Target = Option<Waker>;
+    fn deref(&self) -> &Option<Waker> {
+        &self.waker
+    }
+}
+
+impl std::ops::DerefMut for KeptWaker<'_> {
+    fn deref_mut(&mut self) -> &mut Option<Waker> {
+        &mut self.waker
+    }
+}
+
 impl<O> OpState<O> {
+    /// Takes the lock of the hand-over, and with it the waker's slot.
+    fn lock_waker(&self) -> KeptWaker<'_> {
+        let held = self.waker_lock.lock();
+        // SAFETY: the slot is reached only here, holding the lock for as
+        // long as the reference lives (the guard keeps both, and lets the
+        // reference go first), and by `clear` through `&mut self`.
+        let waker = unsafe { self.waker.get_mut() };
+        KeptWaker { waker, _held: held }
+    }
+
     /// Hands the operation over and wakes whoever waits for it, after the
     /// lock is released (a waker may run arbitrary code). Called once, by
     /// the thread that decided the outcome, after its last access to the
     /// operation.
     pub(super) fn hand_over(&self) {
         let waker = {
-            let mut kept = self.waker.lock();
+            let mut kept = self.lock_waker();
             // Release: the decider's accesses to the operation come before
             // whatever the reader does once it sees the bit.
             self.flags.fetch_or(HANDED, Ordering::Release);
@@ -57,7 +87,7 @@ impl<O> OpState<O> {
     /// on hand-over, and returns `Ok(None)`. `Err(Taken)` if the result was
     /// taken before.
     pub(crate) fn poll_take(&self, waker: &Waker) -> Result<Option<(Outcome, O)>, Taken> {
-        let mut kept = self.waker.lock();
+        let mut kept = self.lock_waker();
         if self.flags.load(Ordering::Acquire) & HANDED == 0 {
             match &*kept {
                 Some(kept) if kept.will_wake(waker) => {}
@@ -89,7 +119,7 @@ impl<O> OpState<O> {
                 return Ok(Some(done));
             }
             if !park_until(deadline) {
-                let mut kept = self.waker.lock();
+                let mut kept = self.lock_waker();
                 if self.flags.load(Ordering::Acquire) & HANDED == 0 {
                     *kept = None;
                     return Ok(None);
@@ -101,7 +131,7 @@ impl<O> OpState<O> {
 
     /// Takes a handed-over operation out, holding the waker's lock (`_lock`):
     /// only the caller that sets `TAKEN` under it reaches the operation.
-    fn take(&self, _lock: MutexGuard<'_, Option<Waker>>) -> Result<(Outcome, O), Taken> {
+    fn take(&self, _lock: KeptWaker<'_>) -> Result<(Outcome, O), Taken> {
         // Nobody else writes the word once `HANDED` is set: every request
         // finds `DONE` and returns, and `TAKEN` is only set under the lock.
         let flags = self.flags.fetch_or(TAKEN, Ordering::Acquire);

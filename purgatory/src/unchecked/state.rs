@@ -45,8 +45,8 @@
 //! later request away from the value the reader takes.
 
 use super::sync::{
-    drop_guarded, or_exclusive, set_exclusive, thread_token, AtomicU32, AtomicU64, Exclusive,
-    Mutex, Ordering,
+    drop_guarded, or_exclusive, set_exclusive, thread_token, AtomicU32, AtomicU64, ByteLock,
+    Exclusive, Ordering,
 };
 use crate::outcome::Outcome;
 use std::mem::ManuallyDrop;
@@ -113,11 +113,15 @@ pub(crate) struct OpState<O> {
     /// It is there until `TAKEN` is set (by that take, or by `clear`):
     /// the bit serves as an `Option`'s tag would, without its word.
     pub(super) op: Exclusive<ManuallyDrop<O>>,
-    /// The waker of the reader's last poll, if any; the lock under which
-    /// the operation is handed over and taken (`handover.rs`). The
-    /// hand-over's phases are bits of `flags`, so that a cell of a small
-    /// operation fits in two cache lines.
-    pub(super) waker: Mutex<Option<Waker>>,
+    /// The lock under which the operation is handed over and taken, and
+    /// under which `waker` is reached (`handover.rs`). Its one byte sits
+    /// beside `flags`, where the word that follows would leave padding,
+    /// and the hand-over's phases are bits of `flags`: so the cell of an
+    /// operation of up to 32 bytes fits in two cache lines.
+    pub(super) waker_lock: ByteLock,
+    /// The waker of the reader's last poll, if any: reached holding
+    /// `waker_lock` (`OpState::lock_waker`) or through `&mut self`.
+    pub(super) waker: Exclusive<Option<Waker>>,
 }
 
 impl<O> OpState<O> {
@@ -145,7 +149,8 @@ impl<O> OpState<O> {
             flags: AtomicU32::new(flags),
             owner: AtomicU64::new(owner),
             op: Exclusive::new(ManuallyDrop::new(op)),
-            waker: Mutex::new(None),
+            waker_lock: ByteLock::new(),
+            waker: Exclusive::new(None),
         }
     }
 
@@ -381,7 +386,9 @@ impl<O> OpState<O> {
             let op = unsafe { ManuallyDrop::take(&mut self.op.get_mut()) };
             drop_guarded(op);
         }
-        drop_guarded(self.waker.get_mut().take());
+        // SAFETY: `&mut self`, as above.
+        let waker = unsafe { self.waker.get_mut().take() };
+        drop_guarded(waker);
     }
 }
 

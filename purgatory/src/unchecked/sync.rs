@@ -100,23 +100,42 @@ impl<T> std::ops::DerefMut for ExclusiveRef<'_, T> {
 }
 
 /// The lock of a state's waker, under which the operation is handed over:
-/// `parking_lot`'s, which neither poisons nor allocates. A newtype so that
-/// loom's lock can take its name.
-pub(crate) struct Mutex<T>(parking_lot::Mutex<T>);
+/// `parking_lot`'s, which neither poisons nor allocates, in its raw form,
+/// apart from what it guards. `parking_lot::Mutex` puts its byte in front
+/// of the value and pads it to the value's alignment, a word; alone, the
+/// byte goes where the struct that holds it has room (beside the state's
+/// 32-bit word, `state.rs`). What it guards is an [`Exclusive`] reached
+/// only through a [`ByteLockGuard`] (`OpState::lock_waker`). A newtype so
+/// that loom's lock can take its name.
+pub(crate) struct ByteLock(parking_lot::RawMutex);
 
-pub(crate) use parking_lot::MutexGuard;
+/// A held [`ByteLock`], released when dropped. Not `Send`: the lock is
+/// released on the thread that took it.
+pub(crate) struct ByteLockGuard<'a> {
+    lock: &'a parking_lot::RawMutex,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
 
-impl<T> Mutex<T> {
-    pub(crate) fn new(value: T) -> Self {
-        Mutex(parking_lot::Mutex::new(value))
+impl ByteLock {
+    pub(crate) fn new() -> Self {
+        ByteLock(<parking_lot::RawMutex as parking_lot::lock_api::RawMutex>::INIT)
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
-        self.0.lock()
+    pub(crate) fn lock(&self) -> ByteLockGuard<'_> {
+        parking_lot::lock_api::RawMutex::lock(&self.0);
+        ByteLockGuard {
+            lock: &self.0,
+            _not_send: std::marker::PhantomData,
+        }
     }
+}
 
-    pub(crate) fn get_mut(&mut self) -> &mut T {
-        self.0.get_mut()
+impl Drop for ByteLockGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: a guard is made only by `ByteLock::lock`, which took the
+        // lock on this thread (the guard cannot leave it), and dropped
+        // once, so the lock is held here, by this thread.
+        unsafe { parking_lot::lock_api::RawMutex::unlock(self.lock) }
     }
 }
 

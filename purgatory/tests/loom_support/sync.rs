@@ -31,7 +31,6 @@ pub(crate) const LANE_SLOTS: u32 = 3;
 
 /// One entry left makes a chunk sparse, so that a model moves it out.
 pub(crate) const LANE_SPARSE: u32 = 1;
-pub(crate) use loom::sync::MutexGuard;
 
 /// `word |= bits` for a word nobody else can reach (`state.rs`'s
 /// `clear`): loom checks that nobody else does.
@@ -60,14 +59,14 @@ impl<T> Exclusive<T> {
         Exclusive(loom::cell::UnsafeCell::new(value))
     }
 
-    pub(crate) unsafe fn get_mut(&self) -> ExclusiveRef<T> {
-        ExclusiveRef(self.0.get_mut())
+    pub(crate) unsafe fn get_mut(&self) -> ExclusiveRef<'_, T> {
+        ExclusiveRef(self.0.get_mut(), std::marker::PhantomData)
     }
 }
 
-pub(crate) struct ExclusiveRef<T>(loom::cell::MutPtr<T>);
+pub(crate) struct ExclusiveRef<'a, T>(loom::cell::MutPtr<T>, std::marker::PhantomData<&'a mut T>);
 
-impl<T> std::ops::Deref for ExclusiveRef<T> {
+impl<T> std::ops::Deref for ExclusiveRef<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: loom tracks the access and fails the model on a race.
@@ -75,7 +74,7 @@ impl<T> std::ops::Deref for ExclusiveRef<T> {
     }
 }
 
-impl<T> std::ops::DerefMut for ExclusiveRef<T> {
+impl<T> std::ops::DerefMut for ExclusiveRef<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as above.
         unsafe { self.0.deref() }
@@ -91,19 +90,37 @@ pub(crate) fn thread_token() -> u64 {
     TOKEN.with(|t| *t)
 }
 
+/// A watch list's lock, in the models.
+#[allow(dead_code)]
 pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
 
+#[allow(dead_code)]
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
         Mutex(loom::sync::Mutex::new(value))
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+    pub(crate) fn lock(&self) -> ListGuard<'_, T> {
         self.0.lock().unwrap()
     }
 
     pub(crate) fn get_mut(&mut self) -> &mut T {
         self.0.get_mut().unwrap()
+    }
+}
+
+/// The waker's lock, apart from what it guards, as in `src/unchecked/sync.rs`.
+pub(crate) struct ByteLock(loom::sync::Mutex<()>);
+
+pub(crate) struct ByteLockGuard<'a>(#[allow(dead_code)] loom::sync::MutexGuard<'a, ()>);
+
+impl ByteLock {
+    pub(crate) fn new() -> Self {
+        ByteLock(loom::sync::Mutex::new(()))
+    }
+
+    pub(crate) fn lock(&self) -> ByteLockGuard<'_> {
+        ByteLockGuard(self.0.lock().unwrap())
     }
 }
 
