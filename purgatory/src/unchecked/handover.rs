@@ -5,20 +5,26 @@
 //! The operation never moves to a result slot of its own: it stays in the
 //! state ([`OpState`]), and what moves is the right to reach it. The
 //! deciding thread holds that right (`RUNNING`, kept forever once `DONE` is
-//! set) until it has run `finish`; then it sets `HANDED` under the waker's
-//! lock, and the one reader that sets `TAKEN`, under the same lock, takes
-//! the operation out. The lock orders the decider's last access before the
-//! reader's, and only one reader finds `HANDED` without `TAKEN`, so the two
-//! never reach the operation together.
+//! set) until it has run `finish`; then it sets `HANDED` (a release), and
+//! the one reader that sets `TAKEN`, under the waker's lock, takes the
+//! operation out. The release and the reader's acquire of the word order
+//! the decider's last access before the reader's, and only one reader
+//! finds `HANDED` without `TAKEN`, so the two never reach the operation
+//! together.
 //!
-//! The hand-over has three phases, decided under that one lock: waiting
-//! (with the waker of the last poll, if any), handed, or taken. A poll
-//! reads the phase under the lock, so an answer handed over at any moment
-//! is either seen by that poll or wakes the waker it leaves: a poll racing
-//! the answer returns ready or pending, and a pending poll is always woken.
-//! Only a poll after the reader took the result finds it taken.
+//! The hand-over has three phases: waiting (with the waker of the last
+//! poll, if any), handed, or taken. A poll reads the phase under the lock,
+//! and a poll that leaves a waker marks the word `WAITING`; the decider
+//! takes the lock to wake that waker only if it finds the mark when it
+//! sets `HANDED`. Both marks are read-modify-writes of one word, so an
+//! answer handed over at any moment is either seen by that poll or wakes
+//! the waker it leaves: a poll racing the answer returns ready or pending,
+//! and a pending poll is always woken. An answer nobody waits on yet (the
+//! handle is read later, or was dropped) costs the decider one atomic
+//! instruction, not a lock and an unlock besides. Only a poll after the
+//! reader took the result finds it taken.
 
-use super::state::{OpState, HANDED, TAKEN};
+use super::state::{OpState, HANDED, TAKEN, WAITING};
 use super::sync::{park, park_until, thread_waker, ByteLockGuard, ExclusiveRef, Ordering};
 use crate::outcome::Outcome;
 use std::mem::ManuallyDrop;
@@ -65,13 +71,17 @@ impl<O> OpState<O> {
     /// the thread that decided the outcome, after its last access to the
     /// operation.
     pub(super) fn hand_over(&self) {
-        let waker = {
-            let mut kept = self.lock_waker();
-            // Release: the decider's accesses to the operation come before
-            // whatever the reader does once it sees the bit.
-            self.flags.fetch_or(HANDED, Ordering::Release);
-            kept.take()
-        };
+        // Release: the decider's accesses to the operation come before
+        // whatever the reader does once it sees the bit.
+        let before = self.flags.fetch_or(HANDED, Ordering::Release);
+        // No reader has left a waker, so there is nobody to wake, and one
+        // that comes now finds `HANDED` (see `poll_take`): the lock is not
+        // needed, which spares an answer nobody waits on yet (a handle
+        // read later, or dropped) two read-modify-writes.
+        if before & WAITING == 0 {
+            return;
+        }
+        let waker = self.lock_waker().take();
         if let Some(waker) = waker {
             waker.wake();
         }
@@ -88,12 +98,25 @@ impl<O> OpState<O> {
     /// taken before.
     pub(crate) fn poll_take(&self, waker: &Waker) -> Result<Option<(Outcome, O)>, Taken> {
         let mut kept = self.lock_waker();
-        if self.flags.load(Ordering::Acquire) & HANDED == 0 {
+        let mut flags = self.flags.load(Ordering::Acquire);
+        if flags & HANDED == 0 {
             match &*kept {
                 Some(kept) if kept.will_wake(waker) => {}
                 _ => *kept = Some(waker.clone()),
             }
-            return Ok(None);
+            // The hand-over takes the lock, and the waker, only if it finds
+            // `WAITING`. Both set their bit with a read-modify-write of the
+            // same word, so one sees the other's: either the hand-over sees
+            // `WAITING` and wakes the waker kept here (taking it once this
+            // lock is released), or this sees `HANDED` and takes the result
+            // now. Once the bit is set, a later poll's waker is found the
+            // same way, under the lock, and needs no exchange of its own.
+            if flags & WAITING == 0 {
+                flags = self.flags.fetch_or(WAITING, Ordering::Acquire);
+            }
+            if flags & HANDED == 0 {
+                return Ok(None);
+            }
         }
         self.take(kept).map(Some)
     }
@@ -133,7 +156,8 @@ impl<O> OpState<O> {
     /// only the caller that sets `TAKEN` under it reaches the operation.
     fn take(&self, _lock: KeptWaker<'_>) -> Result<(Outcome, O), Taken> {
         // Nobody else writes the word once `HANDED` is set: every request
-        // finds `DONE` and returns, and `TAKEN` is only set under the lock.
+        // finds `DONE` and returns, and only a reader, under the lock, sets
+        // `WAITING` or `TAKEN`.
         let flags = self.flags.fetch_or(TAKEN, Ordering::Acquire);
         if flags & TAKEN != 0 {
             return Err(Taken);

@@ -62,6 +62,10 @@ pub(super) const HANDED: u32 = 1 << 4;
 /// The reader has taken the operation out (`handover.rs`), or `clear`
 /// dropped it.
 pub(super) const TAKEN: u32 = 1 << 5;
+/// A reader has left a waker (`handover.rs`): the hand-over takes the
+/// lock to wake it only when this is set. Not a request: a runner's
+/// release lets it through.
+pub(super) const WAITING: u32 = 1 << 6;
 const OUTCOME_SHIFT: u32 = 8;
 
 /// Set in `owner`, beside the creator's token, while the creator of a
@@ -113,8 +117,8 @@ pub(crate) struct OpState<O> {
     /// It is there until `TAKEN` is set (by that take, or by `clear`):
     /// the bit serves as an `Option`'s tag would, without its word.
     pub(super) op: Exclusive<ManuallyDrop<O>>,
-    /// The lock under which the operation is handed over and taken, and
-    /// under which `waker` is reached (`handover.rs`). Its one byte sits
+    /// The lock under which the reader takes the operation and `waker` is
+    /// reached (`handover.rs`). Its one byte sits
     /// beside `flags`, where the word that follows would leave padding,
     /// and the hand-over's phases are bits of `flags`: so the cell of an
     /// operation of up to 32 bytes fits in two cache lines.
@@ -346,15 +350,22 @@ impl<O> OpState<O> {
                 }
                 return served;
             }
-            // Release, unless a request came in while we ran.
-            match self.flags.compare_exchange(
-                flags,
-                flags & !RUNNING,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Served::NotYet,
-                Err(now) => flags = now,
+            // Release, unless a request came in while we ran (a reader's
+            // `WAITING` is none: it is kept, and the release tried again).
+            loop {
+                match self.flags.compare_exchange(
+                    flags,
+                    flags & !RUNNING,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return Served::NotYet,
+                    Err(now) if now ^ flags == WAITING => flags = now,
+                    Err(now) => {
+                        flags = now;
+                        break;
+                    }
+                }
             }
         }
     }
