@@ -18,7 +18,7 @@ use crate::metrics::{Counters, HeldBytes, PurgatoryMetrics};
 use crate::outcome::Outcome;
 use crate::spare_cells::SpareCells;
 use crate::timer_queue::{CellRef, TimerKind, TimerQueue};
-use crate::unchecked::prefetch;
+use crate::unchecked::{lane, prefetch};
 use crate::unchecked::{Request, Served};
 use crate::watchers::Watchers;
 use crate::DelayedOperation;
@@ -439,7 +439,7 @@ where
         // An expired operation's entry is out of the wheel already: fetching
         // its lines would only pull them away from the timer's threads.
         if outcome != Outcome::Expired {
-            prefetch::for_write(cell.timer.hint());
+            lane::prefetch_entry(cell.timer.hint());
         }
         let keys = self.watchers.close(cell, links);
         self.counters.watched_sub(keys);
@@ -571,7 +571,9 @@ where
     pub(crate) fn force_complete(&self, cell: &CellRef<K, O>, hints: [usize; 2]) -> bool {
         // Before the cell's first load, so that its miss and the entries'
         // overlap (see `unchecked/prefetch.rs`).
-        hints.into_iter().for_each(prefetch::for_write);
+        let [watch, timer] = hints;
+        prefetch::for_write(watch);
+        lane::prefetch_entry(timer);
         if cell.state.is_done() {
             return false;
         }

@@ -228,10 +228,10 @@ impl<C: Timed> WheelTimer<C> {
     }
 
     /// Where the entry the word `word` names is stored, for a completion to
-    /// prefetch (0: nothing to fetch).
+    /// prefetch with `lane::prefetch_entry` (0: nothing to fetch).
     pub(crate) fn address(&self, word: Word) -> usize {
         match word {
-            Word::Lane(id) => id.slot_address(),
+            Word::Lane(id) => id.hint(),
             Word::Plain(raw) => self
                 .wheel
                 .addresses(TimerId::from_raw(raw))

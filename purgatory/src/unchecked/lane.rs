@@ -125,12 +125,13 @@ impl TimerWord {
     }
 
     /// Where the entry it names is stored, for a completion to prefetch
-    /// (a hint: nothing goes through it): a lane's slot, which the id
-    /// encodes; 0 for anything else. A wheel entry's place is the wheel's
-    /// to know, under the timer's lock; most operations are in lanes.
+    /// with [`prefetch_entry`] (a hint: nothing goes through it): a lane's
+    /// slot, which the id encodes ([`LaneId::hint`]); 0 for anything else.
+    /// A wheel entry's place is the wheel's to know, under the timer's
+    /// lock; most operations are in lanes.
     pub(crate) fn hint(&self) -> usize {
         match self.0.load(Ordering::Relaxed) {
-            raw if LaneId::is_lane(raw) => LaneId(raw).slot_address(),
+            raw if LaneId::is_lane(raw) => LaneId(raw).hint(),
             _ => 0,
         }
     }
@@ -192,10 +193,13 @@ impl LaneId {
         (self.0 & 0xFF) as u32
     }
 
-    /// The entry's slot, for a completion to prefetch (a hint: nothing goes
-    /// through it).
-    pub(crate) fn slot_address(self) -> usize {
-        self.chunk_address() + SLOT_OFFSET + self.slot() as usize * std::mem::size_of::<Slot<()>>()
+    /// The entry's slot, marked as a lane's, for a completion to prefetch
+    /// with [`prefetch_entry`] (a hint: nothing goes through it).
+    pub(crate) fn hint(self) -> usize {
+        let slot = self.chunk_address()
+            + SLOT_OFFSET
+            + self.slot() as usize * std::mem::size_of::<Slot<()>>();
+        slot | LANE_HINT
     }
 
     fn chunk<T>(self) -> NonNull<Chunk<T>> {
@@ -220,13 +224,41 @@ struct Slot<T> {
     value: AtomicPtr<T>,
 }
 
-#[repr(C)]
+/// Aligned to its size, so that a slot's address names its chunk's
+/// header as well ([`prefetch_entry`]).
+#[repr(C, align(4096))]
 struct Chunk<T> {
     header: Header,
     slots: [Slot<T>; SLOTS as usize],
 }
 
 const SLOT_OFFSET: usize = std::mem::size_of::<Header>();
+
+/// A chunk's size and alignment.
+pub(crate) const CHUNK_BYTES: usize = 4096;
+const _: () = assert!(
+    std::mem::size_of::<Chunk<()>>() == CHUNK_BYTES
+        && std::mem::align_of::<Chunk<()>>() == CHUNK_BYTES
+);
+
+/// Set in a hint ([`LaneId::hint`]) that names a lane's slot: slots are
+/// 16-byte aligned, so the bit is free.
+const LANE_HINT: usize = 1;
+
+/// Asks the CPU for the timer entry a hint names, ready to be written
+/// (see `prefetch.rs`): for a lane's slot, also its chunk's header, whose
+/// count a completion that takes the entry out gives a unit back to.
+/// 0 is skipped; any other value is allowed, as for a prefetch.
+#[inline(always)]
+pub(crate) fn prefetch_entry(hint: usize) {
+    if hint & LANE_HINT != 0 {
+        let slot = hint & !LANE_HINT;
+        super::prefetch::for_write(slot & !(CHUNK_BYTES - 1));
+        super::prefetch::for_write(slot);
+    } else {
+        super::prefetch::for_write(hint);
+    }
+}
 
 impl<T> Chunk<T> {
     fn new() -> Box<Self> {
@@ -897,8 +929,6 @@ impl Pushed {
     }
 }
 
-#[cfg(test)]
-pub(crate) const CHUNK_BYTES: usize = std::mem::size_of::<Chunk<()>>();
 #[cfg(test)]
 pub(crate) const TEST_SLOTS: u32 = SLOTS;
 #[cfg(test)]

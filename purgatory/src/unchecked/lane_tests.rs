@@ -134,6 +134,23 @@ fn a_chunk_is_a_page_and_its_header_a_line() {
 }
 
 #[test]
+fn a_hint_names_its_slot_and_its_chunk_the_header() {
+    let mut lane = SharedLane::new(0);
+    let cells: Vec<_> = (0..u64::from(TEST_SLOTS) + 2).map(v).collect();
+    for (i, cell) in cells.iter().enumerate() {
+        let id = push(&mut lane, i as u64, cell);
+        let (chunk, slot) = id.parts();
+        let hint = id.hint();
+        assert_eq!(hint & 1, 1, "marked as a lane's");
+        assert_eq!(hint & !1, chunk + HEADER_BYTES + 16 * slot as usize);
+        assert_eq!(hint & !(CHUNK_BYTES - 1), chunk, "aligned to its size");
+        assert_eq!(cell.timer.hint(), hint, "the word gives the same hint");
+    }
+    assert_eq!(v(0).timer.hint(), 0, "nothing scheduled, nothing to fetch");
+    while !lane.drain().is_empty() {}
+}
+
+#[test]
 fn ids_name_their_chunk_and_slot_and_nothing_else_reads_as_one() {
     for chunk in [64usize, 4096 * 7, 1 << 40, (1 << 47) - 64, (1 << 56) + 128] {
         for slot in [0, 1, TEST_SLOTS - 1] {

@@ -8,7 +8,10 @@
 //! another. Submission records where the watch entries are
 //! (`Link::address`), and a lane's timer entry is found from the id in the
 //! cell's timer word (`TimerWord::hint`; a wheel entry's place is the
-//! wheel's to know, under its lock, so only a handle has it, below);
+//! wheel's to know, under its lock, so only a handle has it, below),
+//! with its chunk's header, whose count the completion updates (chunks
+//! are aligned to their size, so the slot's address names the header:
+//! `lane::prefetch_entry`);
 //! completion asks the CPU for all of those lines at once, before it takes
 //! the first lock.
 //!
