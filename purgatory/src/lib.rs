@@ -75,17 +75,19 @@
 //!
 //! # Memory
 //! A parked operation costs its cell and its share of the timer and of its
-//! watch list: 153 bytes each for 1e6 operations of 16 bytes under 3 keys
-//! (`cargo run --release --example burst_memory`), 137 beyond the
-//! operation. The cell (128 bytes with its reference count, the size of
-//! two cache lines) holds the operation, its state word, one watch link
-//! inline, its timer id and submission order, two prefetch hints, the
-//! waker of the handle's last poll, and a reference to its purgatory,
-//! which it keeps through its reuses (a handle reaches the purgatory
-//! through its cell and holds no count of its own, which every submission
-//! and answer would touch from two cores). The operation is kept once: the handle takes it
-//! where it lies once it is answered, so an operation of `S` bytes costs
-//! about `S + 137`. A cell is allocated on the thread that
+//! watch list: 137 bytes each for 1e6 operations of 16 bytes under 3 keys
+//! (`cargo run --release --example burst_memory`), 121 beyond the
+//! operation. The cell (96 bytes and the operation's, with its reference
+//! count: two cache lines for an operation of up to 32 bytes) holds the
+//! operation, its state word with the hand-over's lock beside it, one
+//! watch link inline, its timer id (which also says where a lane's
+//! entry is) and submission order, the first watch entry's address as a
+//! prefetch hint, the waker of the handle's last poll, and a reference to
+//! its purgatory, which it keeps through its reuses (a handle reaches the
+//! purgatory through its cell and holds no count of its own, which every
+//! submission and answer would touch from two cores). The operation is
+//! kept once: the handle takes it where it lies once it is answered, so
+//! an operation of `S` bytes costs about `S + 121`. A cell is allocated on the thread that
 //! submits and freed on the thread that answers, so the allocator's
 //! footprint can grow beyond what is in use. Answers also come in bursts
 //! (a thread at the clock that ran late expires tens of thousands at once): the
@@ -94,7 +96,7 @@
 //! allocated again, which fragmented jemalloc's pages of the cells' size
 //! by 2-3 MiB within minutes on a busy machine. What ten seconds of
 //! trades between threads (4,096 at least) did not need is freed; after a
-//! burst with no trades behind it, up to the capacity stays (9.0 MB after `burst_memory`'s
+//! burst with no trades behind it, up to the capacity stays (8.0 MB after `burst_memory`'s
 //! million operations answered on one thread) until trades resume or
 //! shutdown.
 //!
@@ -107,11 +109,11 @@
 //! makes a new one, so its chunks serve later submissions; until then a
 //! straggler holds its list's chunk. After a burst of a million
 //! operations under one timeout of which one in a hundred stays pending,
-//! 18.9 MB stays allocated for those 10,000 (`burst_memory`; 34.8 MB
-//! before lanes moved their stragglers out): 8.4 MB of it the spare cells
-//! above, 1.3 MB their cells and, by count, about 8 MB the group list's chunks,
+//! 17.7 MB stays allocated for those 10,000 (`burst_memory`; 34.8 MB
+//! before lanes moved their stragglers out): 7.3 MB of it the spare cells
+//! above, 1.1 MB their cells and, by count, about 8 MB the group list's chunks,
 //! until the stragglers leave or later submissions fill those chunks.
-//! Memory stays below the burst's peak (152.5 MB).
+//! Memory stays below the burst's peak (136.5 MB).
 //!
 //! What a purgatory holds now, by structure, is in its metrics
 //! ([`PurgatoryMetrics::held_bytes`]): the cells of pending operations and

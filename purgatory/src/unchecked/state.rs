@@ -118,10 +118,10 @@ pub(crate) struct OpState<O> {
     /// the bit serves as an `Option`'s tag would, without its word.
     pub(super) op: Exclusive<ManuallyDrop<O>>,
     /// The lock under which the reader takes the operation and `waker` is
-    /// reached (`handover.rs`). Its one byte sits
-    /// beside `flags`, where the word that follows would leave padding,
-    /// and the hand-over's phases are bits of `flags`: so the cell of an
-    /// operation of up to 32 bytes fits in two cache lines.
+    /// reached (`handover.rs`). Its one byte sits beside `flags`, where
+    /// the word that follows would leave padding, and the hand-over's
+    /// phases are bits of `flags`: so the cell of an operation of up to 32
+    /// bytes fits in two cache lines.
     pub(super) waker_lock: ByteLock,
     /// The waker of the reader's last poll, if any: reached holding
     /// `waker_lock` (`OpState::lock_waker`) or through `&mut self`.
