@@ -15,6 +15,11 @@ mod sync;
 #[path = "../src/unchecked/lane.rs"]
 mod lane;
 
+/// What a completion asks the CPU for (`lane::prefetch_entry`): no
+/// access the model could see.
+#[path = "../src/unchecked/prefetch.rs"]
+mod prefetch;
+
 use lane::{
     cancel, publish, replace, Elsewhere, NewEntry, SharedLane, Timed, TimerWord, Word, FIRED,
     NO_TIMER,
