@@ -11,10 +11,11 @@
 //!   Model-checked with loom (`tests/loom_state.rs`, which compiles `state.rs`
 //!   against loom's versions of [`sync`]'s names).
 //! - [`handover`]: the decided operation handed to its reader where it
-//!   lies, under the waker's lock, rather than moved to a result slot of
-//!   its own: a cell holds room for the operation once, not twice, and a
-//!   bit of the state word says whether it is still there.
-//!   Model-checked with loom too (`tests/loom_handover.rs`).
+//!   lies, rather than moved to a result slot of its own: a cell holds
+//!   room for the operation once, not twice, and a bit of the state word
+//!   says whether it is still there. The reader takes it under the
+//!   waker's lock; the decider takes that lock only if a reader left a
+//!   waker. Model-checked with loom too (`tests/loom_handover.rs`).
 //! - [`pi_mutex`] (Linux): the timer's lock, on a priority-inheriting
 //!   futex, so that a purgatory thread in a real-time class waiting behind a
 //!   preempted submitter lends it its priority instead of waiting for its
@@ -39,6 +40,12 @@
 //! - [`prefetch`]: cache-line hints before a completion takes its locks, and
 //!   for the cells a batch of completions comes to next;
 //!   the intrinsic is `unsafe` only for its target feature.
+//! - [`sync`]: the names the files above are written against, which the
+//!   loom models swap for loom's: among them `Exclusive`, a value one
+//!   thread at a time reaches by a protocol outside it, and `ByteLock`,
+//!   `parking_lot`'s raw lock kept apart from the waker it guards, so
+//!   that its byte fits beside the state word (a 32-byte operation's cell
+//!   in two cache lines; docs/performance.md), released by its guard.
 
 pub(crate) mod handover;
 pub(crate) mod lane;
