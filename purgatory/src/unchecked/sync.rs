@@ -99,8 +99,8 @@ impl<T> std::ops::DerefMut for ExclusiveRef<'_, T> {
     }
 }
 
-/// The lock of a state's waker, under which the operation is handed over:
-/// `parking_lot`'s, which neither poisons nor allocates, in its raw form,
+/// The lock of a state's waker, under which the reader takes the
+/// operation: `parking_lot`'s, which neither poisons nor allocates, in its raw form,
 /// apart from what it guards. `parking_lot::Mutex` puts its byte in front
 /// of the value and pads it to the value's alignment, a word; alone, the
 /// byte goes where the struct that holds it has room (beside the state's
