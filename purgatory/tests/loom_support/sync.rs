@@ -103,10 +103,6 @@ impl<T> Mutex<T> {
     pub(crate) fn lock(&self) -> ListGuard<'_, T> {
         self.0.lock().unwrap()
     }
-
-    pub(crate) fn get_mut(&mut self) -> &mut T {
-        self.0.get_mut().unwrap()
-    }
 }
 
 /// The waker's lock, apart from what it guards, as in `src/unchecked/sync.rs`.
