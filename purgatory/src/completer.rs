@@ -1,6 +1,7 @@
 //! Ending or extending one operation from places other than where its
 //! handle is awaited.
 
+use crate::hints::Hints;
 use crate::purgatory::Shared;
 use crate::timer_queue::CellRef;
 use crate::DelayedOperation;
@@ -47,7 +48,7 @@ pub struct Completer<K, O> {
     cell: CellRef<K, O>,
     /// The handle's prefetch hints (see `unchecked/prefetch.rs`); stale
     /// ones cost a wasted prefetch, never a wrong answer.
-    hints: [usize; 2],
+    hints: Hints,
 }
 
 impl<K, O> Completer<K, O>
@@ -55,7 +56,7 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
-    pub(crate) fn new(cell: CellRef<K, O>, hints: [usize; 2]) -> Self {
+    pub(crate) fn new(cell: CellRef<K, O>, hints: Hints) -> Self {
         Completer { cell, hints }
     }
 

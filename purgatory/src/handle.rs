@@ -2,6 +2,7 @@
 
 use crate::cell::{Completion, Pending};
 use crate::completer::Completer;
+use crate::hints::Hints;
 use crate::outcome::Outcome;
 use crate::purgatory::Shared;
 use crate::timer_queue::CellRef;
@@ -44,10 +45,9 @@ use std::time::{Duration, Instant};
 /// ```
 pub struct Delayed<K, O> {
     cell: CellRef<K, O>,
-    at_once: bool,
-    /// Where the operation's first watch entry and its timer entry were
-    /// stored at submission (see `unchecked/prefetch.rs`).
-    hints: [usize; 2],
+    /// Where the operation's entries were stored, and whether the
+    /// submission completed it.
+    hints: Hints,
 }
 
 impl<K, O> Delayed<K, O>
@@ -55,19 +55,15 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
-    pub(crate) fn new(cell: CellRef<K, O>, at_once: bool, hints: [usize; 2]) -> Self {
-        Delayed {
-            cell,
-            at_once,
-            hints,
-        }
+    pub(crate) fn new(cell: CellRef<K, O>, hints: Hints) -> Self {
+        Delayed { cell, hints }
     }
 
     /// Whether the submission itself completed the operation (its condition
     /// held on one of the two tries), as Kafka's `tryCompleteElseWatch`
     /// returns.
     pub fn completed_at_once(&self) -> bool {
-        self.at_once
+        self.hints.at_once()
     }
 
     /// Whether the outcome has been decided. `on_complete` may still be
@@ -195,7 +191,7 @@ impl<K, O> std::fmt::Debug for Delayed<K, O> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{DelayedOperation, Outcome, Purgatory, TimerKind};
+    use crate::{Delayed, DelayedOperation, Outcome, Purgatory, TimerKind};
     use std::sync::atomic::Ordering;
     use std::time::Duration;
 
@@ -220,7 +216,8 @@ mod tests {
         let handle = purgatory
             .try_complete_else_watch(Waits(holds), keys)
             .unwrap();
-        let hints = handle.hints;
+        assert_eq!(handle.completed_at_once(), holds);
+        let hints = handle.hints.addresses();
         // The cell keeps the same watch entry's address, for a batch.
         let in_cell = handle.cell.watch_hint.load(Ordering::Relaxed);
         assert_eq!(in_cell, hints[0]);
@@ -229,6 +226,15 @@ mod tests {
         assert_eq!(handle.cell.timer.hint(), hints[1]);
         assert_eq!(handle.force_complete(), !holds);
         hints
+    }
+
+    #[test]
+    fn a_handle_is_three_words_with_no_padding() {
+        // Its cell and two hints, the flag inside one of them, and `None`
+        // in the cell's niche: nothing for a copy to move byte by byte.
+        let words = 3 * std::mem::size_of::<usize>();
+        assert_eq!(std::mem::size_of::<Delayed<u32, Waits>>(), words);
+        assert_eq!(std::mem::size_of::<Option<Delayed<u32, Waits>>>(), words);
     }
 
     #[test]

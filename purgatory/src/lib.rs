@@ -272,6 +272,7 @@ mod cell;
 mod completer;
 mod error;
 mod handle;
+mod hints;
 mod metrics;
 mod no_yield_lock;
 mod operation;

@@ -14,6 +14,7 @@ use crate::caught;
 use crate::cell::{Cell, Pending};
 use crate::error::SubmitError;
 use crate::handle::Delayed;
+use crate::hints::Hints;
 use crate::metrics::{Counters, HeldBytes, PurgatoryMetrics};
 use crate::outcome::Outcome;
 use crate::spare_cells::SpareCells;
@@ -129,7 +130,7 @@ where
         let cell = shared.spare.cell(op, seq, || Arc::clone(shared));
         // The handle takes `cell` itself: a clone here and a drop at the end
         // would be two more atomic read-modify-writes per submission.
-        let handle = |cell, at_once, hints| Ok(Delayed::new(cell, at_once, hints));
+        let handle = |cell, hints| Ok(Delayed::new(cell, hints));
 
         if holds {
             // This thread made `cell` just above, held (`Cell::new`).
@@ -137,7 +138,7 @@ where
                 .decide_at_start(Outcome::Completed, |p, outcome| {
                     shared.finish(&cell, p, outcome, Reader::Handle)
                 });
-            return handle(cell, true, [0; 2]);
+            return handle(cell, Hints::NONE.completed_at_once());
         }
         // The timeout runs from here, as a Kafka timer task's delay runs from
         // its `add`; an operation answered at once reads no clock.
@@ -146,7 +147,7 @@ where
         // during the setup; only a condition that held counts as completed
         // at once. (No handle exists yet, so nobody else forces `Completed`.)
         let mut at_once = false;
-        let mut hints = [0; 2];
+        let mut hints = Hints::NONE;
         let mut timer_address = 0;
         // This is the one call that lets go of it. Until then, a check under
         // a key watched already, or an expiry, only leaves its flag for
@@ -163,7 +164,7 @@ where
                 }
                 let watch_hint = shared.watchers.hint(&pending.links);
                 cell.watch_hint.store(watch_hint, Ordering::Relaxed);
-                hints = [watch_hint, timer_address];
+                hints = Hints::new(watch_hint, timer_address);
             },
             |pending| shared.check(&mut pending.op),
             |pending, outcome| {
@@ -176,7 +177,10 @@ where
         if shared.shutting_down.load(Ordering::SeqCst) {
             shared.drive(&cell, Request::Force(Outcome::Shutdown), Reader::Handle);
         }
-        handle(cell, at_once, hints)
+        if at_once {
+            hints = hints.completed_at_once();
+        }
+        handle(cell, hints)
     }
 
     /// Checks every operation watched under `key` and completes those whose
@@ -568,12 +572,10 @@ where
 
     /// Forces `Completed` on behalf of a handle or a completer; true if
     /// that is the outcome by this call (see `Delayed::force_complete`).
-    pub(crate) fn force_complete(&self, cell: &CellRef<K, O>, hints: [usize; 2]) -> bool {
+    pub(crate) fn force_complete(&self, cell: &CellRef<K, O>, hints: Hints) -> bool {
         // Before the cell's first load, so that its miss and the entries'
         // overlap (see `unchecked/prefetch.rs`).
-        let [watch, timer] = hints;
-        prefetch::for_write(watch);
-        lane::prefetch_entry(timer);
+        hints.prefetch();
         if cell.state.is_done() {
             return false;
         }
