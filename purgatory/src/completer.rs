@@ -46,8 +46,9 @@ use std::time::Duration;
 /// ```
 pub struct Completer<K, O> {
     cell: CellRef<K, O>,
-    /// The handle's prefetch hints (see `unchecked/prefetch.rs`); stale
-    /// ones cost a wasted prefetch, never a wrong answer.
+    /// The handle's prefetch hints (see `unchecked/prefetch.rs`; their
+    /// completed-at-once flag is the handle's business); stale ones cost
+    /// a wasted prefetch, never a wrong answer.
     hints: Hints,
 }
 

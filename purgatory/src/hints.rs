@@ -13,7 +13,7 @@ use crate::unchecked::{lane, prefetch};
 /// a handle with a `bool` beside them was copied, on its way out of a
 /// submission, in overlapping moves of its padding bytes, and the loads
 /// that read them back waited for the stores instead of taking their data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Hints {
     /// The first watch entry's address (0: none recorded), or'ed with
     /// [`AT_ONCE`](Self::AT_ONCE).
