@@ -74,31 +74,31 @@
 //! makes tests and simulations deterministic.
 //!
 //! # Memory
-//! A parked operation costs its cell and its share of the timer and of its
-//! watch list: 137 bytes each for 1e6 operations of 16 bytes under 3 keys
-//! (`cargo run --release --example burst_memory`), 121 beyond the
+//! A parked operation costs its cell and its share of the timer and of
+//! its watch list: 137 bytes each for 1e6 operations of 16 bytes under 3
+//! keys (`cargo run --release --example burst_memory`), 121 beyond the
 //! operation. The cell (96 bytes and the operation's, with its reference
 //! count: two cache lines for an operation of up to 32 bytes) holds the
 //! operation, its state word with the hand-over's lock beside it, one
-//! watch link inline, its timer id (which also says where a lane's
-//! entry is) and submission order, the first watch entry's address as a
+//! watch link inline, its timer id (which also says where a lane's entry
+//! is) and submission order, the first watch entry's address as a
 //! prefetch hint, the waker of the handle's last poll, and a reference to
 //! its purgatory, which it keeps through its reuses (a handle reaches the
 //! purgatory through its cell and holds no count of its own, which every
 //! submission and answer would touch from two cores). The operation is
 //! kept once: the handle takes it where it lies once it is answered, so
-//! an operation of `S` bytes costs about `S + 121`. A cell is allocated on the thread that
-//! submits and freed on the thread that answers, so the allocator's
-//! footprint can grow beyond what is in use. Answers also come in bursts
-//! (a thread at the clock that ran late expires tens of thousands at once): the
-//! spare cells' depot is sized for them (65,536 cells by default) so that
-//! a burst's cells serve the next submissions rather than being freed and
-//! allocated again, which fragmented jemalloc's pages of the cells' size
-//! by 2-3 MiB within minutes on a busy machine. What ten seconds of
-//! trades between threads (4,096 at least) did not need is freed; after a
-//! burst with no trades behind it, up to the capacity stays (8.0 MB after `burst_memory`'s
-//! million operations answered on one thread) until trades resume or
-//! shutdown.
+//! an operation of `S` bytes costs about `S + 121`. A cell is allocated
+//! on the thread that submits and freed on the thread that answers, so
+//! the allocator's footprint can grow beyond what is in use. Answers also
+//! come in bursts (a thread at the clock that ran late expires tens of
+//! thousands at once): the spare cells' depot is sized for them (65,536
+//! cells by default) so that a burst's cells serve the next submissions
+//! rather than being freed and allocated again, which fragmented
+//! jemalloc's pages of the cells' size by 2-3 MiB within minutes on a
+//! busy machine. What ten seconds of trades between threads (4,096 at
+//! least) did not need is freed; after a burst with no trades behind it,
+//! up to the capacity stays (8.0 MB after `burst_memory`'s million
+//! operations answered on one thread) until trades resume or shutdown.
 //!
 //! Operations that wait among many answered early would pin memory: a
 //! timer lane's chunk (4 KiB for 252 consecutive submissions of one

@@ -95,7 +95,7 @@ impl<C: Timed> WheelTimer<C> {
 
     /// Puts `entry` where `deadline`, set `timeout` from now, belongs: its
     /// timeout's lane, or the wheel. The caller names it in the cell's word
-    /// ([`publish`] or [`replace`](crate::unchecked::lane::replace)). Hands
+    /// ([`publish`] or [`replace`]). Hands
     /// `entry` back when the wheel holds 2^31 entries.
     pub(crate) fn place(
         &mut self,

@@ -100,13 +100,14 @@ impl<T> std::ops::DerefMut for ExclusiveRef<'_, T> {
 }
 
 /// The lock of a state's waker, under which the reader takes the
-/// operation: `parking_lot`'s, which neither poisons nor allocates, in its raw form,
-/// apart from what it guards. `parking_lot::Mutex` puts its byte in front
-/// of the value and pads it to the value's alignment, a word; alone, the
-/// byte goes where the struct that holds it has room (beside the state's
-/// 32-bit word, `state.rs`). What it guards is an [`Exclusive`] reached
-/// only through a [`ByteLockGuard`] (`OpState::lock_waker`). A newtype so
-/// that loom's lock can take its name.
+/// operation: `parking_lot`'s, which neither poisons nor allocates, in
+/// its raw form, apart from what it guards. `parking_lot::Mutex` puts
+/// its byte in front of the value and pads it to the value's alignment,
+/// a word; alone, the byte goes where the struct that holds it has room
+/// (beside the state's 32-bit word, `state.rs`). What it guards is an
+/// [`Exclusive`] reached only through a [`ByteLockGuard`]
+/// (`OpState::lock_waker`). A newtype so that loom's lock can take its
+/// name.
 pub(crate) struct ByteLock(parking_lot::RawMutex);
 
 /// A held [`ByteLock`], released when dropped. Not `Send`: the lock is
