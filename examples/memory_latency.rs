@@ -18,6 +18,7 @@
 //! With one core the first figure would measure the scheduler's hand-overs
 //! instead, so it is skipped there.
 
+use broker_sim::rng::Rng;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -54,18 +55,6 @@ fn round_trip(trips: u64) -> f64 {
     elapsed.as_nanos() as f64 / trips as f64
 }
 
-/// A seeded xorshift: enough to shuffle, and the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
 /// Words in a 64-byte line.
 const WORDS: usize = 8;
 
@@ -76,7 +65,7 @@ fn random_load(bytes: usize, loads: usize, rng: &mut Rng) -> f64 {
     // word index of the next line's.
     let mut order: Vec<usize> = (0..lines).collect();
     for i in (1..lines).rev() {
-        order.swap(i, rng.below(i + 1));
+        order.swap(i, rng.below(i as u64 + 1) as usize);
     }
     let mut memory = vec![0usize; lines * WORDS];
     for (i, &line) in order.iter().enumerate() {
@@ -119,7 +108,7 @@ fn main() {
             );
         }
     }
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new(1);
     for mib in [1, 2, 4, 8, 12, 16, 32, 64, 128] {
         let ns = random_load(mib << 20, 4_000_000, &mut rng);
         println!("a random load in {mib:>3} MiB: {ns:6.1} ns");
