@@ -1,6 +1,6 @@
 //! Unmodified Kafka clients against the served cluster: kcat (librdkafka),
-//! confluent-kafka for Python (its wheel bundles librdkafka), kafka-python
-//! and kafkajs (protocol implementations of their own). Each test says it
+//! confluent-kafka for Python (its wheel bundles librdkafka), kafka-python,
+//! aiokafka and kafkajs (protocol implementations of their own). Each test says it
 //! was skipped, and why, when its client is not installed here (`.ci/run`
 //! installs them); nothing else fails then.
 
@@ -95,6 +95,11 @@ fn kafka_python() -> bool {
         "import kafka; assert int(kafka.__version__.split('.')[0]) >= 3",
         "kafka-python>=3",
     )
+}
+
+/// Whether python3 can import aiokafka.
+fn aiokafka() -> bool {
+    python_has("import aiokafka", "aiokafka")
 }
 
 /// Whether python3 runs `check` (an import), which PyPI's `package`
@@ -377,6 +382,47 @@ fn kafka_python_creates_a_topic_produces_idempotently_consumes_in_a_group_and_cl
             .init_producer_id_requests
             .load(std::sync::atomic::Ordering::Relaxed)
             >= 1
+    );
+    passes(server);
+}
+
+#[test]
+fn aiokafka_produces_idempotently_and_a_stable_group_of_two_reads_every_record_once() {
+    if !aiokafka() {
+        return;
+    }
+    let server = start(quick_groups(), &[]);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/aiokafka_client.py"
+    );
+    let out = Command::new("python3")
+        .args([script, "all", &bootstrap(&server), "from-aiokafka", "2000"])
+        .output()
+        .expect("python3 runs");
+    let r = json_line(&out);
+    assert_eq!(r["created_errors"], serde_json::json!([0]), "{r}");
+    assert_eq!(r["stable"], true, "each member holds two partitions: {r}");
+    assert_eq!(r["assignments"], serde_json::json!([[0, 2], [1, 3]]), "{r}");
+    assert_eq!(r["errors"], serde_json::json!([]), "{r}");
+    assert_eq!(r["acked"], 2000, "{r}");
+    assert_eq!(r["partitions_written"], 4, "{r}");
+    assert_eq!(r["read_back"], 2000, "{r}");
+    // The group was stable before the first record: no rebalance fell
+    // between a read and its commit.
+    assert_eq!(r["read_twice"], 0, "{r}");
+    assert_eq!(r["after_commit"], 0, "the group's commits held: {r}");
+    assert_eq!(r["deleted_errors"], serde_json::json!([0]), "{r}");
+    assert_eq!(r["topic_left"], false, "{r}");
+    let cluster = server.cluster();
+    assert!(cluster.topic("from-aiokafka").is_none(), "deleted");
+    let checks = &cluster.checks;
+    assert!(
+        checks
+            .init_producer_id_requests
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1,
+        "its producer asked for an id"
     );
     passes(server);
 }
