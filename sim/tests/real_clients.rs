@@ -156,8 +156,15 @@ fn client_script() -> &'static str {
 
 /// Runs the confluent-kafka client script; its JSON line.
 fn confluent_client(args: &[&str]) -> serde_json::Value {
+    python_client("confluent_client.py", args)
+}
+
+/// Runs the Python client script `name` (in `tests/clients`) to its end;
+/// the JSON line it ends with.
+fn python_client(name: &str, args: &[&str]) -> serde_json::Value {
+    let script = format!("{}/tests/clients/{name}", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("python3")
-        .arg(client_script())
+        .arg(script)
         .args(args)
         .output()
         .expect("python3 runs");
@@ -339,15 +346,8 @@ fn kafka_python_creates_a_topic_produces_idempotently_consumes_in_a_group_and_cl
         return;
     }
     let server = start(quick_groups(), &[]);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/clients/kafka_python_client.py"
-    );
-    let out = Command::new("python3")
-        .args([script, "all", &bootstrap(&server), "from-python", "2000"])
-        .output()
-        .expect("python3 runs");
-    let r = json_line(&out);
+    let args = ["all", &bootstrap(&server), "from-python", "2000"];
+    let r = python_client("kafka_python_client.py", &args);
     assert_eq!(r["created_errors"], serde_json::json!([0]), "{r}");
     assert_eq!(r["idempotent"], true, "its default: {r}");
     assert_eq!(r["acked"], 2000, "{r}");
@@ -392,15 +392,8 @@ fn aiokafka_produces_idempotently_and_a_stable_group_of_two_reads_every_record_o
         return;
     }
     let server = start(quick_groups(), &[]);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/clients/aiokafka_client.py"
-    );
-    let out = Command::new("python3")
-        .args([script, "all", &bootstrap(&server), "from-aiokafka", "2000"])
-        .output()
-        .expect("python3 runs");
-    let r = json_line(&out);
+    let args = ["all", &bootstrap(&server), "from-aiokafka", "2000"];
+    let r = python_client("aiokafka_client.py", &args);
     assert_eq!(r["created_errors"], serde_json::json!([0]), "{r}");
     assert_eq!(r["stable"], true, "each member holds two partitions: {r}");
     assert_eq!(r["assignments"], serde_json::json!([[0, 2], [1, 3]]), "{r}");
