@@ -170,6 +170,16 @@
 //! mean, lower in 4 to 6 of the 6 rounds of each (BENCHMARKS.md and
 //! `docs/performance.md` have the runs).
 //!
+//! An operation's cell is written at its submission and read again at its
+//! answer, often tens of milliseconds later, when it has left the caches:
+//! one load from memory per answer (100-400 ns on the machine of
+//! `docs/performance.md`). [`Purgatory::check_and_complete`],
+//! [`Purgatory::cancel_for_key`] and the timer's expiry ask for each next
+//! operation's cell while they answer the one before, so those loads
+//! overlap. A loop calling [`Delayed::force_complete`] on one handle after
+//! another cannot look ahead that way and waits out each load in turn: to
+//! answer many operations at once, answer them through a key they share.
+//!
 //! # Lock order
 //! User code (`try_complete`, `on_complete`, `on_expiration`) runs with no
 //! purgatory lock held, only the operation's own `RUNNING` bit, which nobody
