@@ -95,8 +95,8 @@ impl<C: Timed> WheelTimer<C> {
 
     /// Puts `entry` where `deadline`, set `timeout` from now, belongs: its
     /// timeout's lane, or the wheel. The caller names it in the cell's word
-    /// ([`publish`] or [`replace`]). Hands
-    /// `entry` back when the wheel holds 2^31 entries.
+    /// ([`publish`] or [`replace`]). Hands `entry` back when the wheel
+    /// holds 2^31 entries.
     pub(crate) fn place(
         &mut self,
         deadline: u64,

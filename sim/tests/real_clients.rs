@@ -372,18 +372,7 @@ fn kafka_python_creates_a_topic_produces_idempotently_consumes_in_a_group_and_cl
         serde_json::json!([0, 1, 2]),
         "{r}"
     );
-    assert_eq!(r["deleted_errors"], serde_json::json!([0]), "{r}");
-    assert_eq!(r["topic_left"], false, "{r}");
-    let cluster = server.cluster();
-    assert!(cluster.topic("from-python").is_none(), "deleted");
-    let checks = &cluster.checks;
-    assert!(
-        checks
-            .init_producer_id_requests
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 1
-    );
-    passes(server);
+    idempotent_and_deleted(server, &r, "from-python");
 }
 
 #[test]
@@ -405,18 +394,23 @@ fn aiokafka_produces_idempotently_and_a_stable_group_of_two_reads_every_record_o
     // between a read and its commit.
     assert_eq!(r["read_twice"], 0, "{r}");
     assert_eq!(r["after_commit"], 0, "the group's commits held: {r}");
+    idempotent_and_deleted(server, &r, "from-aiokafka");
+}
+
+/// The end of a Python client's run (`r`, its JSON line): its producer
+/// asked for a producer id, its admin client deleted `topic` and no
+/// longer lists it, and the cluster holds it no more; then the server's
+/// checks.
+fn idempotent_and_deleted(server: Server, r: &serde_json::Value, topic: &str) {
     assert_eq!(r["deleted_errors"], serde_json::json!([0]), "{r}");
     assert_eq!(r["topic_left"], false, "{r}");
     let cluster = server.cluster();
-    assert!(cluster.topic("from-aiokafka").is_none(), "deleted");
-    let checks = &cluster.checks;
-    assert!(
-        checks
-            .init_producer_id_requests
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 1,
-        "its producer asked for an id"
-    );
+    assert!(cluster.topic(topic).is_none(), "deleted");
+    let asked = cluster
+        .checks
+        .init_producer_id_requests
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(asked >= 1, "its producer asked for an id");
     passes(server);
 }
 
