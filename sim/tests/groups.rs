@@ -680,3 +680,239 @@ fn a_member_waiting_in_a_join_round_longer_than_its_session_is_not_expired() {
     assert_eq!(heartbeat(addr, "patient", &member, 1), 0);
     passes(server);
 }
+
+/// A static member's join (`group.instance.id`): no two-step join.
+fn join_static(addr: SocketAddr, group: &str, instance: &str, member: &str) -> JoinGroupResponse {
+    let mut r = join_request(group, member);
+    r.group_instance_id = Some(s(instance));
+    Client::connect(addr).call(&r, JOIN_V)
+}
+
+fn heartbeat_static(
+    addr: SocketAddr,
+    group: &str,
+    instance: &str,
+    member: &str,
+    generation: i32,
+) -> i16 {
+    let mut r = HeartbeatRequest::default();
+    r.group_id = GroupId(s(group));
+    r.generation_id = generation;
+    r.member_id = s(member);
+    r.group_instance_id = Some(s(instance));
+    Client::connect(addr).call(&r, 3).error_code
+}
+
+/// Two static members, "a" and "b", joined in one round and assigned;
+/// returns (addr, [(instance, member id)], leader's member id).
+fn two_static_members(server: &Server, group: &str) -> (SocketAddr, Vec<(String, String)>, String) {
+    let addr = coordinator(server, group);
+    let g = group.to_string();
+    let b = std::thread::spawn(move || join_static(addr, &g, "b", ""));
+    let a = join_static(addr, group, "a", "");
+    let b = b.join().unwrap();
+    for r in [&a, &b] {
+        assert_eq!(
+            (r.error_code, r.generation_id),
+            (0, 1),
+            "one round, no MEMBER_ID_REQUIRED"
+        );
+    }
+    let leader = a.leader.to_string();
+    let led = if leader == a.member_id.as_str() {
+        &a
+    } else {
+        &b
+    };
+    let mut seen: Vec<(String, Option<String>)> = led
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.to_string(),
+                m.group_instance_id.as_ref().map(|i| i.to_string()),
+            )
+        })
+        .collect();
+    seen.sort();
+    let mut expected = vec![
+        (a.member_id.to_string(), Some("a".to_string())),
+        (b.member_id.to_string(), Some("b".to_string())),
+    ];
+    expected.sort();
+    assert_eq!(seen, expected, "the leader sees each member's instance");
+    let (ida, idb) = (a.member_id.to_string(), b.member_id.to_string());
+    let follower = if leader == ida {
+        idb.clone()
+    } else {
+        ida.clone()
+    };
+    let (g, f) = (group.to_string(), follower.clone());
+    let waiting = std::thread::spawn(move || sync(addr, &g, &f, 1, &[]));
+    std::thread::sleep(Duration::from_millis(100));
+    let (error, _) = sync(
+        addr,
+        group,
+        &leader,
+        1,
+        &[(&ida, b"p0,p1"), (&idb, b"p2,p3")],
+    );
+    assert_eq!(error, 0);
+    assert_eq!(waiting.join().unwrap().0, 0);
+    (addr, vec![("a".into(), ida), ("b".into(), idb)], leader)
+}
+
+#[test]
+fn a_static_member_that_restarts_takes_its_place_back_without_a_rebalance() {
+    let server = server(Duration::from_millis(300));
+    let (addr, members, leader) = two_static_members(&server, "statics");
+    let (old_a, b) = (&members[0].1, &members[1].1);
+    // "a" restarts: it joins with no member id and its instance, and gets
+    // the current generation at once, as a follower.
+    let back = join_static(addr, "statics", "a", "");
+    assert_eq!((back.error_code, back.generation_id), (0, 1));
+    let new_a = back.member_id.to_string();
+    assert_ne!(&new_a, old_a, "a new member id");
+    assert_eq!(back.leader.as_str(), leader, "the leader as it was");
+    assert!(back.members.is_empty());
+    let (error, assignment) = sync(addr, "statics", &new_a, 1, &[]);
+    assert_eq!(
+        (error, &assignment[..]),
+        (0, &b"p0,p1"[..]),
+        "its assignment"
+    );
+    // Nobody rebalanced: "b" heartbeats on at generation 1.
+    assert_eq!(heartbeat_static(addr, "statics", "b", b, 1), 0);
+    let (state, generation, mut ids) = server.cluster().group_view("statics").unwrap();
+    ids.sort();
+    let mut expected = vec![new_a.clone(), b.clone()];
+    expected.sort();
+    assert_eq!((state, generation, ids), (GroupState::Stable, 1, expected));
+    // The old id is fenced (it names the instance) or unknown (it does not).
+    assert_eq!(
+        heartbeat_static(addr, "statics", "a", old_a, 1),
+        ResponseError::FencedInstanceId.code()
+    );
+    assert_eq!(
+        heartbeat(addr, "statics", old_a, 1),
+        ResponseError::UnknownMemberId.code()
+    );
+    assert_eq!(
+        sync(addr, "statics", old_a, 1, &[]).0,
+        ResponseError::UnknownMemberId.code()
+    );
+    let mut join_old = join_request("statics", old_a);
+    join_old.group_instance_id = Some(s("a"));
+    assert_eq!(
+        Client::connect(addr).call(&join_old, JOIN_V).error_code,
+        ResponseError::FencedInstanceId.code()
+    );
+    assert_eq!(heartbeat_static(addr, "statics", "a", &new_a, 1), 0);
+    // DescribeGroups names each member's instance.
+    let mut r = DescribeGroupsRequest::default();
+    r.groups = vec![GroupId(s("statics"))];
+    let described = Client::connect(addr).call(&r, 5);
+    let mut instances: Vec<(String, Option<String>)> = described.groups[0]
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.to_string(),
+                m.group_instance_id.as_ref().map(|i| i.to_string()),
+            )
+        })
+        .collect();
+    instances.sort();
+    let mut expected = vec![
+        (new_a.clone(), Some("a".into())),
+        (b.clone(), Some("b".into())),
+    ];
+    expected.sort();
+    assert_eq!(instances, expected);
+    // An admin removes "b" by its instance alone: a rebalance follows.
+    let mut leave = LeaveGroupRequest::default();
+    leave.group_id = GroupId(s("statics"));
+    let mut who = kafka_protocol::messages::leave_group_request::MemberIdentity::default();
+    who.group_instance_id = Some(s("b"));
+    leave.members = vec![who];
+    let left = Client::connect(addr).call(&leave, 3);
+    assert_eq!(left.error_code, 0);
+    assert_eq!(left.members[0].error_code, 0);
+    assert_eq!(left.members[0].group_instance_id.as_deref(), Some("b"));
+    assert_eq!(
+        heartbeat_static(addr, "statics", "a", &new_a, 1),
+        ResponseError::RebalanceInProgress.code()
+    );
+    let rejoined = join_static(addr, "statics", "a", &new_a);
+    assert_eq!((rejoined.error_code, rejoined.generation_id), (0, 2));
+    assert_eq!(rejoined.members.len(), 1);
+    // Its instance is free again: "b" joins as a new member.
+    assert_eq!(
+        heartbeat_static(addr, "statics", "b", b, 2),
+        ResponseError::UnknownMemberId.code()
+    );
+    passes(server);
+}
+
+#[test]
+fn a_second_consumer_with_a_live_members_instance_fences_the_first() {
+    let server = server(Duration::from_millis(300));
+    let (addr, members, _) = two_static_members(&server, "twins");
+    let (a, b) = (members[0].1.clone(), members[1].1.clone());
+    // "b" joins again with new metadata: a round starts, and its join
+    // waits for "a".
+    let mut r = join_request("twins", &b);
+    r.group_instance_id = Some(s("b"));
+    r.protocols[0].metadata = Bytes::from_static(b"subscription-2");
+    let first = std::thread::spawn(move || Client::connect(addr).call(&r, JOIN_V));
+    std::thread::sleep(Duration::from_millis(100));
+    // Another process starts with instance "b": the waiting join is
+    // fenced, and the newcomer joins the round in its place.
+    let second = std::thread::spawn(move || join_static(addr, "twins", "b", ""));
+    let fenced = first.join().unwrap();
+    assert_eq!(fenced.error_code, ResponseError::FencedInstanceId.code());
+    std::thread::sleep(Duration::from_millis(100));
+    let led = join_static(addr, "twins", "a", &a);
+    let second = second.join().unwrap();
+    assert_eq!((led.error_code, led.generation_id), (0, 2));
+    assert_eq!((second.error_code, second.generation_id), (0, 2));
+    assert_ne!(second.member_id.as_str(), b);
+    let mut ids: Vec<&str> = led.members.iter().map(|m| m.member_id.as_str()).collect();
+    ids.sort();
+    let mut expected = vec![a.as_str(), second.member_id.as_str()];
+    expected.sort();
+    assert_eq!(ids, expected);
+    assert_eq!(
+        heartbeat_static(addr, "twins", "b", &b, 2),
+        ResponseError::FencedInstanceId.code()
+    );
+    passes(server);
+}
+
+#[test]
+fn a_static_member_that_stops_heartbeating_loses_its_instance_at_its_session_timeout() {
+    let server = server(Duration::ZERO);
+    let addr = coordinator(&server, "quiet-static");
+    let joined = join_static(addr, "quiet-static", "q", "");
+    assert_eq!((joined.error_code, joined.generation_id), (0, 1));
+    let member = joined.member_id.to_string();
+    assert_eq!(
+        sync(addr, "quiet-static", &member, 1, &[(&member, b"all")]).0,
+        0
+    );
+    let start = Instant::now();
+    loop {
+        let (_, _, ids) = server.cluster().group_view("quiet-static").unwrap();
+        if ids.is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < SESSION * 10, "never removed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(start.elapsed() >= SESSION);
+    // Back after its session: a new member in a new round, not a takeover.
+    let again = join_static(addr, "quiet-static", "q", "");
+    assert_eq!((again.error_code, again.generation_id), (0, 2));
+    assert_eq!(again.leader, again.member_id);
+    passes(server);
+}

@@ -501,6 +501,52 @@ fn cooperative_consumers_keep_their_partitions_and_hand_over_the_rest_in_two_rou
     );
 }
 
+#[test]
+fn a_static_confluent_consumer_restarts_into_its_place_and_a_duplicate_is_fenced() {
+    if !confluent() {
+        return;
+    }
+    let server = start(quick_groups(), &[("statics", 4)]);
+    let r = confluent_client(&["static", &bootstrap(&server), "statics", "fixed"]);
+    // Each consumer's rebalance callbacks, as ["assigned" | "revoked",
+    // partitions], until the end.
+    let events = &r["events"];
+    let first = |name: &str| events[name][0].clone();
+    let (a_share, b_share) = (first("a")[1].clone(), first("b")[1].clone());
+    assert_eq!(first("a")[0], "assigned", "{r}");
+    assert_eq!(a_share.as_array().map(Vec::len), Some(2), "{r}");
+    // "a" closed without leaving: admin tools still see both instances.
+    assert_eq!(
+        r["described_while_away"],
+        serde_json::json!(["a", "b"]),
+        "{r}"
+    );
+    // Back as a new process, and again as a third while the second runs:
+    // each gets the instance's partitions, and "b" is never rebalanced.
+    for name in ["a2", "a3"] {
+        assert_eq!(
+            events[name],
+            serde_json::json!([["assigned", a_share]]),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        events["b"],
+        serde_json::json!([["assigned", b_share]]),
+        "{r}"
+    );
+    // The process the third replaced is fenced, fatally.
+    assert_eq!(r["errors"]["a2"], serde_json::json!(["_FATAL"]), "{r}");
+    assert_eq!(
+        (r["read"].as_u64(), r["read_twice"].as_u64()),
+        (Some(200), Some(0)),
+        "{r}"
+    );
+    let (_, generation, _) = server.cluster().group_view("fixed").unwrap();
+    assert_eq!(generation, 1, "one rebalance round in all: {r}");
+    passes(server);
+}
+
 /// Two confluent-kafka consumers of `strategy` in group `group`: the first
 /// reads 200 records alone, the second joins, 200 more are produced. Checks
 /// that each record is processed exactly once between them and that both

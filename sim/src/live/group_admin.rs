@@ -103,6 +103,7 @@ impl BrokerService {
                         let mut d = DescribedGroupMember::default();
                         d.member_id = text(member_id);
                         d.client_id = text(&m.client_id);
+                        d.group_instance_id = m.instance_id.as_deref().map(text);
                         // The front does not tell the services who is
                         // connected; Kafka gives "/address".
                         d.client_host = text("");

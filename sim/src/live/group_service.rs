@@ -117,6 +117,12 @@ impl BrokerService {
         } else {
             session
         };
+        // Static membership came with JoinGroup v5.
+        let instance = r
+            .group_instance_id
+            .as_ref()
+            .filter(|_| version >= 5)
+            .map(|i| i.to_string());
         let group = groups.group(&id);
         let (rx, actions, member_id) = 'join: {
             let mut g = group.lock();
@@ -136,15 +142,34 @@ impl BrokerService {
                 );
             }
             let mut member_id = r.member_id.to_string();
+            // Set when a static member takes its instance's place: the
+            // leader before it did (which may have been that place).
+            let mut replaced = None;
             if member_id.is_empty() {
-                member_id = groups.new_member_id(client_id);
-                if version >= 4 {
-                    // The client rejoins with its id (Kafka's two-step join).
-                    g.pending_ids.insert(member_id.clone());
-                    return fail(response, code(ResponseError::MemberIdRequired), &member_id);
+                if let Some(instance) = &instance {
+                    // A static member joins at once (no two-step join), in
+                    // its instance's place if the group knows it.
+                    member_id = groups.new_member_id(instance);
+                    if let Some(old) = g.static_members.get(instance).cloned() {
+                        replaced = Some(g.leader.clone().unwrap_or_default());
+                        if let Some((tx, fenced)) =
+                            g.replace_static(instance, &old, &member_id, &mut actions)
+                        {
+                            let _ = tx.send(fenced);
+                        }
+                    }
+                } else {
+                    member_id = groups.new_member_id(client_id);
+                    if version >= 4 {
+                        // The client rejoins with its id (Kafka's two-step join).
+                        g.pending_ids.insert(member_id.clone());
+                        return fail(response, code(ResponseError::MemberIdRequired), &member_id);
+                    }
                 }
-            } else if !g.members.contains_key(&member_id) && !g.pending_ids.remove(&member_id) {
-                return fail(response, code(ResponseError::UnknownMemberId), &member_id);
+            } else if instance.is_some() || !g.pending_ids.remove(&member_id) {
+                if let Err(e) = g.validate(&member_id, instance.as_deref()) {
+                    return fail(response, e, &member_id);
+                }
             }
             let (tx, rx) = tokio::sync::oneshot::channel();
             let protocols = r
@@ -169,7 +194,7 @@ impl BrokerService {
                 GroupState::Stable => unchanged && !leader,
                 GroupState::Empty | GroupState::PreparingRebalance => false,
             };
-            if current {
+            if current && replaced.is_none() {
                 if let Some(m) = g.members.get_mut(&member_id) {
                     m.beat(&mut actions);
                 }
@@ -181,12 +206,16 @@ impl BrokerService {
                     member: member_id.clone(),
                     timeout: session,
                 });
+                if let Some(instance) = &instance {
+                    g.static_members.insert(instance.clone(), member_id.clone());
+                }
             }
             let m = g
                 .members
                 .entry(member_id.clone())
                 .or_insert_with(|| Member {
                     client_id: client_id.to_string(),
+                    instance_id: instance.clone(),
                     session_timeout: session,
                     rebalance_timeout: rebalance,
                     protocols: Vec::new(),
@@ -210,6 +239,27 @@ impl BrokerService {
                 });
             }
             g.protocol_type = Some(r.protocol_type.to_string());
+            // A static member back in its place in a Stable group keeps
+            // its assignment at the current generation, and nobody
+            // rebalances, unless its protocols change the group's choice.
+            // It is answered as a follower (the leader named is the one
+            // before it came back), so that its SyncGroup fetches what it
+            // was assigned.
+            if let (Some(leader), GroupState::Stable) = (replaced, g.state) {
+                if g.select_protocol() == g.protocol {
+                    let mut answer = g.join_result(&member_id, 0);
+                    answer.leader = leader;
+                    answer.members.clear();
+                    if let Some(tx) = g
+                        .members
+                        .get_mut(&member_id)
+                        .and_then(|m| m.join_waiter.take())
+                    {
+                        let _ = tx.send(answer);
+                    }
+                    break 'join (rx, actions, member_id);
+                }
+            }
             match g.state {
                 GroupState::Empty => {
                     g.state = GroupState::PreparingRebalance;
@@ -256,9 +306,10 @@ impl BrokerService {
         response.members = result
             .members
             .into_iter()
-            .map(|(id, metadata)| {
+            .map(|(id, instance, metadata)| {
                 let mut m = JoinGroupResponseMember::default();
                 m.member_id = text(&id);
+                m.group_instance_id = instance.as_deref().map(text);
                 m.metadata = metadata;
                 m
             })
@@ -282,6 +333,7 @@ impl BrokerService {
             return response;
         };
         let member = r.member_id.to_string();
+        let instance = r.group_instance_id.as_ref().map(|i| i.to_string());
         let mut actions = Vec::new();
         let wait = {
             let mut g = group.lock();
@@ -293,9 +345,12 @@ impl BrokerService {
             let generation = g.generation;
             let leader = g.leader.clone();
             let state = g.state;
-            let Some(m) = g.members.get_mut(&member) else {
-                response.error_code = code(ResponseError::UnknownMemberId);
-                return response;
+            let m = match g.validate(&member, instance.as_deref()) {
+                Ok(m) => m,
+                Err(e) => {
+                    response.error_code = e;
+                    return response;
+                }
             };
             if r.generation_id != generation {
                 response.error_code = code(ResponseError::IllegalGeneration);
@@ -338,6 +393,7 @@ impl BrokerService {
                     coordinator: Arc::downgrade(groups),
                     group: Arc::clone(&id),
                     member: member.clone(),
+                    instance: instance.clone(),
                     generation,
                     timeout: rebalance_timeout,
                     checks: Arc::clone(&self.cluster.checks),
@@ -386,9 +442,13 @@ impl BrokerService {
         let session = {
             let mut g = group.lock();
             let (generation, state) = (g.generation, g.state);
-            let Some(m) = g.members.get_mut(r.member_id.as_str()) else {
-                response.error_code = code(ResponseError::UnknownMemberId);
-                return response;
+            let instance = r.group_instance_id.as_deref();
+            let m = match g.validate(r.member_id.as_str(), instance) {
+                Ok(m) => m,
+                Err(e) => {
+                    response.error_code = e;
+                    return response;
+                }
             };
             if r.generation_id != generation {
                 response.error_code = code(ResponseError::IllegalGeneration);
@@ -416,56 +476,85 @@ impl BrokerService {
             response.error_code = e;
             return response;
         }
-        let leaving: Vec<String> = if version >= 3 {
-            r.members.iter().map(|m| m.member_id.to_string()).collect()
+        // (member id, group.instance.id): from v3 a batch, where an admin
+        // tool may name a static member by its instance alone.
+        let leaving: Vec<(String, Option<String>)> = if version >= 3 {
+            r.members
+                .iter()
+                .map(|m| {
+                    let instance = m.group_instance_id.as_ref().map(|i| i.to_string());
+                    (m.member_id.to_string(), instance)
+                })
+                .collect()
         } else {
-            vec![r.member_id.to_string()]
+            vec![(r.member_id.to_string(), None)]
         };
         let group = self.cluster.groups.find(&id);
-        let results: Vec<(String, i16)> = leaving
+        let results: Vec<(String, Option<String>, i16)> = leaving
             .into_iter()
-            .map(|member| {
+            .map(|(member, instance)| {
                 let error = match &group {
-                    Some(group) => self.leave(&id, group, &member),
+                    Some(group) => self.leave(&id, group, &member, instance.as_deref()),
                     None => code(ResponseError::UnknownMemberId),
                 };
-                (member, error)
+                (member, instance, error)
             })
             .collect();
         if version >= 3 {
             response.members = results
                 .into_iter()
-                .map(|(member, error)| {
+                .map(|(member, instance, error)| {
                     let mut m = MemberResponse::default();
                     m.member_id = text(&member);
+                    m.group_instance_id = instance.as_deref().map(text);
                     m.error_code = error;
                     m
                 })
                 .collect();
         } else {
-            response.error_code = results.first().map_or(0, |r| r.1);
+            response.error_code = results.first().map_or(0, |r| r.2);
         }
         response
     }
 
-    /// Takes `member` out of `group` (`id`); its error code.
-    fn leave(&self, id: &Arc<str>, group: &Mutex<Group>, member: &str) -> i16 {
-        let session = group.lock().members.get(member).map(|m| m.session.clone());
+    /// Takes `member` out of `group` (`id`), or, if `member` is empty, the
+    /// static member holding `instance`; its error code.
+    fn leave(
+        &self,
+        id: &Arc<str>,
+        group: &Mutex<Group>,
+        member: &str,
+        instance: Option<&str>,
+    ) -> i16 {
+        let (member, session) = {
+            let mut g = group.lock();
+            let member = match (member, instance) {
+                ("", Some(instance)) => match g.static_members.get(instance) {
+                    Some(holder) => holder.clone(),
+                    None => return code(ResponseError::UnknownMemberId),
+                },
+                // One that left between its two join steps.
+                (member, None) if g.pending_ids.remove(member) => return 0,
+                (member, _) => member.to_string(),
+            };
+            match g.validate(&member, instance) {
+                Ok(m) => (member, m.session.clone()),
+                Err(e) => return e,
+            }
+        };
         match session {
-            None => code(ResponseError::UnknownMemberId),
             // Its session ends now: that removes it and rebalances.
-            Some(Some(s)) => {
+            Some(s) => {
                 s.force_complete();
-                0
             }
             // Its session is still being set up: leave by hand.
-            Some(None) => {
+            None => {
                 let mut actions = Vec::new();
-                group.lock().remove(member, &mut actions);
+                group.lock().remove(&member, &mut actions);
                 self.cluster.groups.run(id, actions);
-                0
             }
         }
+        0
     }
 
     pub(crate) fn offset_commit(&self, r: OffsetCommitRequest) -> OffsetCommitResponse {
@@ -488,10 +577,11 @@ impl BrokerService {
                 let generation = r.generation_id_or_member_epoch;
                 // A consumer with assigned partitions commits outside any
                 // generation (-1), while the group has no members.
+                let instance = r.group_instance_id.as_deref();
                 let error = if generation < 0 && g.members.is_empty() {
                     0
-                } else if !g.members.contains_key(r.member_id.as_str()) {
-                    code(ResponseError::UnknownMemberId)
+                } else if let Err(e) = g.validate(r.member_id.as_str(), instance) {
+                    e
                 } else if generation != g.generation {
                     code(ResponseError::IllegalGeneration)
                 } else if g.state == GroupState::CompletingRebalance {

@@ -29,6 +29,13 @@
         records in PREFIX-a, then create PREFIX-b with 10 more: the
         subscription takes it up. Prints one JSON line: whether PREFIX-a
         was listed, the assignments, how many records were read.
+    confluent_client.py static BOOTSTRAP TOPIC GROUP
+        Static membership: consumers "a" and "b" (group.instance.id) share
+        TOPIC; "a" closes and comes back as a new process would, then a
+        third consumer starts with "a" too. Prints one JSON line: each
+        one's assignments and revocations, what admin tools describe while
+        "a" is away, the errors the first "a" sees once fenced, and how many
+        records were read (and read twice).
 
 Exits 0 when it ran; the caller judges the output.
 """
@@ -201,10 +208,95 @@ def regex(bootstrap, prefix):
     print(json.dumps({"listed": listed, "assignments": assignments, "read": len(read)}))
 
 
+def static(bootstrap, topic, group_id):
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    read = []
+    events = {}
+    errors = {}
+    names = {}
+
+    def consumer(name, instance):
+        events[name], errors[name] = [], []
+        c = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": group_id,
+            "group.instance.id": instance,
+            "session.timeout.ms": 10000,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+        })
+        c.subscribe(
+            [topic],
+            on_assign=lambda _, ps: events[name].append(["assigned", sorted(p.partition for p in ps)]),
+            on_revoke=lambda _, ps: events[name].append(["revoked", sorted(p.partition for p in ps)]),
+        )
+        names[id(c)] = name
+        return c
+
+    def poll(consumers, until, seconds):
+        deadline = time.time() + seconds
+        while not until() and time.time() < deadline:
+            for c in consumers:
+                msg = c.poll(0.05)
+                if msg is None:
+                    continue
+                if msg.error():
+                    errors[names[id(c)]].append(msg.error().name())
+                    continue
+                read.append(msg.value().decode())
+                # Processed, then committed: a record is read once in the
+                # group unless a member is fenced before its commit.
+                try:
+                    c.commit(message=msg, asynchronous=False)
+                except KafkaException as e:
+                    errors[names[id(c)]].append("commit " + e.args[0].name())
+
+    def assigned(name):
+        return any(e[0] == "assigned" and e[1] for e in events[name])
+
+    def produce(prefix, count):
+        for i in range(count):
+            producer.produce(topic, value=f"{prefix}-{i}".encode(), partition=i % 4)
+        producer.flush(30)
+
+    def describe():
+        group = admin.describe_consumer_groups([group_id])[group_id].result(10)
+        return sorted(m.group_instance_id for m in group.members)
+
+    a, b = consumer("a", "a"), consumer("b", "b")
+    poll([a, b], lambda: assigned("a") and assigned("b"), 20)
+    produce("first", 100)
+    poll([a, b], lambda: len(read) >= 100, 20)
+    # A static member closes without leaving: its place is kept.
+    a.close()
+    away = describe()
+    a2 = consumer("a2", "a")
+    poll([a2, b], lambda: assigned("a2"), 20)
+    produce("second", 100)
+    poll([a2, b], lambda: len(read) >= 200, 20)
+    # A second process with the same instance fences the first.
+    a3 = consumer("a3", "a")
+    poll([a3, a2, b], lambda: assigned("a3") and "_FATAL" in errors["a2"], 20)
+    before_close = json.loads(json.dumps(events))
+    for c in (a3, b, a2):
+        c.close()
+    print(json.dumps({
+        "events": before_close,
+        "errors": errors,
+        "described_while_away": away,
+        "read": len(set(read)),
+        "read_twice": len(read) - len(set(read)),
+    }))
+
+
 if __name__ == "__main__":
     mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "regex":
         regex(bootstrap, topic)
+    elif mode == "static":
+        static(bootstrap, topic, sys.argv[4])
     elif mode == "produce":
         produce(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
     elif mode == "group":

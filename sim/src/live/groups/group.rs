@@ -5,6 +5,7 @@
 
 use super::ops::{JoinResult, SessionCompleter};
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -39,6 +40,8 @@ impl GroupState {
 pub struct Member {
     /// The client id of its JoinGroup, for DescribeGroups.
     pub client_id: String,
+    /// Its `group.instance.id`, if it is a static member.
+    pub instance_id: Option<String>,
     pub session_timeout: Duration,
     pub rebalance_timeout: Duration,
     /// (protocol name, metadata), in the member's order of preference.
@@ -91,6 +94,8 @@ pub struct Group {
     pub members: BTreeMap<String, Member>,
     /// Ids handed out with MEMBER_ID_REQUIRED, not joined yet.
     pub pending_ids: HashSet<String>,
+    /// Static members: `group.instance.id` -> the member id it holds now.
+    pub static_members: HashMap<String, String>,
     /// Committed offsets: (topic, partition) -> (offset, metadata).
     pub offsets: HashMap<(String, i32), (i64, Option<String>)>,
     /// A DelayedJoin is in the purgatory for this group.
@@ -124,6 +129,7 @@ impl Group {
             leader: None,
             members: BTreeMap::new(),
             pending_ids: HashSet::new(),
+            static_members: HashMap::new(),
             offsets: HashMap::new(),
             join_in_purgatory: false,
         }
@@ -169,7 +175,7 @@ impl Group {
             let protocol = self.protocol.as_deref().unwrap_or_default();
             self.members
                 .iter()
-                .map(|(id, m)| (id.clone(), m.metadata(protocol)))
+                .map(|(id, m)| (id.clone(), m.instance_id.clone(), m.metadata(protocol)))
                 .collect()
         } else {
             Vec::new()
@@ -215,7 +221,7 @@ impl Group {
     /// Removes a member; starts a rebalance if others remain, or leaves the
     /// group empty. Returns the member.
     pub fn remove(&mut self, id: &str, actions: &mut Vec<Action>) -> Option<Member> {
-        let member = self.members.remove(id)?;
+        let member = self.take_member(id)?;
         if self.leader.as_deref() == Some(id) {
             self.leader = None;
         }
@@ -232,5 +238,96 @@ impl Group {
             self.prepare_rebalance(actions);
         }
         Some(member)
+    }
+}
+
+/// Static membership (`group.instance.id`): a member that names its
+/// instance keeps its place across restarts. It joins with no member id
+/// and, if its instance is known, takes over the member id's place, its
+/// assignment and all, fencing the one it replaces; as in Kafka, no
+/// rebalance follows if the group is Stable and its protocol stays.
+impl Group {
+    /// Takes a member out of the group's maps (the member id and, for a
+    /// static member, its instance); nothing else changes.
+    pub fn take_member(&mut self, id: &str) -> Option<Member> {
+        let member = self.members.remove(id)?;
+        if let Some(instance) = &member.instance_id {
+            if self.static_members.get(instance).map(String::as_str) == Some(id) {
+                self.static_members.remove(instance);
+            }
+        }
+        Some(member)
+    }
+
+    /// Forgets every member, static ones included (the group moved away).
+    pub fn take_members(&mut self) -> BTreeMap<String, Member> {
+        self.static_members.clear();
+        std::mem::take(&mut self.members)
+    }
+
+    /// Kafka's `validateMember`: a request naming an instance must come
+    /// from the member id that holds it (FENCED_INSTANCE_ID otherwise, or
+    /// UNKNOWN_MEMBER_ID for an instance the group does not know), and the
+    /// member must exist.
+    pub fn validate(&mut self, member: &str, instance: Option<&str>) -> Result<&mut Member, i16> {
+        if let Some(instance) = instance {
+            match self.static_members.get(instance) {
+                None => return Err(ResponseError::UnknownMemberId.code()),
+                Some(holder) if holder != member => {
+                    return Err(ResponseError::FencedInstanceId.code())
+                }
+                Some(_) => {}
+            }
+        }
+        self.members
+            .get_mut(member)
+            .ok_or(ResponseError::UnknownMemberId.code())
+    }
+
+    /// Whether `member` has been fenced out of `instance` by a newer
+    /// member id.
+    pub fn fenced(&self, member: &str, instance: Option<&str>) -> bool {
+        instance
+            .and_then(|i| self.static_members.get(i))
+            .is_some_and(|holder| holder != member)
+    }
+
+    /// Moves `instance`'s member from `old` to `new`, keeping its
+    /// assignment; a JoinGroup the old id has waiting is answered
+    /// FENCED_INSTANCE_ID (a SyncGroup it has waiting sees the fence when
+    /// next checked), and its session gives way to one for the new id.
+    /// Returns the answer for the old id's waiting join, if any.
+    pub fn replace_static(
+        &mut self,
+        instance: &str,
+        old: &str,
+        new: &str,
+        actions: &mut Vec<Action>,
+    ) -> Option<(oneshot::Sender<JoinResult>, JoinResult)> {
+        let mut member = self.members.remove(old)?;
+        let fenced = member.join_waiter.take().map(|tx| {
+            let answer = JoinResult {
+                error: ResponseError::FencedInstanceId.code(),
+                member_id: old.to_string(),
+                ..JoinResult::default()
+            };
+            (tx, answer)
+        });
+        member.awaiting_sync = false;
+        if let Some(session) = member.session.take() {
+            actions.push(Action::EndSession(session));
+        }
+        actions.push(Action::StartSession {
+            member: new.to_string(),
+            timeout: member.session_timeout,
+        });
+        actions.push(Action::CheckSyncs);
+        self.members.insert(new.to_string(), member);
+        if self.leader.as_deref() == Some(old) {
+            self.leader = Some(new.to_string());
+        }
+        self.static_members
+            .insert(instance.to_string(), new.to_string());
+        fenced
     }
 }

@@ -3,6 +3,9 @@
 //! rebalance round is a DelayedJoin watched under the group, a follower's
 //! SyncGroup waits for the leader's assignment as a DelayedSync, and each
 //! member's session is a DelayedHeartbeat that every heartbeat pushes back.
+//! A static member (`group.instance.id`) that restarts takes its old
+//! place back: its old session is ended and a new one started, in O(1)
+//! each, with no rebalance round in a Stable group.
 //!
 //! Lock order: a group's lock is taken by the operations' callbacks, so
 //! the coordinator never calls into a purgatory while it holds one; state
@@ -239,7 +242,7 @@ impl GroupCoordinator {
                     .map(|(id, _)| id.clone())
                     .collect();
                 for s in stragglers {
-                    if let Some(m) = g.members.remove(&s) {
+                    if let Some(m) = g.take_member(&s) {
                         if let Some(session) = m.session {
                             actions.push(Action::EndSession(session));
                         }
@@ -357,7 +360,7 @@ impl GroupCoordinator {
                 g.leader = None;
                 g.protocol = None;
                 g.pending_ids.clear();
-                let members = std::mem::take(&mut g.members);
+                let members = g.take_members();
                 let mut sessions = Vec::new();
                 let mut waiters = Vec::new();
                 for (member_id, m) in members {

@@ -21,9 +21,9 @@ pub struct JoinResult {
     pub protocol: Option<String>,
     pub leader: String,
     pub member_id: String,
-    /// For the leader only: every member with its metadata for the
-    /// chosen protocol.
-    pub members: Vec<(String, Bytes)>,
+    /// For the leader only: every member with its `group.instance.id`
+    /// (static members) and its metadata for the chosen protocol.
+    pub members: Vec<(String, Option<String>, Bytes)>,
 }
 
 /// Pushes back, or ends, one member's session.
@@ -72,6 +72,9 @@ pub struct DelayedSync {
     pub coordinator: Weak<GroupCoordinator>,
     pub group: Arc<str>,
     pub member: String,
+    /// Its `group.instance.id`: a newer member id holding it fences this
+    /// one.
+    pub instance: Option<String>,
     pub generation: i32,
     pub timeout: Duration,
     pub checks: Arc<Checks>,
@@ -90,6 +93,10 @@ impl DelayedOperation for DelayedSync {
         };
         let group = c.group(&self.group);
         let g = group.lock();
+        if g.fenced(&self.member, self.instance.as_deref()) {
+            self.result = Some((ResponseError::FencedInstanceId.code(), Bytes::new()));
+            return true;
+        }
         let Some(member) = g.members.get(&self.member) else {
             self.result = Some((ResponseError::UnknownMemberId.code(), Bytes::new()));
             return true;
