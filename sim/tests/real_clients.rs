@@ -547,6 +547,45 @@ fn a_static_confluent_consumer_restarts_into_its_place_and_a_duplicate_is_fenced
     passes(server);
 }
 
+#[test]
+fn confluent_transactions_commit_abort_fence_time_out_and_carry_a_groups_offsets() {
+    if !confluent() {
+        return;
+    }
+    let server = start(quick_groups(), &[("txns", 4)]);
+    let r = confluent_client(&["transactions", &bootstrap(&server), "txns"]);
+    // Committed readers see the committed transactions only; others see
+    // the aborted ones too (and the one aborted at its timeout).
+    assert_eq!(
+        r["committed"],
+        serde_json::json!({"t0": 20, "t2": 20, "second": 8}),
+        "{r}"
+    );
+    assert_eq!(
+        r["uncommitted"],
+        serde_json::json!({"t0": 20, "t1": 20, "t2": 20, "t3": 20, "second": 8, "slow": 12}),
+        "{r}"
+    );
+    // The old instance, and the producer whose transaction timed out, are
+    // fenced for good.
+    let fenced = serde_json::json!({"name": "_FENCED", "fatal": true});
+    assert_eq!(r["fenced"], fenced, "{r}");
+    assert_eq!(r["timed_out"], fenced, "{r}");
+    // The round's output and its consumed offsets committed together.
+    assert_eq!(r["transformed"], 48, "{r}");
+    assert_eq!(
+        r["out"],
+        serde_json::json!({"T0": 20, "T2": 20, "SECOND": 8}),
+        "{r}"
+    );
+    assert_eq!(r["read_again"], 0, "{r}");
+    let checks = &server.cluster().checks;
+    let count = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(count(&checks.txns_committed), 4, "{r}");
+    assert_eq!(count(&checks.txns_expired), 1, "{r}");
+    passes(server);
+}
+
 /// Two confluent-kafka consumers of `strategy` in group `group`: the first
 /// reads 200 records alone, the second joins, 200 more are produced. Checks
 /// that each record is processed exactly once between them and that both

@@ -6,7 +6,7 @@
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::{
-    batch, decode_response, idempotent_batch, timed_batch, values, Client,
+    batch, decode_response, idempotent_batch, timed_batch, transactional_batch, values, Client,
 };
 use broker_sim::wire::Limits;
 use bytes::Bytes;
@@ -22,10 +22,10 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiVersionsRequest, BrokerId, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest,
-    FetchResponse, FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProduceResponse,
-    TopicName, TransactionalId,
+    AddPartitionsToTxnRequest, ApiVersionsRequest, BrokerId, CreateTopicsRequest,
+    DeleteTopicsRequest, EndTxnRequest, FetchRequest, FetchResponse, FindCoordinatorRequest,
+    GroupId, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -111,6 +111,16 @@ fn fetch(topic: &str, parts: &[(i32, i64)], max_wait_ms: i32, min_bytes: i32) ->
 }
 
 fn latest(c: &mut Client, topic: &str, partition: i32) -> i64 {
+    latest_of(c, topic, partition, 0)
+}
+
+/// The latest offset of `topic`'s partition 0 for a reader at `isolation`
+/// (1: committed records only).
+fn latest_at(c: &mut Client, topic: &str, isolation: i8) -> i64 {
+    latest_of(c, topic, 0, isolation)
+}
+
+fn latest_of(c: &mut Client, topic: &str, partition: i32, isolation: i8) -> i64 {
     let mut p = ListOffsetsPartition::default();
     p.partition_index = partition;
     p.timestamp = -1;
@@ -119,6 +129,7 @@ fn latest(c: &mut Client, topic: &str, partition: i32) -> i64 {
     t.partitions = vec![p];
     let mut r = ListOffsetsRequest::default();
     r.replica_id = BrokerId(-1);
+    r.isolation_level = isolation;
     r.topics = vec![t];
     let response = c.call(&r, 5);
     let p = &response.topics[0].partitions[0];
@@ -371,8 +382,9 @@ fn api_versions_advertises_what_is_implemented_and_refuses_other_versions() {
     // transactions; topics created by an admin client.
     assert_eq!(max(22), Some((0, 4)), "InitProducerId");
     assert_eq!(max(19), Some((2, 7)), "CreateTopics");
-    // Transactions' own APIs are not built.
-    assert_eq!(max(24), None, "AddPartitionsToTxn");
+    // Transactions' own APIs, short of their second version.
+    assert_eq!(max(24), Some((0, 3)), "AddPartitionsToTxn");
+    assert_eq!(max(26), Some((0, 3)), "EndTxn");
     // An ApiVersions version from the future (v99, correlation id 42, no
     // client id): answered at v0 with the error and the versions there are.
     let mut raw = Vec::new();
@@ -694,11 +706,10 @@ fn an_idempotent_producer_gets_an_id_and_a_resent_batch_is_stored_once() {
     assert_eq!((error, epoch), (0, 0));
     assert!(id >= 0);
     assert_ne!(init(&mut c, None).1, id, "a fresh id each time");
-    // No transaction coordinator here.
-    assert_eq!(
-        init(&mut c, Some("tx")).0,
-        ResponseError::CoordinatorNotAvailable.code()
-    );
+    // A transactional id gets an id of its own, at epoch 0.
+    let (error, tx, epoch) = init(&mut c, Some("tx"));
+    assert_eq!((error, epoch), (0, 0));
+    assert!(tx != id);
     assert_eq!(
         init(&mut c, Some("")).0,
         ResponseError::InvalidRequest.code()
@@ -1058,5 +1069,206 @@ fn a_topic_made_after_a_crash_is_led_and_replicated_by_live_brokers_only() {
             assert_eq!(partition_errors(&r)[0], (index, 0, 0), "{topic}");
         }
     }
+    passes(server);
+}
+
+/// InitProducerId for transactional id `id` with `timeout_ms`: (error,
+/// producer id, epoch).
+fn init_txn(c: &mut Client, id: &str, timeout_ms: i32) -> (i16, i64, i16) {
+    let mut r = InitProducerIdRequest::default();
+    r.transactional_id = Some(TransactionalId(StrBytes::from_string(id.to_string())));
+    r.transaction_timeout_ms = timeout_ms;
+    let a = c.call(&r, 4);
+    (a.error_code, a.producer_id.0, a.producer_epoch)
+}
+
+/// AddPartitionsToTxn of `topic`'s `partitions` at `version`: each
+/// partition's error.
+fn add_partitions(
+    c: &mut Client,
+    id: &str,
+    producer: (i64, i16),
+    topic: &str,
+    partitions: &[i32],
+    version: i16,
+) -> Vec<i16> {
+    let mut t =
+        kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+    t.name = name(topic);
+    t.partitions = partitions.to_vec();
+    let mut r = AddPartitionsToTxnRequest::default();
+    r.v3_and_below_transactional_id = TransactionalId(StrBytes::from_string(id.to_string()));
+    r.v3_and_below_producer_id = ProducerId(producer.0);
+    r.v3_and_below_producer_epoch = producer.1;
+    r.v3_and_below_topics = vec![t];
+    c.call(&r, version).results_by_topic_v3_and_below[0]
+        .results_by_partition
+        .iter()
+        .map(|p| p.partition_error_code)
+        .collect()
+}
+
+fn end_txn(c: &mut Client, id: &str, producer: (i64, i16), commit: bool) -> i16 {
+    let mut r = EndTxnRequest::default();
+    r.transactional_id = TransactionalId(StrBytes::from_string(id.to_string()));
+    r.producer_id = ProducerId(producer.0);
+    r.producer_epoch = producer.1;
+    r.committed = commit;
+    c.call(&r, 3).error_code
+}
+
+/// A fetch of partition 0 from `offset` at `isolation`: (last stable
+/// offset, the aborted transactions as (producer id, first offset), the
+/// values read).
+fn read_txn(
+    c: &mut Client,
+    topic: &str,
+    offset: i64,
+    isolation: i8,
+) -> (i64, Vec<(i64, i64)>, Vec<Vec<u8>>) {
+    let mut r = fetch(topic, &[(0, offset)], 0, 0);
+    r.isolation_level = isolation;
+    let got = c.call(&r, FETCH_V);
+    let p = &got.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    let aborted = p
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|a| (a.producer_id.0, a.first_offset))
+        .collect();
+    let read = values(&p.records.clone().unwrap_or_default())
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    (p.last_stable_offset, aborted, read)
+}
+
+#[test]
+fn a_transactions_records_are_stable_once_its_marker_is_written_and_replicated() {
+    let server = server(Duration::from_millis(2), &[("ledger", 1)]);
+    // The coordinator of a transactional id, as a group's is found.
+    let mut c = Client::connect(server.addrs()[0]);
+    let mut find = FindCoordinatorRequest::default();
+    find.key = StrBytes::from_static_str("payments");
+    find.key_type = 1;
+    let found = c.call(&find, 2);
+    assert_eq!(found.error_code, 0);
+    let coordinator = format!("{}:{}", found.host.as_str(), found.port);
+    let mut tc = Client::connect(coordinator.parse().unwrap());
+    for &addr in server.addrs() {
+        if addr.to_string() != coordinator {
+            let e = init_txn(&mut Client::connect(addr), "payments", 60_000).0;
+            assert_eq!(e, ResponseError::NotCoordinator.code());
+        }
+    }
+    assert_eq!(
+        init_txn(&mut tc, "payments", 16 * 60_000).0,
+        ResponseError::InvalidTransactionTimeout.code()
+    );
+    let (error, pid, epoch) = init_txn(&mut tc, "payments", 60_000);
+    assert_eq!((error, epoch), (0, 0));
+    let mut leader = leader(&server, "ledger", 0);
+    let at = leader.stream.peer_addr().unwrap();
+    let send = |c: &mut Client, values: &[&[u8]], epoch: i16, seq: i32| {
+        let batch = transactional_batch(values, pid, epoch, seq);
+        partition_errors(&c.call(&produce("ledger", &[(0, batch)], -1, 5_000), PRODUCE_V))[0]
+    };
+    // Not before the partition is in the transaction.
+    assert_eq!(
+        send(&mut leader, &[b"early"], 0, 0).1,
+        ResponseError::InvalidTxnState.code()
+    );
+    // A partition that does not exist: none is added.
+    assert_eq!(
+        add_partitions(&mut tc, "payments", (pid, 0), "ledger", &[0, 7], 3),
+        [
+            ResponseError::OperationNotAttempted.code(),
+            ResponseError::UnknownTopicOrPartition.code()
+        ]
+    );
+    assert_eq!(
+        add_partitions(&mut tc, "payments", (pid, 0), "ledger", &[0], 3),
+        [0]
+    );
+    c.call(
+        &produce("ledger", &[(0, batch(&[b"plain"]))], -1, 5_000),
+        PRODUCE_V,
+    );
+    assert_eq!(send(&mut leader, &[b"a1", b"a2"], 0, 0), (0, 0, 1));
+    // Replicated (acks=all answered), but open: a committed reader stops
+    // before it; another reads it.
+    let (stable, aborted, read) = read_txn(&mut leader, "ledger", 0, 1);
+    assert_eq!(
+        (stable, aborted, read),
+        (1, vec![], vec![b"plain".to_vec()])
+    );
+    assert_eq!(read_txn(&mut leader, "ledger", 0, 0).2.len(), 3);
+    assert_eq!(latest_at(&mut leader, "ledger", 1), 1);
+    assert_eq!(latest_at(&mut leader, "ledger", 0), 3);
+    // Aborted: once the marker is replicated, a committed reader gets the
+    // records with the span to skip them by.
+    assert_eq!(end_txn(&mut tc, "payments", (pid, 0), false), 0);
+    assert!(eventually(|| read_txn(
+        &mut Client::connect(at),
+        "ledger",
+        0,
+        1
+    )
+    .0 == 4));
+    let (_, aborted, read) = read_txn(&mut leader, "ledger", 0, 1);
+    assert_eq!(aborted, vec![(pid, 1)]);
+    assert_eq!(
+        read.len(),
+        4,
+        "the records and the marker; the reader skips them"
+    );
+    // A retry of the same end is answered as it was; the other is not.
+    assert_eq!(end_txn(&mut tc, "payments", (pid, 0), false), 0);
+    assert_eq!(
+        end_txn(&mut tc, "payments", (pid, 0), true),
+        ResponseError::InvalidTxnState.code()
+    );
+    // A new instance fences the old one: PRODUCER_FENCED from v2,
+    // INVALID_PRODUCER_EPOCH before.
+    let (_, same, epoch) = init_txn(&mut tc, "payments", 300);
+    assert_eq!((same, epoch), (pid, 1));
+    assert_eq!(
+        add_partitions(&mut tc, "payments", (pid, 0), "ledger", &[0], 3),
+        [ResponseError::ProducerFenced.code()]
+    );
+    assert_eq!(
+        add_partitions(&mut tc, "payments", (pid, 0), "ledger", &[0], 1),
+        [ResponseError::InvalidProducerEpoch.code()]
+    );
+    assert_eq!(
+        send(&mut leader, &[b"zombie"], 0, 2).1,
+        ResponseError::InvalidProducerEpoch.code()
+    );
+    // Committed at epoch 1 within its 300 ms timeout, then one left open
+    // past it: aborted by the coordinator, the producer fenced.
+    assert_eq!(
+        add_partitions(&mut tc, "payments", (pid, 1), "ledger", &[0], 3),
+        [0]
+    );
+    assert_eq!(send(&mut leader, &[b"b1"], 1, 0).1, 0);
+    assert_eq!(end_txn(&mut tc, "payments", (pid, 1), true), 0);
+    assert_eq!(
+        add_partitions(&mut tc, "payments", (pid, 1), "ledger", &[0], 3),
+        [0]
+    );
+    assert_eq!(send(&mut leader, &[b"late"], 1, 1).1, 0);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        end_txn(&mut tc, "payments", (pid, 1), true),
+        ResponseError::ProducerFenced.code()
+    );
+    assert!(eventually(|| {
+        let mut c = Client::connect(at);
+        let (stable, aborted, _) = read_txn(&mut c, "ledger", 0, 1);
+        stable == latest_at(&mut c, "ledger", 0) && aborted.len() == 2
+    }));
+    let committed: Vec<Vec<u8>> = read_txn(&mut leader, "ledger", 0, 1).2;
+    assert!(committed.contains(&b"b1".to_vec()));
     passes(server);
 }

@@ -40,6 +40,7 @@ mod well_formed {
     use broker_sim::live::APIS;
     use broker_sim::wire::decode_request;
     use bytes::{Bytes, BytesMut};
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
     use kafka_protocol::messages::create_topics_request::{
         CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
     };
@@ -55,12 +56,16 @@ mod well_formed {
     use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
     use kafka_protocol::messages::{
-        ApiKey, BrokerId, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
-        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest,
-        JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-        MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
-        SyncGroupRequest, TopicName, TransactionalId,
+        AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, BrokerId, CreateTopicsRequest,
+        DeleteTopicsRequest, DescribeGroupsRequest, EndTxnRequest, FetchRequest,
+        FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
+        LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+        OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader,
+        SyncGroupRequest, TopicName, TransactionalId, TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -76,6 +81,10 @@ mod well_formed {
             .unwrap();
         request.encode(&mut buf, version).unwrap();
         buf.freeze()
+    }
+
+    fn txn_id() -> TransactionalId {
+        TransactionalId(StrBytes::from_static_str("tx"))
     }
 
     fn group() -> GroupId {
@@ -352,6 +361,64 @@ mod well_formed {
                             r.topic_names = vec![name("a"), name("bb")];
                         }
                         r.timeout_ms = 5_000;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::AddPartitionsToTxn => {
+                        let mut r = AddPartitionsToTxnRequest::default();
+                        r.v3_and_below_transactional_id = txn_id();
+                        r.v3_and_below_producer_id = ProducerId(7);
+                        r.v3_and_below_topics = ["a", "bb"]
+                            .iter()
+                            .map(|t| {
+                                let mut at = AddPartitionsToTxnTopic::default();
+                                at.name = name(t);
+                                at.partitions = vec![0, 1, 2];
+                                at
+                            })
+                            .collect();
+                        frame(api, version, &r)
+                    }
+                    ApiKey::AddOffsetsToTxn => {
+                        let mut r = AddOffsetsToTxnRequest::default();
+                        r.transactional_id = txn_id();
+                        r.producer_id = ProducerId(7);
+                        r.group_id = group();
+                        frame(api, version, &r)
+                    }
+                    ApiKey::EndTxn => {
+                        let mut r = EndTxnRequest::default();
+                        r.transactional_id = txn_id();
+                        r.producer_id = ProducerId(7);
+                        r.committed = true;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::TxnOffsetCommit => {
+                        let mut r = TxnOffsetCommitRequest::default();
+                        r.transactional_id = txn_id();
+                        r.group_id = group();
+                        r.producer_id = ProducerId(7);
+                        if version >= 3 {
+                            r.generation_id = 2;
+                            r.member_id = StrBytes::from_static_str("m-1");
+                            r.group_instance_id = Some(StrBytes::from_static_str("i-1"));
+                        }
+                        r.topics = ["a", "bb"]
+                            .iter()
+                            .map(|t| {
+                                let mut tt = TxnOffsetCommitRequestTopic::default();
+                                tt.name = name(t);
+                                tt.partitions = (0..2)
+                                    .map(|i| {
+                                        let mut p = TxnOffsetCommitRequestPartition::default();
+                                        p.partition_index = i;
+                                        p.committed_offset = 40;
+                                        p.committed_metadata = Some(StrBytes::from_static_str("m"));
+                                        p
+                                    })
+                                    .collect();
+                                tt
+                            })
+                            .collect();
                         frame(api, version, &r)
                     }
                     _ => unreachable!(),

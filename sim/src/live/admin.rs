@@ -26,20 +26,15 @@ type Refusal = (ResponseError, String);
 impl BrokerService {
     /// A new producer id at epoch 0, for a producer with idempotence on;
     /// transactions (a transactional id) have no coordinator here.
-    pub(crate) fn init_producer_id(&self, r: InitProducerIdRequest) -> InitProducerIdResponse {
-        let mut response = InitProducerIdResponse::default();
+    pub(crate) fn init_producer_id(
+        &self,
+        r: InitProducerIdRequest,
+        version: i16,
+    ) -> InitProducerIdResponse {
         if let Some(id) = &r.transactional_id {
-            // An empty one is malformed, as Kafka's coordinator says.
-            let error = if id.0.is_empty() {
-                ResponseError::InvalidRequest
-            } else {
-                ResponseError::CoordinatorNotAvailable
-            };
-            response.error_code = error.code();
-            response.producer_id = ProducerId(-1);
-            response.producer_epoch = -1;
-            return response;
+            return self.init_transactional_producer(&r, &id.0, version);
         }
+        let mut response = InitProducerIdResponse::default();
         // Kafka gives an idempotent producer a fresh id whether or not it
         // names its current one (asking for a new epoch after an error).
         response.producer_id = ProducerId(self.cluster.new_producer_id());

@@ -43,6 +43,15 @@ pub struct Checks {
     pub init_producer_id_requests: AtomicU64,
     /// CreateTopics and DeleteTopics requests.
     pub admin_requests: AtomicU64,
+    /// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
+    /// requests.
+    pub txn_requests: AtomicU64,
+    /// Transactions committed.
+    pub txns_committed: AtomicU64,
+    /// Transactions aborted by their producer, or by a new instance of it.
+    pub txns_aborted: AtomicU64,
+    /// Transactions aborted at their timeout.
+    pub txns_expired: AtomicU64,
     /// Produce batches an idempotent producer sent again, answered with
     /// where they were first stored and not stored twice.
     pub duplicates: AtomicU64,
@@ -171,6 +180,10 @@ impl Checks {
             ("consumer-group requests", &self.group_requests),
             ("init-producer-id requests", &self.init_producer_id_requests),
             ("create/delete-topics requests", &self.admin_requests),
+            ("transaction requests", &self.txn_requests),
+            ("  transactions committed", &self.txns_committed),
+            ("  transactions aborted", &self.txns_aborted),
+            ("  transactions timed out", &self.txns_expired),
             ("group sessions expired", &self.sessions_expired),
             ("parked in the purgatory", &self.parked),
             ("  completed by their condition", &self.completed),

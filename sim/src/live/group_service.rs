@@ -56,8 +56,9 @@ impl BrokerService {
         let mut response = FindCoordinatorResponse::default();
         response.node_id = BrokerId(-1);
         response.port = -1;
-        // Only groups (key type 0) are coordinated here, not transactions.
-        let found = (r.key_type == 0)
+        // Groups (key type 0) and transactional ids (1) map to a broker
+        // alike.
+        let found = (r.key_type == 0 || r.key_type == 1)
             .then(|| self.cluster.group_coordinator(&r.key))
             .flatten()
             .and_then(|b| {
@@ -646,9 +647,23 @@ impl BrokerService {
         let group = self.cluster.groups.find(&id);
         let g = group.as_ref().map(|g| g.lock());
         let offsets = g.as_ref().map(|g| &g.offsets);
+        // A consumer that asks for stable offsets (v7) is told to retry
+        // while a transaction has committed one it has not settled.
+        let unstable = |topic: &str, p: i32| {
+            r.require_stable
+                && g.as_ref().is_some_and(|g| {
+                    let key = (topic.to_string(), p);
+                    g.txn_offsets.values().any(|o| o.contains_key(&key))
+                })
+        };
         let entry = |topic: &str, p: i32| {
             let mut out = OffsetFetchResponsePartition::default();
             out.partition_index = p;
+            if unstable(topic, p) {
+                out.committed_offset = -1;
+                out.error_code = code(ResponseError::UnstableOffsetCommit);
+                return out;
+            }
             match offsets.and_then(|o| o.get(&(topic.to_string(), p))) {
                 Some((offset, metadata)) => {
                     out.committed_offset = *offset;

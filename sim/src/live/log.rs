@@ -1,12 +1,15 @@
 //! One served topic-partition: its stored record batches, byte-exact with
-//! their offsets assigned, its idempotent producers' state, and its
-//! replication state (replicas, ISR, each replica's log end, the high
-//! watermark).
+//! their offsets assigned, its idempotent producers' state, its
+//! transactions, and its replication state (replicas, ISR, each replica's
+//! log end, the high watermark).
 
+use super::partition_txns::{AbortedTxn, PartitionTxns, TxnBatch};
 use super::producers::{ProducerBatch, Producers, SequenceError, Verdict};
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::RecordBatchDecoder;
-use std::time::Instant;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// The v2 record batch header fields read here: the base offset (8 bytes)
 /// and the batch length (4 bytes) that follows it. Everything else is the
@@ -16,6 +19,12 @@ const LAST_OFFSET_DELTA: usize = 23;
 /// The batch header's timestamps: its first record's, and its largest.
 const BASE_TIMESTAMP: usize = 27;
 const MAX_TIMESTAMP: usize = 35;
+/// The batch header's attributes, and the producer's id and epoch.
+const ATTRIBUTES: usize = 21;
+const PRODUCER_ID: usize = 43;
+const PRODUCER_EPOCH: usize = 51;
+/// The attributes' transactional bit.
+const TRANSACTIONAL: u8 = 0x10;
 
 /// A batch as stored: its offsets and its bytes, base offset assigned.
 #[derive(Debug, Clone)]
@@ -28,6 +37,8 @@ pub struct StoredBatch {
     pub bytes: Bytes,
     /// Its producer id, epoch and sequence numbers, if it has a producer id.
     pub producer: Option<ProducerBatch>,
+    /// What it is to a transaction, if anything.
+    pub txn: Option<TxnBatch>,
 }
 
 /// Where an append's records are.
@@ -53,8 +64,11 @@ pub enum AppendError {
     OutOfOrderSequence,
     /// A batch from an older epoch of its producer than one stored.
     InvalidProducerEpoch,
-    /// A transactional or control batch: this broker runs no transactions.
+    /// A transactional batch outside its producer's ongoing transaction
+    /// in this partition (as the coordinator knows it).
     Transactional,
+    /// A control batch: only the transaction coordinator writes those.
+    Control,
 }
 
 /// The state of one partition, under its lock.
@@ -83,6 +97,8 @@ pub struct PartitionLog {
     pub bytes: u64,
     /// The idempotent producers that wrote here.
     pub producers: Producers,
+    /// The transactions that wrote here.
+    pub txns: PartitionTxns,
     /// Its topic was deleted: it has no leader, and requests still holding
     /// it are answered UNKNOWN_TOPIC_OR_PARTITION.
     pub deleted: bool,
@@ -103,6 +119,7 @@ impl PartitionLog {
             batches: Vec::new(),
             bytes: 0,
             producers: Producers::default(),
+            txns: PartitionTxns::default(),
             deleted: false,
         }
     }
@@ -122,8 +139,15 @@ impl PartitionLog {
     /// magic, CRC32C) and, if it has a producer id, against its producer's
     /// sequence numbers, before anything is stored, so a refused request
     /// stores nothing; a batch its producer resent stores nothing either,
-    /// and the answer says where it was stored first.
-    pub fn append(&mut self, records: &Bytes, max_bytes: usize) -> Result<Appended, AppendError> {
+    /// and the answer says where it was stored first. Transactional
+    /// batches are stored only from `txn`, the (producer id, epoch) whose
+    /// ongoing transaction the caller found this partition in.
+    pub fn append(
+        &mut self,
+        records: &Bytes,
+        max_bytes: usize,
+        txn: Option<(i64, i16)>,
+    ) -> Result<Appended, AppendError> {
         if records.len() > max_bytes {
             return Err(AppendError::TooLarge);
         }
@@ -150,9 +174,15 @@ impl PartitionLog {
             if info.record_count <= 0 || !check.is_empty() {
                 return Err(AppendError::Corrupt);
             }
-            if info.transactional || info.control {
+            if info.control {
+                return Err(AppendError::Control);
+            }
+            if info.transactional && txn != Some((info.producer_id, info.producer_epoch)) {
                 return Err(AppendError::Transactional);
             }
+            let txn_batch = info.transactional.then_some(TxnBatch::Data {
+                producer_id: info.producer_id,
+            });
             let delta = batch
                 .get(LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4)
                 .map(|d| i32::from_be_bytes([d[0], d[1], d[2], d[3]]))
@@ -163,7 +193,7 @@ impl PartitionLog {
                 info.base_sequence,
                 delta,
             );
-            pieces.push((batch, i64::from(info.record_count), producer));
+            pieces.push((batch, i64::from(info.record_count), producer, txn_batch));
         }
         if pieces.is_empty() {
             return Err(AppendError::Corrupt);
@@ -184,47 +214,111 @@ impl PartitionLog {
             }
         }
         let base = self.log_end();
-        let mut next = base;
-        for (batch, count, producer) in pieces {
-            let mut bytes = BytesMut::from(&batch[..]);
-            bytes[..8].copy_from_slice(&next.to_be_bytes());
-            self.bytes += bytes.len() as u64;
-            if let Some(p) = producer {
-                self.producers.record(p, next, next + count);
-            }
-            self.batches.push(StoredBatch {
-                base: next,
-                end: next + count,
-                bytes: bytes.freeze(),
-                producer,
-            });
-            next += count;
+        for (batch, count, producer, txn) in pieces {
+            self.store(batch, count, producer, txn);
         }
-        if let Some(i) = self.leader.and_then(|l| self.replica_index(l)) {
-            self.replica_leo[i] = next;
-        }
-        self.advance_hw();
+        let end = self.leader_appended();
         Ok(Appended {
             base,
-            end: next,
+            end,
             duplicate: false,
         })
     }
 
+    /// Stores one batch at the log end; returns its base offset.
+    fn store(
+        &mut self,
+        batch: Bytes,
+        count: i64,
+        producer: Option<ProducerBatch>,
+        txn: Option<TxnBatch>,
+    ) -> i64 {
+        let base = self.log_end();
+        let mut bytes = BytesMut::from(&batch[..]);
+        bytes[..8].copy_from_slice(&base.to_be_bytes());
+        self.bytes += bytes.len() as u64;
+        if let Some(p) = producer {
+            self.producers.record(p, base, base + count);
+        }
+        if let Some(t) = txn {
+            self.note(t, base);
+        }
+        self.batches.push(StoredBatch {
+            base,
+            end: base + count,
+            bytes: bytes.freeze(),
+            producer,
+            txn,
+        });
+        base
+    }
+
+    /// Takes note of a transactional batch at `base`, for the readers and
+    /// the producers' epochs.
+    fn note(&mut self, txn: TxnBatch, base: i64) {
+        if let TxnBatch::Marker {
+            producer_id, epoch, ..
+        } = txn
+        {
+            self.producers.end_transaction(producer_id, epoch);
+        }
+        self.txns.record(txn, base);
+    }
+
+    /// The leader has the log up to its end: its replica's log end moves,
+    /// and the high watermark with it if nobody else is in sync. Returns
+    /// the log end.
+    fn leader_appended(&mut self) -> i64 {
+        let end = self.log_end();
+        if let Some(i) = self.leader.and_then(|l| self.replica_index(l)) {
+            self.replica_leo[i] = end;
+        }
+        self.advance_hw();
+        end
+    }
+
+    /// Appends the coordinator's marker ending `producer_id`'s transaction
+    /// (COMMIT if `commit`, else ABORT) at `epoch`; returns the log end
+    /// after it.
+    pub fn append_marker(&mut self, producer_id: i64, epoch: i16, commit: bool) -> i64 {
+        let marker = TxnBatch::Marker {
+            producer_id,
+            epoch,
+            commit,
+        };
+        self.store(
+            marker_batch(producer_id, epoch, commit),
+            1,
+            None,
+            Some(marker),
+        );
+        self.leader_appended()
+    }
+
     /// Cuts the log back to `end` (a new leader's log end): batches past it
-    /// go, and no replica is counted as having more.
-    pub fn truncate(&mut self, end: i64) {
+    /// go, and no replica is counted as having more. A transaction marker
+    /// cut off is written again at the new log end, as Kafka's coordinator
+    /// sends it to the new leader until it is stored: its transaction has
+    /// ended, and its records there must not stay unstable. Returns whether
+    /// a marker was written again (the caller replicates it).
+    pub fn truncate(&mut self, end: i64) -> bool {
         let keep = self.batches.partition_point(|b| b.end <= end);
-        let cut = keep < self.batches.len();
-        for b in self.batches.drain(keep..) {
+        let cut: Vec<StoredBatch> = self.batches.drain(keep..).collect();
+        for b in &cut {
             self.bytes -= b.bytes.len() as u64;
         }
-        if cut {
-            // The producers' state is what the batches left say.
+        if !cut.is_empty() {
+            // The producers' and transactions' state is what the batches
+            // left say.
             self.producers.clear();
-            for b in &self.batches {
-                if let Some(p) = b.producer {
-                    self.producers.record(p, b.base, b.end);
+            self.txns.clear();
+            for i in 0..self.batches.len() {
+                let (base, end) = (self.batches[i].base, self.batches[i].end);
+                if let Some(p) = self.batches[i].producer {
+                    self.producers.record(p, base, end);
+                }
+                if let Some(t) = self.batches[i].txn {
+                    self.note(t, base);
                 }
             }
         }
@@ -233,6 +327,21 @@ impl PartitionLog {
             *leo = (*leo).min(end);
         }
         self.hw = self.hw.min(end);
+        let mut rewritten = false;
+        for b in cut {
+            if let Some(TxnBatch::Marker {
+                producer_id,
+                epoch,
+                commit,
+            }) = b.txn
+            {
+                if self.txns.is_open(producer_id) {
+                    self.append_marker(producer_id, epoch, commit);
+                    rewritten = true;
+                }
+            }
+        }
+        rewritten
     }
 
     /// Moves the high watermark to the lowest log end in the ISR; returns
@@ -248,18 +357,41 @@ impl PartitionLog {
         if lowest > self.hw {
             self.hw = lowest;
             self.hw_moved_at = Some(Instant::now());
+            self.txns.settle(self.hw);
             true
         } else {
             false
         }
     }
 
-    /// Batches from the one holding `offset`, below the high watermark, up
-    /// to `max_bytes`; the first batch is returned whole even if larger, as
-    /// Kafka does, so that a consumer can always make progress (with a
-    /// `max_bytes` of 0 nothing is returned).
-    pub fn read(&self, offset: i64, max_bytes: usize) -> Bytes {
-        let batches = self.readable(offset, max_bytes);
+    /// The last stable offset: a committed reader reads below it.
+    pub fn last_stable(&self) -> i64 {
+        self.txns.last_stable(self.hw)
+    }
+
+    /// The highest offset a reader may read below: the high watermark, or
+    /// for one that reads only committed records, the last stable offset.
+    pub fn read_limit(&self, committed_only: bool) -> i64 {
+        if committed_only {
+            self.last_stable()
+        } else {
+            self.hw
+        }
+    }
+
+    /// The aborted transactions that a read from `offset` up to `limit`
+    /// meets, for a reader that skips them.
+    pub fn aborted_in(&self, offset: i64, limit: i64) -> Vec<AbortedTxn> {
+        self.txns.aborted_in(offset, limit)
+    }
+
+    /// Batches from the one holding `offset`, wholly below `limit` (see
+    /// [`read_limit`](Self::read_limit)), up to `max_bytes`; the first
+    /// batch is returned whole even if larger, as Kafka does, so that a
+    /// consumer can always make progress (with a `max_bytes` of 0 nothing
+    /// is returned).
+    pub fn read(&self, offset: i64, max_bytes: usize, limit: i64) -> Bytes {
+        let batches = self.readable(offset, max_bytes, limit);
         let mut out = BytesMut::with_capacity(batches.iter().map(|b| b.bytes.len()).sum());
         for b in batches {
             out.extend_from_slice(&b.bytes);
@@ -268,20 +400,19 @@ impl PartitionLog {
     }
 
     /// How many bytes [`read`](Self::read) would return.
-    pub fn read_len(&self, offset: i64, max_bytes: usize) -> usize {
-        self.readable(offset, max_bytes)
+    pub fn read_len(&self, offset: i64, max_bytes: usize, limit: i64) -> usize {
+        self.readable(offset, max_bytes, limit)
             .iter()
             .map(|b| b.bytes.len())
             .sum()
     }
 
-    fn readable(&self, offset: i64, max_bytes: usize) -> &[StoredBatch] {
+    fn readable(&self, offset: i64, max_bytes: usize, limit: i64) -> &[StoredBatch] {
         let start = self.first_batch(offset);
         let mut len = 0;
         let mut end = start;
         for b in &self.batches[start..] {
-            if b.end > self.hw || max_bytes == 0 || (end > start && len + b.bytes.len() > max_bytes)
-            {
+            if b.end > limit || max_bytes == 0 || (end > start && len + b.bytes.len() > max_bytes) {
                 break;
             }
             len += b.bytes.len();
@@ -326,6 +457,55 @@ impl PartitionLog {
     }
 }
 
+/// The producer id and epoch of the first batch in `records`, if it is
+/// transactional (a request's batches for one partition come from one
+/// producer); what the caller checks with the transaction coordinator
+/// before the append, which checks every batch.
+pub fn transactional_producer(records: &[u8]) -> Option<(i64, i16)> {
+    let attributes = *records.get(ATTRIBUTES + 1)?;
+    if attributes & TRANSACTIONAL == 0 {
+        return None;
+    }
+    let epoch = records.get(PRODUCER_EPOCH..PRODUCER_EPOCH + 2)?;
+    Some((
+        header_i64(records, PRODUCER_ID),
+        i16::from_be_bytes([epoch[0], epoch[1]]),
+    ))
+}
+
+/// A control batch holding the marker that ends `producer_id`'s
+/// transaction: one record whose key is the marker's version (0) and type
+/// (0 ABORT, 1 COMMIT) and whose value is its version and the
+/// coordinator's epoch (0: one coordinator for the cluster's life).
+fn marker_batch(producer_id: i64, epoch: i16, commit: bool) -> Bytes {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let marker = Record {
+        transactional: true,
+        control: true,
+        partition_leader_epoch: 0,
+        producer_id,
+        producer_epoch: epoch,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: now_ms,
+        key: Some(Bytes::copy_from_slice(&[0, 0, 0, u8::from(commit)])),
+        value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
+        headers: Default::default(),
+        delete_horizon: false,
+    };
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, [&marker], &options)
+        .expect("a one-record uncompressed batch encodes");
+    buf.freeze()
+}
+
 /// The big-endian `i64` at `at` in a batch's header (its bytes were checked
 /// to hold a whole v2 header when it was stored).
 fn header_i64(bytes: &[u8], at: usize) -> i64 {
@@ -354,7 +534,7 @@ fn first_record_at_or_after(batch: &StoredBatch, timestamp: i64) -> (i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::client::{batch, idempotent_batch, timed_batch};
+    use crate::wire::client::{batch, idempotent_batch, timed_batch, transactional_batch, values};
 
     #[test]
     fn appends_assign_offsets_and_reads_stop_at_the_high_watermark() {
@@ -362,16 +542,16 @@ mod tests {
         let mut log = PartitionLog::new(vec![0, 1], now);
         let first = batch(&[b"a", b"b"]);
         assert_eq!(
-            log.append(&first, 1 << 20).map(|a| (a.base, a.end)),
+            log.append(&first, 1 << 20, None).map(|a| (a.base, a.end)),
             Ok((0, 2))
         );
         assert_eq!(
-            log.append(&batch(&[b"c"]), 1 << 20)
+            log.append(&batch(&[b"c"]), 1 << 20, None)
                 .map(|a| (a.base, a.end)),
             Ok((2, 3))
         );
         // The follower has nothing yet.
-        assert_eq!((log.hw, log.read_len(0, 1 << 20)), (0, 0));
+        assert_eq!((log.hw, log.read_len(0, 1 << 20, log.hw)), (0, 0));
         assert_eq!(log.hw_moved_at, None);
         log.replica_leo[1] = 2;
         assert!(log.advance_hw());
@@ -380,15 +560,15 @@ mod tests {
         let moved = log.hw_moved_at;
         assert!(!log.advance_hw());
         assert_eq!(log.hw_moved_at, moved);
-        let read = log.read(0, 1 << 20);
+        let read = log.read(0, 1 << 20, log.hw);
         assert_eq!(read.len(), first.len());
         // Byte-exact but for the base offset, which was already 0.
         assert_eq!(read, first);
         log.replica_leo[1] = 3;
         log.advance_hw();
-        let second = log.read(2, 1 << 20);
+        let second = log.read(2, 1 << 20, log.hw);
         assert_eq!(&second[..8], &2i64.to_be_bytes());
-        assert_eq!(log.read(0, 1 << 20).len(), log.bytes as usize);
+        assert_eq!(log.read(0, 1 << 20, log.hw).len(), log.bytes as usize);
         // From inside the log: the batch holding the offset on.
         let from_two: usize = log
             .batches
@@ -396,12 +576,12 @@ mod tests {
             .filter(|b| b.end > 2)
             .map(|b| b.bytes.len())
             .sum();
-        assert_eq!(log.read_len(2, 1 << 20), from_two);
+        assert_eq!(log.read_len(2, 1 << 20, log.hw), from_two);
         // The first batch whole, even past the limit; then whole batches.
         let one = log.batches[0].bytes.len();
-        assert_eq!(log.read_len(0, 1), one);
-        assert_eq!(log.read_len(0, one + 1), one);
-        assert_eq!(log.read_len(0, 0), 0);
+        assert_eq!(log.read_len(0, 1, log.hw), one);
+        assert_eq!(log.read_len(0, one + 1, log.hw), one);
+        assert_eq!(log.read_len(0, 0, log.hw), 0);
     }
 
     #[test]
@@ -412,16 +592,19 @@ mod tests {
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
         assert_eq!(
-            log.append(&bad.freeze(), 1 << 20),
+            log.append(&bad.freeze(), 1 << 20, None),
             Err(AppendError::Corrupt)
         );
         let truncated = good.slice(..good.len() - 3);
-        assert_eq!(log.append(&truncated, 1 << 20), Err(AppendError::Corrupt));
         assert_eq!(
-            log.append(&Bytes::new(), 1 << 20),
+            log.append(&truncated, 1 << 20, None),
             Err(AppendError::Corrupt)
         );
-        assert_eq!(log.append(&good, 4), Err(AppendError::TooLarge));
+        assert_eq!(
+            log.append(&Bytes::new(), 1 << 20, None),
+            Err(AppendError::Corrupt)
+        );
+        assert_eq!(log.append(&good, 4, None), Err(AppendError::TooLarge));
         assert!(log.batches.is_empty());
     }
 
@@ -431,33 +614,39 @@ mod tests {
         let first = idempotent_batch(&[b"a", b"b"], 42, 0, 0);
         let second = idempotent_batch(&[b"c"], 42, 0, 2);
         let stored = |a: Result<Appended, AppendError>| a.map(|a| (a.base, a.end, a.duplicate));
-        assert_eq!(stored(log.append(&first, 1 << 20)), Ok((0, 2, false)));
-        assert_eq!(stored(log.append(&second, 1 << 20)), Ok((2, 3, false)));
-        assert_eq!(stored(log.append(&first, 1 << 20)), Ok((0, 2, true)));
+        assert_eq!(stored(log.append(&first, 1 << 20, None)), Ok((0, 2, false)));
+        assert_eq!(
+            stored(log.append(&second, 1 << 20, None)),
+            Ok((2, 3, false))
+        );
+        assert_eq!(stored(log.append(&first, 1 << 20, None)), Ok((0, 2, true)));
         assert_eq!(log.batches.len(), 2);
         // Out of order, from a fenced epoch, transactional: nothing stored.
         let gap = idempotent_batch(&[b"x"], 42, 0, 5);
         assert_eq!(
-            log.append(&gap, 1 << 20),
+            log.append(&gap, 1 << 20, None),
             Err(AppendError::OutOfOrderSequence)
         );
         let old = idempotent_batch(&[b"x"], 42, 0, 3);
-        log.append(&idempotent_batch(&[b"d"], 42, 1, 0), 1 << 20)
+        log.append(&idempotent_batch(&[b"d"], 42, 1, 0), 1 << 20, None)
             .unwrap();
         assert_eq!(
-            log.append(&old, 1 << 20),
+            log.append(&old, 1 << 20, None),
             Err(AppendError::InvalidProducerEpoch)
         );
         assert_eq!(log.batches.len(), 3);
         // A new leader without the last two batches: the producer's state
         // is the first batch's again, so the second is new there.
         log.truncate(2);
-        assert_eq!(stored(log.append(&first, 1 << 20)), Ok((0, 2, true)));
-        assert_eq!(stored(log.append(&second, 1 << 20)), Ok((2, 3, false)));
+        assert_eq!(stored(log.append(&first, 1 << 20, None)), Ok((0, 2, true)));
+        assert_eq!(
+            stored(log.append(&second, 1 << 20, None)),
+            Ok((2, 3, false))
+        );
         assert_eq!(log.producers.len(), 1);
         // A producer without idempotence is not tracked.
-        log.append(&batch(&[b"e"]), 1 << 20).unwrap();
-        log.append(&batch(&[b"e"]), 1 << 20).unwrap();
+        log.append(&batch(&[b"e"]), 1 << 20, None).unwrap();
+        log.append(&batch(&[b"e"]), 1 << 20, None).unwrap();
         assert_eq!(log.batches.len(), 4);
     }
 
@@ -467,9 +656,10 @@ mod tests {
         log.append(
             &timed_batch(&[(100, b"a"), (300, b"b"), (200, b"c")]),
             1 << 20,
+            None,
         )
         .unwrap();
-        log.append(&timed_batch(&[(250, b"d"), (400, b"e")]), 1 << 20)
+        log.append(&timed_batch(&[(250, b"d"), (400, b"e")]), 1 << 20, None)
             .unwrap();
         // Nothing is committed yet: nothing is found.
         assert_eq!(log.offset_for_timestamp(0), None);
@@ -487,5 +677,87 @@ mod tests {
         assert_eq!(log.offset_for_timestamp(350), Some((4, 400)));
         assert_eq!(log.offset_for_timestamp(401), None);
         assert_eq!(log.offset_of_max_timestamp(), Some((4, 400)));
+    }
+
+    #[test]
+    fn committed_readers_stop_at_open_transactions_and_learn_the_aborted_ones() {
+        let mut log = PartitionLog::new(vec![0, 1], Instant::now());
+        let txn = transactional_batch(&[b"t1", b"t2"], 5, 0, 0);
+        // Only from the producer whose transaction holds the partition,
+        // and never a control batch from a client.
+        assert_eq!(
+            log.append(&txn, 1 << 20, None),
+            Err(AppendError::Transactional)
+        );
+        assert_eq!(
+            log.append(&txn, 1 << 20, Some((5, 1))),
+            Err(AppendError::Transactional)
+        );
+        assert_eq!(transactional_producer(&txn), Some((5, 0)));
+        assert_eq!(transactional_producer(&batch(&[b"x"])), None);
+        log.append(&batch(&[b"plain"]), 1 << 20, None).unwrap();
+        log.append(&txn, 1 << 20, Some((5, 0))).unwrap();
+        log.append(&batch(&[b"after"]), 1 << 20, None).unwrap();
+        log.replica_leo[1] = log.log_end();
+        log.advance_hw();
+        assert_eq!(log.hw, 4);
+        // Read uncommitted: everything; committed: up to the open
+        // transaction's first record.
+        assert_eq!(log.read_limit(false), 4);
+        assert_eq!(log.last_stable(), 1);
+        let committed = log.read(0, 1 << 20, log.read_limit(true));
+        assert_eq!(values(&committed), vec![(0, b"plain".to_vec())]);
+        // Aborted: the marker ends it, and once the marker is replicated
+        // the records are past the stable offset, listed as aborted.
+        let end = log.append_marker(5, 0, false);
+        assert_eq!((end, log.last_stable()), (5, 1));
+        let marker = log.batches.last().unwrap().bytes.clone();
+        assert!(RecordBatchDecoder::decode_batch_info(&mut marker.clone()).unwrap()[0].control);
+        log.replica_leo[1] = end;
+        log.advance_hw();
+        assert_eq!(log.last_stable(), 5);
+        let aborted = AbortedTxn {
+            producer_id: 5,
+            first: 1,
+            last: 4,
+        };
+        assert_eq!(log.aborted_in(0, 5), vec![aborted]);
+        assert_eq!(log.aborted_in(5, 5), vec![]);
+        // The producer's next transaction continues its sequence numbers;
+        // a marker at a newer epoch (an abort at its timeout) fences the
+        // old one.
+        let next = transactional_batch(&[b"t3"], 5, 0, 2);
+        log.append(&next, 1 << 20, Some((5, 0))).unwrap();
+        log.append_marker(5, 1, false);
+        let late = transactional_batch(&[b"t4"], 5, 0, 3);
+        assert_eq!(
+            log.append(&late, 1 << 20, Some((5, 0))),
+            Err(AppendError::InvalidProducerEpoch)
+        );
+    }
+
+    #[test]
+    fn a_marker_cut_off_by_a_new_leader_is_written_again() {
+        let mut log = PartitionLog::new(vec![0, 1], Instant::now());
+        let txn = transactional_batch(&[b"t"], 9, 2, 0);
+        log.append(&txn, 1 << 20, Some((9, 2))).unwrap();
+        log.replica_leo[1] = 1;
+        log.advance_hw();
+        log.append_marker(9, 2, true);
+        // The follower, which has the records but not the marker, leads.
+        log.leader = Some(1);
+        assert!(log.truncate(1));
+        assert_eq!(log.log_end(), 2, "the marker again");
+        assert_eq!(log.last_stable(), 0, "until it is replicated");
+        log.replica_leo[0] = 2;
+        log.advance_hw();
+        assert_eq!(log.last_stable(), 2);
+        assert_eq!(log.aborted_in(0, 2), vec![]);
+        // Nothing is written again when the records went too.
+        let mut log = PartitionLog::new(vec![0, 1], Instant::now());
+        log.append(&txn, 1 << 20, Some((9, 2))).unwrap();
+        log.append_marker(9, 2, true);
+        assert!(!log.truncate(0));
+        assert_eq!(log.log_end(), 0);
     }
 }

@@ -4,8 +4,9 @@
 //! simulated followers that replicate them and move the high watermark.
 //! It answers decoded requests (the [`Service`](crate::wire::Service)
 //! behind the wire front: `service.rs` for data, `group_service.rs` and
-//! `group_admin.rs` for consumer groups, `admin.rs` for producer ids and
-//! topics) and knows nothing of sockets.
+//! `group_admin.rs` for consumer groups, `txn_service.rs` for
+//! transactions, `admin.rs` for producer ids and topics) and knows
+//! nothing of sockets.
 
 mod admin;
 mod checks;
@@ -14,10 +15,13 @@ mod group_service;
 mod groups;
 mod log;
 mod ops;
+mod partition_txns;
 mod producers;
 mod replication;
 mod service;
 mod topics;
+mod txn_service;
+mod txns;
 
 pub use checks::Checks;
 pub use groups::{GroupConfig, GroupState};
@@ -113,6 +117,9 @@ pub struct LiveCluster {
     /// Consumer groups, served by the leader of each group's offsets
     /// partition.
     pub(crate) groups: Arc<groups::GroupCoordinator>,
+    /// Transactional producers, served by the broker a transactional id
+    /// maps to as a group id does.
+    pub(crate) txns: txns::TxnCoordinator,
     /// Host and port each broker is reached at (set once bound).
     endpoints: RwLock<Vec<(String, i32)>>,
     stopping: AtomicBool,
@@ -160,6 +167,7 @@ impl LiveCluster {
             .collect();
         let checks = Arc::new(Checks::default());
         let groups = groups::GroupCoordinator::new(cfg.groups.clone(), kind, Arc::clone(&checks));
+        let txns = txns::TxnCoordinator::new(kind, Arc::clone(&checks));
         let crashes = cfg
             .faults
             .iter()
@@ -176,6 +184,7 @@ impl LiveCluster {
             next_producer_id: AtomicI64::new(0),
             checks,
             groups,
+            txns,
             endpoints: RwLock::new(Vec::new()),
             stopping: AtomicBool::new(false),
             replication: parking_lot::Mutex::new(None),
@@ -431,6 +440,7 @@ impl LiveCluster {
         let alive = |b: u32| self.brokers[b as usize].alive.load(Ordering::Acquire);
         let mut moved = Vec::new();
         let mut lost_leader = Vec::new();
+        let mut rewritten = Vec::new();
         for topic in self.topics() {
             for p in &topic.partitions {
                 let mut log = p.log.lock();
@@ -442,7 +452,17 @@ impl LiveCluster {
                     log.epoch += 1;
                     if let Some(i) = next.and_then(|n| log.replica_index(n)) {
                         let end = log.replica_leo[i];
-                        log.truncate(end);
+                        if log.truncate(end) {
+                            // A transaction marker written again at the new
+                            // leader goes to its followers.
+                            let followers: Vec<u32> = log
+                                .replicas
+                                .iter()
+                                .copied()
+                                .filter(|&r| Some(r) != log.leader && alive(r))
+                                .collect();
+                            rewritten.push((Arc::clone(p), followers, log.log_end()));
+                        }
                     }
                     if log.leader.is_none() {
                         log.isr.clear();
@@ -456,6 +476,9 @@ impl LiveCluster {
         for key in lost_leader {
             broker.produce.cancel_for_key(&key);
             broker.fetch.cancel_for_key(&key);
+        }
+        for (p, followers, end) in rewritten {
+            self.replicate_later(&p, &followers, end);
         }
         self.check_moved(moved);
         tracing::info!(broker = dead, "broker crashed");
@@ -499,6 +522,33 @@ impl LiveCluster {
         (0..rf).map(|r| (p + r) % n).find(|&b| alive(b))
     }
 
+    /// The broker coordinating transactional id `id`: chosen as a group's
+    /// coordinator is (Kafka hashes both over 50 partitions of a log).
+    pub fn txn_coordinator(&self, id: &str) -> Option<u32> {
+        self.group_coordinator(id)
+    }
+
+    /// Sends markers the transaction coordinator wrote to the followers,
+    /// and checks the purgatories where a high watermark moved.
+    pub(crate) fn replicate_markers(&self, written: Vec<txns::Written>) {
+        let mut moved = Vec::new();
+        for (p, followers, end, hw_moved) in written {
+            if !followers.is_empty() {
+                self.replicate_later(&p, &followers, end);
+            }
+            if hw_moved {
+                moved.push(p);
+            }
+        }
+        self.check_moved(moved);
+    }
+
+    /// Transaction `number` of `id` outlived its timeout: aborted.
+    pub(crate) fn txn_timed_out(&self, id: &str, number: u64) {
+        let written = self.txns.timed_out(self, id, number);
+        self.replicate_markers(written);
+    }
+
     /// Checks the leader's produce and fetch purgatories for each partition.
     pub(crate) fn check_moved(&self, partitions: Vec<Arc<Partition>>) {
         for p in partitions {
@@ -517,6 +567,7 @@ impl LiveCluster {
             .map(|b| b.produce.delayed() + b.fetch.delayed())
             .sum::<usize>()
             + self.groups.pending()
+            + self.txns.pending()
     }
 
     /// Watch entries the purgatories still hold.
@@ -526,6 +577,7 @@ impl LiveCluster {
             .map(|b| b.produce.watched() + b.fetch.watched())
             .sum::<usize>()
             + self.groups.watched()
+            + self.txns.watched()
     }
 
     /// Stops replication and answers every parked request (the shutdown
@@ -544,5 +596,6 @@ impl LiveCluster {
             b.fetch.shutdown();
         }
         self.groups.shutdown();
+        self.txns.shutdown();
     }
 }

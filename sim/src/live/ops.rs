@@ -3,6 +3,7 @@
 //! touches, answered with per-partition results.
 
 use super::checks::Checks;
+use super::partition_txns::AbortedTxn;
 use super::topics::Partition;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -87,15 +88,22 @@ pub struct FetchPart {
     pub partition: Arc<Partition>,
     pub offset: i64,
     pub max_bytes: usize,
+    /// `isolation.level=read_committed`: read below the last stable
+    /// offset, not the high watermark.
+    pub committed_only: bool,
     /// Set on completion: the error code, the batches read, the high
-    /// watermark then.
+    /// watermark and the last stable offset then, and (for a committed
+    /// reader) the aborted transactions the read meets.
     pub error: i16,
     pub records: Bytes,
     pub hw: i64,
+    pub last_stable: i64,
+    pub aborted: Vec<AbortedTxn>,
 }
 
 /// A fetch waiting until `min_bytes` are readable below the high watermarks
-/// of its partitions, or `max_wait`.
+/// of its partitions (the last stable offsets, for a committed reader), or
+/// `max_wait`.
 pub struct WireFetch {
     pub broker: u32,
     pub parts: Vec<FetchPart>,
@@ -125,7 +133,8 @@ impl DelayedOperation for WireFetch {
             if log.leader != Some(self.broker) {
                 return true;
             }
-            let len = log.read_len(part.offset, part.max_bytes.min(budget));
+            let limit = log.read_limit(part.committed_only);
+            let len = log.read_len(part.offset, part.max_bytes.min(budget), limit);
             budget = budget.saturating_sub(len);
             readable += len as u64;
         }
@@ -140,6 +149,7 @@ impl DelayedOperation for WireFetch {
         for part in &mut self.parts {
             let log = part.partition.log.lock();
             part.hw = log.hw;
+            part.last_stable = log.last_stable();
             if log.deleted {
                 part.error = ResponseError::UnknownTopicOrPartition.code();
                 continue;
@@ -153,7 +163,11 @@ impl DelayedOperation for WireFetch {
             if budget == 0 {
                 continue;
             }
-            part.records = log.read(part.offset, part.max_bytes.min(budget));
+            let limit = log.read_limit(part.committed_only);
+            part.records = log.read(part.offset, part.max_bytes.min(budget), limit);
+            if part.committed_only {
+                part.aborted = log.aborted_in(part.offset, limit);
+            }
             budget = budget.saturating_sub(part.records.len());
             if outcome == Outcome::Completed && !part.records.is_empty() {
                 self.readable_since = self.readable_since.max(log.hw_moved_at);

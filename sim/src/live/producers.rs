@@ -170,6 +170,21 @@ impl Producers {
         });
     }
 
+    /// A transaction marker written at `epoch` for `producer_id`: a newer
+    /// epoch than its batches' (the coordinator aborted its transaction
+    /// and fenced it) makes its next batch start at 0 in that epoch, and
+    /// refuses the older epoch's.
+    pub fn end_transaction(&mut self, producer_id: i64, epoch: i16) {
+        let p = self.by_id.entry(producer_id).or_insert(Producer {
+            epoch,
+            batches: VecDeque::with_capacity(BATCHES_RETAINED),
+        });
+        if epoch > p.epoch {
+            p.epoch = epoch;
+            p.batches.clear();
+        }
+    }
+
     /// Forgets everything: the caller records the batches that are left.
     pub fn clear(&mut self) {
         self.by_id.clear();

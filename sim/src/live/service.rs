@@ -5,14 +5,16 @@
 //! handle.
 
 use super::checks::Checks;
-use super::log::AppendError;
+use super::log::{transactional_producer, AppendError};
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::LiveCluster;
 use crate::wire::Service;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -22,8 +24,8 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, RequestKind,
-    ResponseKind, TopicName,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, ProducerId, RequestHeader,
+    RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use purgatory::Outcome;
@@ -45,9 +47,11 @@ pub struct BrokerService {
 /// FindCoordinator v4 and OffsetFetch v8 ask about several groups at once,
 /// which is not built; OffsetCommit v9 and JoinGroup v8 belong to the newer
 /// consumer protocol's era and are left out too. CreateTopics starts at v2,
-/// the first the codecs have; InitProducerId v5 belongs to the second
-/// version of transactions, which are not served.
-pub const APIS: [(ApiKey, i16, i16); 16] = [
+/// the first the codecs have. InitProducerId v5, EndTxn v4 and later and
+/// AddPartitionsToTxn v4 and later belong to the second version of
+/// transactions (and brokers' batched verification), not served: clients
+/// run the first.
+pub const APIS: [(ApiKey, i16, i16); 20] = [
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
@@ -62,6 +66,10 @@ pub const APIS: [(ApiKey, i16, i16); 16] = [
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
+    (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
 ];
@@ -125,12 +133,24 @@ impl Service for BrokerService {
             }
             RequestKind::InitProducerId(r) => {
                 Checks::bump(&self.checks().init_producer_id_requests);
-                Some(ResponseKind::InitProducerId(self.init_producer_id(r)))
+                Some(ResponseKind::InitProducerId(
+                    self.init_producer_id(r, version),
+                ))
             }
             RequestKind::CreateTopics(r) => {
                 Checks::bump(&self.checks().admin_requests);
                 Some(ResponseKind::CreateTopics(self.create_topics(r, version)))
             }
+            RequestKind::AddPartitionsToTxn(r) => Some(ResponseKind::AddPartitionsToTxn(
+                self.add_partitions_to_txn(r, version),
+            )),
+            RequestKind::AddOffsetsToTxn(r) => Some(ResponseKind::AddOffsetsToTxn(
+                self.add_offsets_to_txn(r, version),
+            )),
+            RequestKind::EndTxn(r) => Some(ResponseKind::EndTxn(self.end_txn(r, version))),
+            RequestKind::TxnOffsetCommit(r) => Some(ResponseKind::TxnOffsetCommit(
+                self.txn_offset_commit(r, version),
+            )),
             RequestKind::DeleteTopics(r) => {
                 Checks::bump(&self.checks().admin_requests);
                 Some(ResponseKind::DeleteTopics(self.delete_topics(r)))
@@ -142,11 +162,11 @@ impl Service for BrokerService {
 }
 
 impl BrokerService {
-    fn checks(&self) -> &Checks {
+    pub(crate) fn checks(&self) -> &Checks {
         &self.cluster.checks
     }
 
-    fn partition(&self, topic: &str, index: i32) -> Result<Arc<Partition>, i16> {
+    pub(crate) fn partition(&self, topic: &str, index: i32) -> Result<Arc<Partition>, i16> {
         self.cluster
             .topic(topic)
             .and_then(|t| {
@@ -248,6 +268,7 @@ impl BrokerService {
 
     fn list_offsets(&self, r: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
         Checks::bump(&self.checks().list_offsets_requests);
+        let committed_only = r.isolation_level == 1;
         let mut response = ListOffsetsResponse::default();
         response.topics = r
             .topics
@@ -276,9 +297,10 @@ impl BrokerService {
                                     }
                                     let found = match q.timestamp {
                                         -2 => Some((0, -1)),
-                                        // Latest: the high watermark, which
-                                        // is also the last stable offset.
-                                        -1 => Some((log.hw, -1)),
+                                        // Latest: the high watermark, or the
+                                        // last stable offset for a reader of
+                                        // committed records.
+                                        -1 => Some((log.read_limit(committed_only), -1)),
                                         -3 if version >= 7 => log.offset_of_max_timestamp(),
                                         t if t >= 0 => log.offset_for_timestamp(t),
                                         _ => {
@@ -433,43 +455,18 @@ impl BrokerService {
     ) -> Result<i64, i16> {
         let p = self.partition(topic, index)?;
         let records = records.ok_or(code(ResponseError::CorruptMessage))?;
-        let (base, end, followers, hw_moved) = {
-            let mut log = p.log.lock();
-            if log.deleted {
-                return Err(code(ResponseError::UnknownTopicOrPartition));
+        // A transactional producer's batches go in only while its
+        // transaction holds the partition, and the transaction cannot end
+        // (its marker be written) until they are in.
+        let (base, end, followers, hw_moved) = match transactional_producer(&records) {
+            Some((producer_id, epoch)) => {
+                self.cluster
+                    .txns
+                    .append_in(producer_id, epoch, p.key, || {
+                        self.append_locked(&p, &records, acks, Some((producer_id, epoch)))
+                    })??
             }
-            if log.leader != Some(self.id) {
-                return Err(code(ResponseError::NotLeaderOrFollower));
-            }
-            if acks == -1 && log.isr.len() < self.cluster.cfg.min_insync as usize {
-                return Err(code(ResponseError::NotEnoughReplicas));
-            }
-            let hw = log.hw;
-            let appended = log
-                .append(&records, self.cluster.cfg.message_max_bytes)
-                .map_err(|e| match e {
-                    AppendError::Corrupt => code(ResponseError::CorruptMessage),
-                    AppendError::TooLarge => code(ResponseError::MessageTooLarge),
-                    AppendError::OutOfOrderSequence => {
-                        code(ResponseError::OutOfOrderSequenceNumber)
-                    }
-                    AppendError::InvalidProducerEpoch => code(ResponseError::InvalidProducerEpoch),
-                    AppendError::Transactional => code(ResponseError::InvalidTxnState),
-                })?;
-            if appended.duplicate {
-                Checks::bump(&self.checks().duplicates);
-            }
-            // A resent batch adds nothing to replicate.
-            let followers: Vec<u32> = if appended.duplicate {
-                Vec::new()
-            } else {
-                log.replicas
-                    .iter()
-                    .copied()
-                    .filter(|&r| Some(r) != log.leader)
-                    .collect()
-            };
-            (appended.base, appended.end, followers, log.hw != hw)
+            None => self.append_locked(&p, &records, acks, None)?,
         };
         if !followers.is_empty() {
             self.cluster.replicate_later(&p, &followers, end);
@@ -486,6 +483,56 @@ impl BrokerService {
             });
         }
         Ok(base)
+    }
+
+    /// The append itself, under the partition's lock: (base offset, log
+    /// end, the followers to send it to, whether the high watermark moved).
+    fn append_locked(
+        &self,
+        p: &Partition,
+        records: &Bytes,
+        acks: i16,
+        txn: Option<(i64, i16)>,
+    ) -> Result<(i64, i64, Vec<u32>, bool), i16> {
+        {
+            let mut log = p.log.lock();
+            if log.deleted {
+                return Err(code(ResponseError::UnknownTopicOrPartition));
+            }
+            if log.leader != Some(self.id) {
+                return Err(code(ResponseError::NotLeaderOrFollower));
+            }
+            if acks == -1 && log.isr.len() < self.cluster.cfg.min_insync as usize {
+                return Err(code(ResponseError::NotEnoughReplicas));
+            }
+            let hw = log.hw;
+            let appended = log
+                .append(records, self.cluster.cfg.message_max_bytes, txn)
+                .map_err(|e| match e {
+                    AppendError::Corrupt => code(ResponseError::CorruptMessage),
+                    AppendError::TooLarge => code(ResponseError::MessageTooLarge),
+                    AppendError::OutOfOrderSequence => {
+                        code(ResponseError::OutOfOrderSequenceNumber)
+                    }
+                    AppendError::InvalidProducerEpoch => code(ResponseError::InvalidProducerEpoch),
+                    AppendError::Transactional => code(ResponseError::InvalidTxnState),
+                    AppendError::Control => code(ResponseError::InvalidRecord),
+                })?;
+            if appended.duplicate {
+                Checks::bump(&self.checks().duplicates);
+            }
+            // A resent batch adds nothing to replicate.
+            let followers: Vec<u32> = if appended.duplicate {
+                Vec::new()
+            } else {
+                log.replicas
+                    .iter()
+                    .copied()
+                    .filter(|&r| Some(r) != log.leader)
+                    .collect()
+            };
+            Ok((appended.base, appended.end, followers, log.hw != hw))
+        }
     }
 
     async fn fetch(&self, r: FetchRequest) -> FetchResponse {
@@ -517,9 +564,12 @@ impl BrokerService {
                         partition: p,
                         offset: q.fetch_offset,
                         max_bytes: usize::try_from(q.partition_max_bytes).unwrap_or(0),
+                        committed_only: r.isolation_level == 1,
                         error: 0,
                         records: Bytes::new(),
                         hw: 0,
+                        last_stable: 0,
+                        aborted: Vec::new(),
                     }),
                     Err(e) => errors.push((topic.topic.clone(), q.partition, e, -1)),
                 }
@@ -574,26 +624,36 @@ impl BrokerService {
         };
         let mut response = FetchResponse::default();
         response.session_id = 0;
+        let committed_only = r.isolation_level == 1;
         let answered = done.parts.into_iter().map(|p| {
+            let aborted = p.aborted.iter().map(|a| {
+                let mut t = AbortedTransaction::default();
+                t.producer_id = ProducerId(a.producer_id);
+                t.first_offset = a.first;
+                t
+            });
             (
                 topic_name(&p.partition.topic),
                 p.partition.index,
                 p.error,
-                p.hw,
+                (p.hw, p.last_stable),
                 p.records,
+                aborted.collect(),
             )
         });
         let errored = errors
             .into_iter()
-            .map(|(t, i, e, hw)| (t, i, e, hw, Bytes::new()));
-        for (topic, index, error, hw, records) in answered.chain(errored) {
+            .map(|(t, i, e, hw)| (t, i, e, (hw, hw), Bytes::new(), Vec::new()));
+        for (topic, index, error, (hw, last_stable), records, aborted) in answered.chain(errored) {
             let mut d = PartitionData::default();
             d.partition_index = index;
             d.error_code = error;
             d.high_watermark = hw;
-            d.last_stable_offset = hw;
+            d.last_stable_offset = last_stable;
             d.log_start_offset = if error == 0 { 0 } else { -1 };
-            d.aborted_transactions = Some(Vec::new());
+            // For a reader of committed records, the aborted transactions
+            // its records meet; none is listed to other readers.
+            d.aborted_transactions = committed_only.then_some(aborted);
             d.preferred_read_replica = BrokerId(-1);
             d.records = Some(records);
             match response.responses.iter_mut().find(|t| t.topic == topic) {

@@ -328,9 +328,31 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.tags()
             })?;
         }
-        // ApiVersions, FindCoordinator (up to v3), Heartbeat and
-        // InitProducerId have no arrays; other APIs are refused before
-        // decoding.
+        ApiKey::AddPartitionsToTxn => {
+            w.string()?; // transactional_id
+            w.skip(8 + 2)?; // producer_id, producer_epoch
+            w.topics(4, |w| w.skip(4))?;
+        }
+        ApiKey::TxnOffsetCommit => {
+            w.string()?; // transactional_id
+            w.string()?; // group_id
+            w.skip(8 + 2)?; // producer_id, producer_epoch
+            if version >= 3 {
+                w.skip(4)?; // generation_id
+                w.string()?; // member_id
+                w.string()?; // group_instance_id
+            }
+            let fixed = 4 + 8 + if version >= 2 { 4 } else { 0 };
+            let min_partition = fixed + w.min_len(2) + w.min_tags();
+            w.topics(min_partition, |w| {
+                w.skip(fixed)?;
+                w.string()?; // committed_metadata
+                w.tags()
+            })?;
+        }
+        // ApiVersions, FindCoordinator (up to v3), Heartbeat,
+        // InitProducerId, AddOffsetsToTxn and EndTxn have no arrays; other
+        // APIs are refused before decoding.
         _ => return Ok(()),
     }
     // The rest (trailing fields, tagged fields) holds no array the

@@ -159,25 +159,34 @@ pub fn batch(values: &[&[u8]]) -> Bytes {
 /// `first_seq` (-1 for all three: a producer without idempotence).
 pub fn idempotent_batch(values: &[&[u8]], producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
     let timed: Vec<(i64, &[u8])> = values.iter().map(|v| (0, *v)).collect();
-    encode_batch(&timed, producer_id, epoch, first_seq)
+    encode_batch(&timed, (producer_id, epoch, first_seq), false)
+}
+
+/// As [`idempotent_batch`], in a transaction of the producer.
+pub fn transactional_batch(
+    values: &[&[u8]],
+    producer_id: i64,
+    epoch: i16,
+    first_seq: i32,
+) -> Bytes {
+    let timed: Vec<(i64, &[u8])> = values.iter().map(|v| (0, *v)).collect();
+    encode_batch(&timed, (producer_id, epoch, first_seq), true)
 }
 
 /// A v2 record batch, uncompressed, of (timestamp in ms, value) records.
 pub fn timed_batch(records: &[(i64, &[u8])]) -> Bytes {
-    encode_batch(records, -1, -1, -1)
+    encode_batch(records, (-1, -1, -1), false)
 }
 
-fn encode_batch(
-    timed: &[(i64, &[u8])],
-    producer_id: i64,
-    producer_epoch: i16,
-    first_seq: i32,
-) -> Bytes {
+/// A batch of `timed` records from `producer` (its id, epoch and first
+/// sequence number), in a transaction if `transactional`.
+fn encode_batch(timed: &[(i64, &[u8])], producer: (i64, i16, i32), transactional: bool) -> Bytes {
+    let (producer_id, producer_epoch, first_seq) = producer;
     let records: Vec<Record> = timed
         .iter()
         .enumerate()
         .map(|(i, (timestamp, v))| Record {
-            transactional: false,
+            transactional,
             control: false,
             partition_leader_epoch: 0,
             producer_id,

@@ -37,6 +37,16 @@
         "a" is away, the errors the first "a" sees once fenced, and how many
         records were read (and read twice).
 
+    confluent_client.py transactions BOOTSTRAP TOPIC
+        Transactions on TOPIC (4 partitions): four of 20 records, committed
+        and aborted in turn; a second producer with the same
+        transactional.id fences the first; a transaction that outlives its
+        timeout; a consume-transform-produce round that commits a group's
+        offsets in the transaction. Prints one JSON line: the records read
+        by committed and uncommitted readers (counted by prefix), the
+        errors the fenced and the timed-out producers got, what the round
+        read and wrote, and what the group reads after it.
+
 Exits 0 when it ran; the caller judges the output.
 """
 import json
@@ -291,10 +301,134 @@ def static(bootstrap, topic, group_id):
     }))
 
 
+def transactions(bootstrap, topic):
+    def producer(txn_id, **extra):
+        p = Producer({
+            "bootstrap.servers": bootstrap,
+            "transactional.id": txn_id,
+            "linger.ms": 5,
+            **extra,
+        })
+        p.init_transactions(30)
+        return p
+
+    def write(p, prefix, count, partitions=4, topic=topic):
+        for i in range(count):
+            p.produce(topic, f"{prefix}-{i}".encode(), partition=i % partitions)
+        # Sent before the end: an abort would drop what is still queued.
+        p.flush(30)
+
+    def read(isolation, topic=topic, partitions=4, quiet=3.0):
+        c = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+        })
+        c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
+        counts = {}
+        last = time.time()
+        while time.time() - last < quiet:
+            msg = c.poll(0.1)
+            if msg is None or msg.error():
+                continue
+            last = time.time()
+            prefix = msg.value().decode().rsplit("-", 1)[0]
+            counts[prefix] = counts.get(prefix, 0) + 1
+        c.close()
+        return counts
+
+    def fails(action):
+        try:
+            action()
+            return None
+        except KafkaException as e:
+            return {"name": e.args[0].name(), "fatal": e.args[0].fatal()}
+
+    first = producer("tx-main")
+    for n, commit in enumerate([True, False, True, False]):
+        first.begin_transaction()
+        write(first, f"t{n}", 20)
+        (first.commit_transaction if commit else first.abort_transaction)(30)
+
+    # A new instance with the same transactional id fences the old one.
+    second = producer("tx-main")
+
+    def zombie():
+        first.begin_transaction()
+        write(first, "zombie", 4)
+        first.commit_transaction(30)
+
+    fenced = fails(zombie)
+    second.begin_transaction()
+    write(second, "second", 8)
+    second.commit_transaction(30)
+
+    # A transaction that outlives its timeout is aborted, its producer fenced.
+    slow = producer("tx-slow", **{"transaction.timeout.ms": 1500})
+    slow.begin_transaction()
+    write(slow, "slow", 12)
+    time.sleep(4)
+    timed_out = fails(lambda: slow.commit_transaction(30))
+
+    # Consume, transform, produce: the output and the consumed offsets
+    # commit together.
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "transform",
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    })
+    consumer.subscribe([topic])
+    seen = []
+    deadline = time.time() + 30
+    while len(seen) < 48 and time.time() < deadline:
+        msg = consumer.poll(0.1)
+        if msg is not None and not msg.error():
+            seen.append(msg.value().decode())
+    transform = producer("tx-transform")
+    transform.begin_transaction()
+    for v in seen:
+        transform.produce(f"{topic}-out", v.upper().encode(), partition=0)
+    assignment = consumer.assignment()
+    transform.send_offsets_to_transaction(
+        consumer.position(assignment), consumer.consumer_group_metadata(), 30)
+    transform.commit_transaction(30)
+    consumer.close()
+    # The group resumes after what the transaction consumed.
+    again = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "transform",
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+    })
+    again.subscribe([topic])
+    read_again = 0
+    deadline = time.time() + 6
+    while time.time() < deadline:
+        msg = again.poll(0.1)
+        if msg is not None and not msg.error():
+            read_again += 1
+    again.close()
+
+    print(json.dumps({
+        "committed": read("read_committed"),
+        "uncommitted": read("read_uncommitted"),
+        "fenced": fenced,
+        "timed_out": timed_out,
+        "transformed": len(seen),
+        "out": read("read_committed", f"{topic}-out", 1),
+        "read_again": read_again,
+    }))
+
+
 if __name__ == "__main__":
     mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "regex":
         regex(bootstrap, topic)
+    elif mode == "transactions":
+        transactions(bootstrap, topic)
     elif mode == "static":
         static(bootstrap, topic, sys.argv[4])
     elif mode == "produce":

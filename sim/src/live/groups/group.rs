@@ -80,6 +80,9 @@ impl Member {
     }
 }
 
+/// Committed offsets: (topic, partition) -> (offset, metadata).
+pub type Offsets = HashMap<(String, i32), (i64, Option<String>)>;
+
 /// One group.
 pub struct Group {
     pub state: GroupState,
@@ -96,8 +99,11 @@ pub struct Group {
     pub pending_ids: HashSet<String>,
     /// Static members: `group.instance.id` -> the member id it holds now.
     pub static_members: HashMap<String, String>,
-    /// Committed offsets: (topic, partition) -> (offset, metadata).
-    pub offsets: HashMap<(String, i32), (i64, Option<String>)>,
+    /// Committed offsets.
+    pub offsets: Offsets,
+    /// Offsets committed in ongoing transactions (TxnOffsetCommit), by
+    /// producer id: they become the group's when the transaction commits.
+    pub txn_offsets: HashMap<i64, Offsets>,
     /// A DelayedJoin is in the purgatory for this group.
     pub join_in_purgatory: bool,
 }
@@ -131,6 +137,7 @@ impl Group {
             pending_ids: HashSet::new(),
             static_members: HashMap::new(),
             offsets: HashMap::new(),
+            txn_offsets: HashMap::new(),
             join_in_purgatory: false,
         }
     }

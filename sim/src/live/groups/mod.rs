@@ -14,7 +14,7 @@
 mod group;
 mod ops;
 
-pub use group::{Action, Group, GroupState, Member};
+pub use group::{Action, Group, GroupState, Member, Offsets};
 pub use ops::{DelayedHeartbeat, DelayedJoin, DelayedSync, JoinResult};
 
 use super::checks::Checks;
@@ -340,7 +340,26 @@ impl GroupCoordinator {
     pub fn forget_topic(&self, topic: &str) {
         for id in self.group_ids() {
             if let Some(group) = self.find(&id) {
-                group.lock().offsets.retain(|(t, _), _| t != topic);
+                let mut g = group.lock();
+                g.offsets.retain(|(t, _), _| t != topic);
+                for offsets in g.txn_offsets.values_mut() {
+                    offsets.retain(|(t, _), _| t != topic);
+                }
+            }
+        }
+    }
+
+    /// Producer `producer_id`'s transaction ended: the offsets it
+    /// committed in `group` become the group's if it committed, and are
+    /// dropped if it aborted.
+    pub fn end_txn_offsets(&self, group: &str, producer_id: i64, commit: bool) {
+        let Some(group) = self.find(group) else {
+            return;
+        };
+        let mut g = group.lock();
+        if let Some(offsets) = g.txn_offsets.remove(&producer_id) {
+            if commit {
+                g.offsets.extend(offsets);
             }
         }
     }
