@@ -23,9 +23,10 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, ApiVersionsRequest, BrokerId, CreateTopicsRequest,
-    DeleteTopicsRequest, EndTxnRequest, FetchRequest, FetchResponse, FindCoordinatorRequest,
-    GroupId, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetFetchRequest, ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
+    DeleteRecordsRequest, DeleteTopicsRequest, EndTxnRequest, FetchRequest, FetchResponse,
+    FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProduceResponse, ProducerId,
+    TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -1270,5 +1271,83 @@ fn a_transactions_records_are_stable_once_its_marker_is_written_and_replicated()
     }));
     let committed: Vec<Vec<u8>> = read_txn(&mut leader, "ledger", 0, 1).2;
     assert!(committed.contains(&b"b1".to_vec()));
+    passes(server);
+}
+
+/// DeleteRecords of `topic`'s partition 0 below `offset`: (error, low
+/// watermark, how long the answer took).
+fn delete_records(
+    c: &mut Client,
+    topic: &str,
+    offset: i64,
+    timeout_ms: i32,
+) -> (i16, i64, Duration) {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    let mut p = DeleteRecordsPartition::default();
+    p.offset = offset;
+    let mut t = DeleteRecordsTopic::default();
+    t.name = name(topic);
+    t.partitions = vec![p];
+    let mut r = DeleteRecordsRequest::default();
+    r.topics = vec![t];
+    r.timeout_ms = timeout_ms;
+    let start = Instant::now();
+    let got = c.call(&r, 2);
+    let p = &got.topics[0].partitions[0];
+    (p.error_code, p.low_watermark, start.elapsed())
+}
+
+#[test]
+fn delete_records_waits_until_every_live_replica_has_deleted() {
+    // Each follower fetches 300 ms after the leader's news.
+    let server = server(Duration::from_millis(300), &[("trimmed", 1)]);
+    let mut c = leader(&server, "trimmed", 0);
+    let records: Vec<Bytes> = (0..4)
+        .map(|i| batch(&[format!("r{i}").as_bytes()]))
+        .collect();
+    for b in &records {
+        let r = c.call(&produce("trimmed", &[(0, b.clone())], -1, 5_000), PRODUCE_V);
+        assert_eq!(partition_errors(&r)[0].1, 0);
+    }
+    // Past the high watermark: refused at once.
+    let (error, _, took) = delete_records(&mut c, "trimmed", 5, 5_000);
+    assert_eq!(error, ResponseError::OffsetOutOfRange.code());
+    assert!(took < Duration::from_millis(200));
+    // Answered once the followers' next fetches learned the new start.
+    let (error, low, took) = delete_records(&mut c, "trimmed", 2, 5_000);
+    assert_eq!((error, low), (0, 2));
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    // The records below are gone for readers.
+    let mut below = fetch("trimmed", &[(0, 1)], 0, 0);
+    below.isolation_level = 0;
+    let got = c.call(&below, FETCH_V);
+    assert_eq!(
+        got.responses[0].partitions[0].error_code,
+        ResponseError::OffsetOutOfRange.code()
+    );
+    let from = c.call(&fetch("trimmed", &[(0, 2)], 0, 0), FETCH_V);
+    let p = &from.responses[0].partitions[0];
+    assert_eq!(p.log_start_offset, 2);
+    let read: Vec<i64> = values(&p.records.clone().unwrap_or_default())
+        .into_iter()
+        .map(|(offset, _)| offset)
+        .collect();
+    assert_eq!(read, [2, 3]);
+    let mut earliest = ListOffsetsPartition::default();
+    earliest.timestamp = -2;
+    let mut t = ListOffsetsTopic::default();
+    t.name = name("trimmed");
+    t.partitions = vec![earliest];
+    let mut r = ListOffsetsRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.topics = vec![t];
+    assert_eq!(c.call(&r, 5).topics[0].partitions[0].offset, 2);
+    // A timeout shorter than the followers' fetch: REQUEST_TIMED_OUT, and
+    // no low watermark (-1), as Kafka answers.
+    let (error, low, took) = delete_records(&mut c, "trimmed", -1, 100);
+    assert_eq!((error, low), (ResponseError::RequestTimedOut.code(), -1));
+    assert!(took >= Duration::from_millis(100));
     passes(server);
 }

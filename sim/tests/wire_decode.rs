@@ -44,6 +44,9 @@ mod well_formed {
     use kafka_protocol::messages::create_topics_request::{
         CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
     };
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
     use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
     use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -61,11 +64,11 @@ mod well_formed {
     };
     use kafka_protocol::messages::{
         AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, BrokerId, CreateTopicsRequest,
-        DeleteTopicsRequest, DescribeGroupsRequest, EndTxnRequest, FetchRequest,
-        FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
-        LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-        OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader,
-        SyncGroupRequest, TopicName, TransactionalId, TxnOffsetCommitRequest,
+        DeleteRecordsRequest, DeleteTopicsRequest, DescribeGroupsRequest, EndTxnRequest,
+        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest,
+        JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+        MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProducerId,
+        RequestHeader, SyncGroupRequest, TopicName, TransactionalId, TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -360,6 +363,27 @@ mod well_formed {
                         } else {
                             r.topic_names = vec![name("a"), name("bb")];
                         }
+                        r.timeout_ms = 5_000;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DeleteRecords => {
+                        let mut r = DeleteRecordsRequest::default();
+                        r.topics = ["a", "bb"]
+                            .iter()
+                            .map(|t| {
+                                let mut dt = DeleteRecordsTopic::default();
+                                dt.name = name(t);
+                                dt.partitions = (0..2)
+                                    .map(|i| {
+                                        let mut p = DeleteRecordsPartition::default();
+                                        p.partition_index = i;
+                                        p.offset = -1;
+                                        p
+                                    })
+                                    .collect();
+                                dt
+                            })
+                            .collect();
                         r.timeout_ms = 5_000;
                         frame(api, version, &r)
                     }

@@ -41,7 +41,7 @@ pub struct Checks {
     /// InitProducerId requests (each answered with a new producer id, but
     /// for a transactional one).
     pub init_producer_id_requests: AtomicU64,
-    /// CreateTopics and DeleteTopics requests.
+    /// CreateTopics, DeleteTopics and DeleteRecords requests.
     pub admin_requests: AtomicU64,
     /// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
     /// requests.
@@ -179,7 +179,7 @@ impl Checks {
             ("list-offsets requests", &self.list_offsets_requests),
             ("consumer-group requests", &self.group_requests),
             ("init-producer-id requests", &self.init_producer_id_requests),
-            ("create/delete-topics requests", &self.admin_requests),
+            ("create/delete topics, delete records", &self.admin_requests),
             ("transaction requests", &self.txn_requests),
             ("  transactions committed", &self.txns_committed),
             ("  transactions aborted", &self.txns_aborted),

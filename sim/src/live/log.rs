@@ -84,6 +84,11 @@ pub struct PartitionLog {
     pub isr: Vec<u32>,
     /// Log end offset of each replica, by position in `replicas`.
     pub replica_leo: Vec<i64>,
+    /// The log start offset: records below it were deleted
+    /// (DeleteRecords), and reads there are out of range.
+    pub log_start: i64,
+    /// Each replica's log start offset, as it last learned the leader's.
+    pub replica_log_start: Vec<i64>,
     /// When each replica last caught up with the leader.
     pub caught_up_at: Vec<Instant>,
     /// High watermark: the offset below which every ISR member has the log.
@@ -112,6 +117,8 @@ impl PartitionLog {
             epoch: 0,
             isr: replicas.clone(),
             replica_leo: vec![0; replicas.len()],
+            log_start: 0,
+            replica_log_start: vec![0; replicas.len()],
             caught_up_at: vec![now; replicas.len()],
             replicas,
             hw: 0,
@@ -126,7 +133,42 @@ impl PartitionLog {
 
     /// The leader's log end offset: the next offset to assign.
     pub fn log_end(&self) -> i64 {
-        self.batches.last().map_or(0, |b| b.end)
+        self.batches.last().map_or(self.log_start, |b| b.end)
+    }
+
+    /// DeleteRecords on the leader: the log starts at `offset` (-1: the
+    /// high watermark) from now on, and the batches wholly below it go.
+    /// Returns the log start offset; `None` for an offset past the high
+    /// watermark (OFFSET_OUT_OF_RANGE), where consumers may not have read.
+    pub fn delete_records(&mut self, offset: i64) -> Option<i64> {
+        let offset = if offset == -1 { self.hw } else { offset };
+        if !(0..=self.hw).contains(&offset) {
+            return None;
+        }
+        if offset > self.log_start {
+            self.log_start = offset;
+            let gone = self.batches.partition_point(|b| b.end <= offset);
+            for b in self.batches.drain(..gone) {
+                self.bytes -= b.bytes.len() as u64;
+            }
+            if let Some(i) = self.leader.and_then(|l| self.replica_index(l)) {
+                self.replica_log_start[i] = offset;
+            }
+        }
+        Some(self.log_start)
+    }
+
+    /// The low watermark: the lowest log start offset among the replicas
+    /// on live brokers (`alive`), as Kafka's leader computes it to answer
+    /// DeleteRecords once every live replica has deleted.
+    pub fn low_watermark(&self, alive: &dyn Fn(u32) -> bool) -> i64 {
+        self.replicas
+            .iter()
+            .zip(&self.replica_log_start)
+            .filter(|(&b, _)| alive(b) || Some(b) == self.leader)
+            .map(|(_, &start)| start)
+            .min()
+            .unwrap_or(self.log_start)
     }
 
     /// Position of `broker` in `replicas`.
@@ -759,5 +801,42 @@ mod tests {
         log.append_marker(9, 2, true);
         assert!(!log.truncate(0));
         assert_eq!(log.log_end(), 0);
+    }
+
+    #[test]
+    fn deleted_records_move_the_log_start_and_the_low_watermark_follows_the_replicas() {
+        let mut log = PartitionLog::new(vec![0, 1, 2], Instant::now());
+        for v in [b"a", b"b", b"c", b"d"] {
+            log.append(&batch(&[v]), 1 << 20, None).unwrap();
+        }
+        log.replica_leo = vec![4, 4, 3];
+        log.advance_hw();
+        assert_eq!(log.hw, 3);
+        // Not past the high watermark; -1 is the high watermark.
+        assert_eq!(log.delete_records(4), None);
+        assert_eq!(log.delete_records(2), Some(2));
+        assert_eq!((log.log_start, log.batches.len()), (2, 2));
+        // Never back.
+        assert_eq!(log.delete_records(1), Some(2));
+        let alive = |_: u32| true;
+        assert_eq!(
+            log.low_watermark(&alive),
+            0,
+            "the followers have not fetched"
+        );
+        log.replica_log_start = vec![2, 2, 0];
+        assert_eq!(log.low_watermark(&alive), 0);
+        // A replica on a dead broker does not hold it back.
+        assert_eq!(log.low_watermark(&|b| b != 2), 2);
+        assert_eq!(log.delete_records(-1), Some(3));
+        assert_eq!(values(&log.read(3, 1 << 20, log.hw)), vec![]);
+        assert_eq!(log.read(0, 1 << 20, 4), log.batches[0].bytes);
+        // Everything deleted: the log end stays where it was.
+        log.replica_leo = vec![4, 4, 4];
+        log.advance_hw();
+        assert_eq!(log.delete_records(-1), Some(4));
+        assert_eq!((log.batches.len(), log.log_end(), log.bytes), (0, 4, 0));
+        log.append(&batch(&[b"e"]), 1 << 20, None).unwrap();
+        assert_eq!(log.log_end(), 5);
     }
 }

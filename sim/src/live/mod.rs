@@ -10,6 +10,7 @@
 
 mod admin;
 mod checks;
+mod delete_records;
 mod group_admin;
 mod group_service;
 mod groups;
@@ -31,7 +32,7 @@ pub use service::{BrokerService, APIS};
 pub use topics::{valid_topic_name, Partition, Topic};
 
 use crate::config::{Fault, TimerChoice};
-use ops::{WireFetch, WireProduce};
+use ops::{WireDeleteRecords, WireFetch, WireProduce};
 use parking_lot::RwLock;
 use purgatory::{Driver, Purgatory, TimerKind};
 use replication::FollowerQueue;
@@ -98,6 +99,8 @@ pub struct Broker {
     pub produce: Purgatory<u32, WireProduce>,
     /// Parked fetches, watched by partition key.
     pub fetch: Purgatory<u32, WireFetch>,
+    /// Parked DeleteRecords requests, watched by partition key.
+    pub delete_records: Purgatory<u32, WireDeleteRecords>,
     /// Batches on their way to this broker's follower replicas.
     followers: FollowerQueue,
 }
@@ -158,6 +161,11 @@ impl LiveCluster {
                     .build()
                     .expect("a valid purgatory configuration"),
                 fetch: Purgatory::builder(format!("Fetch-{id}"))
+                    .timer(kind)
+                    .driver(driver)
+                    .build()
+                    .expect("a valid purgatory configuration"),
+                delete_records: Purgatory::builder(format!("DeleteRecords-{id}"))
                     .timer(kind)
                     .driver(driver)
                     .build()
@@ -320,6 +328,7 @@ impl LiveCluster {
             for p in &topic.partitions {
                 broker.produce.cancel_for_key(&p.key);
                 broker.fetch.cancel_for_key(&p.key);
+                broker.delete_records.cancel_for_key(&p.key);
             }
         }
         self.groups.forget_topic(name);
@@ -476,6 +485,7 @@ impl LiveCluster {
         for key in lost_leader {
             broker.produce.cancel_for_key(&key);
             broker.fetch.cancel_for_key(&key);
+            broker.delete_records.cancel_for_key(&key);
         }
         for (p, followers, end) in rewritten {
             self.replicate_later(&p, &followers, end);
@@ -549,22 +559,30 @@ impl LiveCluster {
         self.replicate_markers(written);
     }
 
-    /// Checks the leader's produce and fetch purgatories for each partition.
+    /// Checks the leader's purgatories for each partition.
     pub(crate) fn check_moved(&self, partitions: Vec<Arc<Partition>>) {
         for p in partitions {
             let leader = p.log.lock().leader;
             if let Some(b) = leader.and_then(|l| self.brokers.get(l as usize)) {
                 b.produce.check_and_complete(&p.key);
                 b.fetch.check_and_complete(&p.key);
+                b.delete_records.check_and_complete(&p.key);
             }
         }
+    }
+
+    /// Whether broker `b` is up.
+    pub(crate) fn is_alive(&self, b: u32) -> bool {
+        self.brokers
+            .get(b as usize)
+            .is_some_and(|broker| broker.alive.load(Ordering::Acquire))
     }
 
     /// Operations the purgatories still hold.
     pub fn pending(&self) -> usize {
         self.brokers
             .iter()
-            .map(|b| b.produce.delayed() + b.fetch.delayed())
+            .map(|b| b.produce.delayed() + b.fetch.delayed() + b.delete_records.delayed())
             .sum::<usize>()
             + self.groups.pending()
             + self.txns.pending()
@@ -574,7 +592,7 @@ impl LiveCluster {
     pub fn watched(&self) -> usize {
         self.brokers
             .iter()
-            .map(|b| b.produce.watched() + b.fetch.watched())
+            .map(|b| b.produce.watched() + b.fetch.watched() + b.delete_records.watched())
             .sum::<usize>()
             + self.groups.watched()
             + self.txns.watched()
@@ -594,6 +612,7 @@ impl LiveCluster {
             b.followers.clear();
             b.produce.shutdown();
             b.fetch.shutdown();
+            b.delete_records.shutdown();
         }
         self.groups.shutdown();
         self.txns.shutdown();

@@ -1,14 +1,15 @@
-//! The served cluster's delayed operations, as Kafka's `DelayedProduce`
-//! and `DelayedFetch`: one per request, watched under every partition it
-//! touches, answered with per-partition results.
+//! The served cluster's delayed operations, as Kafka's `DelayedProduce`,
+//! `DelayedFetch` and `DelayedDeleteRecords`: one per request, watched
+//! under every partition it touches, answered with per-partition results.
 
 use super::checks::Checks;
 use super::partition_txns::AbortedTxn;
 use super::topics::Partition;
+use super::LiveCluster;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use purgatory::{DelayedOperation, Outcome};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// One partition of a produce with `acks=all`.
@@ -92,12 +93,13 @@ pub struct FetchPart {
     /// offset, not the high watermark.
     pub committed_only: bool,
     /// Set on completion: the error code, the batches read, the high
-    /// watermark and the last stable offset then, and (for a committed
-    /// reader) the aborted transactions the read meets.
+    /// watermark, last stable offset and log start offset then, and (for a
+    /// committed reader) the aborted transactions the read meets.
     pub error: i16,
     pub records: Bytes,
     pub hw: i64,
     pub last_stable: i64,
+    pub log_start: i64,
     pub aborted: Vec<AbortedTxn>,
 }
 
@@ -150,6 +152,7 @@ impl DelayedOperation for WireFetch {
             let log = part.partition.log.lock();
             part.hw = log.hw;
             part.last_stable = log.last_stable();
+            part.log_start = log.log_start;
             if log.deleted {
                 part.error = ResponseError::UnknownTopicOrPartition.code();
                 continue;
@@ -158,6 +161,11 @@ impl DelayedOperation for WireFetch {
             // client fetches again elsewhere.
             if log.leader != Some(self.broker) || outcome == Outcome::Shutdown {
                 part.error = ResponseError::NotLeaderOrFollower.code();
+                continue;
+            }
+            // Deleted (DeleteRecords) while it waited.
+            if part.offset < log.log_start {
+                part.error = ResponseError::OffsetOutOfRange.code();
                 continue;
             }
             if budget == 0 {
@@ -179,4 +187,66 @@ impl DelayedOperation for WireFetch {
 /// Bytes returned by a completed fetch, over its partitions.
 pub fn fetched_bytes(parts: &[FetchPart]) -> u64 {
     parts.iter().map(|p| p.records.len() as u64).sum()
+}
+
+/// One partition of a DeleteRecords request.
+pub struct DeletePart {
+    pub partition: Arc<Partition>,
+    /// The log start offset asked for (the high watermark for -1).
+    pub offset: i64,
+    /// Set on completion: the error code, or the low watermark reached.
+    pub error: i16,
+    pub low_watermark: i64,
+}
+
+/// A DeleteRecords request waiting, as Kafka's `DelayedDeleteRecords`,
+/// until every live replica of each of its partitions has deleted below
+/// the asked offset (the low watermark passed it), or its timeout.
+pub struct WireDeleteRecords {
+    pub broker: u32,
+    pub parts: Vec<DeletePart>,
+    pub timeout: Duration,
+    pub cluster: Weak<LiveCluster>,
+    pub outcome: Option<Outcome>,
+    pub checks: Arc<Checks>,
+}
+
+/// Whether a broker of `cluster` is up (none is once it is gone).
+fn liveness(cluster: &Weak<LiveCluster>) -> impl Fn(u32) -> bool {
+    let cluster = cluster.upgrade();
+    move |b| cluster.as_ref().is_some_and(|c| c.is_alive(b))
+}
+
+impl DelayedOperation for WireDeleteRecords {
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn try_complete(&mut self) -> bool {
+        let alive = liveness(&self.cluster);
+        self.parts.iter().all(|part| {
+            let log = part.partition.log.lock();
+            // A leader change answers at once.
+            log.leader != Some(self.broker) || log.low_watermark(&alive) >= part.offset
+        })
+    }
+
+    fn on_complete(&mut self, outcome: Outcome) {
+        self.checks.answered(self.outcome.is_some());
+        self.outcome = Some(outcome);
+        let alive = liveness(&self.cluster);
+        for part in &mut self.parts {
+            let log = part.partition.log.lock();
+            part.low_watermark = log.low_watermark(&alive);
+            part.error = if log.deleted {
+                ResponseError::UnknownTopicOrPartition.code()
+            } else if log.leader != Some(self.broker) || outcome == Outcome::Shutdown {
+                ResponseError::NotLeaderOrFollower.code()
+            } else if part.low_watermark < part.offset {
+                ResponseError::RequestTimedOut.code()
+            } else {
+                0
+            };
+        }
+    }
 }

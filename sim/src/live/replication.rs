@@ -45,8 +45,8 @@ impl FollowerQueue {
 }
 
 /// Applies a follower's fetch up to `end`; returns whether the high
-/// watermark moved or the ISR changed (the leader's purgatories must be
-/// checked).
+/// watermark moved, the ISR changed or the follower learned a new log
+/// start offset (the leader's purgatories must be checked).
 pub fn follower_caught_up(p: &Partition, broker: u32, end: i64, now: Instant) -> bool {
     let mut log = p.log.lock();
     let Some(i) = log.replica_index(broker) else {
@@ -58,7 +58,10 @@ pub fn follower_caught_up(p: &Partition, broker: u32, end: i64, now: Instant) ->
     if end > log.replica_leo[i] {
         log.replica_leo[i] = end;
     }
-    let mut changed = false;
+    // The fetch answer carries the leader's log start offset: the
+    // follower deletes below it too (a parked DeleteRecords waits for it).
+    let mut changed = log.replica_log_start[i] < log.log_start;
+    log.replica_log_start[i] = log.replica_log_start[i].max(log.log_start);
     if log.replica_leo[i] >= log.log_end() {
         log.caught_up_at[i] = now;
         if !log.isr.contains(&broker) && Some(broker) != log.leader {

@@ -51,7 +51,7 @@ pub struct BrokerService {
 /// AddPartitionsToTxn v4 and later belong to the second version of
 /// transactions (and brokers' batched verification), not served: clients
 /// run the first.
-pub const APIS: [(ApiKey, i16, i16); 20] = [
+pub const APIS: [(ApiKey, i16, i16); 21] = [
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
@@ -72,6 +72,7 @@ pub const APIS: [(ApiKey, i16, i16); 20] = [
     (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
 ];
 
 /// A produced partition's index, and its base offset or error code.
@@ -81,7 +82,7 @@ fn code(e: ResponseError) -> i16 {
     e.code()
 }
 
-fn topic_name(name: &str) -> TopicName {
+pub(crate) fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
 }
 
@@ -151,6 +152,9 @@ impl Service for BrokerService {
             RequestKind::TxnOffsetCommit(r) => Some(ResponseKind::TxnOffsetCommit(
                 self.txn_offset_commit(r, version),
             )),
+            RequestKind::DeleteRecords(r) => {
+                Some(ResponseKind::DeleteRecords(self.delete_records(r).await))
+            }
             RequestKind::DeleteTopics(r) => {
                 Checks::bump(&self.checks().admin_requests);
                 Some(ResponseKind::DeleteTopics(self.delete_topics(r)))
@@ -296,7 +300,7 @@ impl BrokerService {
                                         a.leader_epoch = log.epoch;
                                     }
                                     let found = match q.timestamp {
-                                        -2 => Some((0, -1)),
+                                        -2 => Some((log.log_start, -1)),
                                         // Latest: the high watermark, or the
                                         // last stable offset for a reader of
                                         // committed records.
@@ -552,7 +556,7 @@ impl BrokerService {
                         Err(code(ResponseError::UnknownTopicOrPartition))
                     } else if log.leader != Some(self.id) {
                         Err(code(ResponseError::NotLeaderOrFollower))
-                    } else if q.fetch_offset < 0 || q.fetch_offset > log.log_end() {
+                    } else if q.fetch_offset < log.log_start || q.fetch_offset > log.log_end() {
                         Err(code(ResponseError::OffsetOutOfRange))
                     } else {
                         drop(log);
@@ -569,6 +573,7 @@ impl BrokerService {
                         records: Bytes::new(),
                         hw: 0,
                         last_stable: 0,
+                        log_start: 0,
                         aborted: Vec::new(),
                     }),
                     Err(e) => errors.push((topic.topic.clone(), q.partition, e, -1)),
@@ -636,21 +641,23 @@ impl BrokerService {
                 topic_name(&p.partition.topic),
                 p.partition.index,
                 p.error,
-                (p.hw, p.last_stable),
+                (p.hw, p.last_stable, p.log_start),
                 p.records,
                 aborted.collect(),
             )
         });
         let errored = errors
             .into_iter()
-            .map(|(t, i, e, hw)| (t, i, e, (hw, hw), Bytes::new(), Vec::new()));
-        for (topic, index, error, (hw, last_stable), records, aborted) in answered.chain(errored) {
+            .map(|(t, i, e, hw)| (t, i, e, (hw, hw, -1), Bytes::new(), Vec::new()));
+        for (topic, index, error, (hw, last_stable, log_start), records, aborted) in
+            answered.chain(errored)
+        {
             let mut d = PartitionData::default();
             d.partition_index = index;
             d.error_code = error;
             d.high_watermark = hw;
             d.last_stable_offset = last_stable;
-            d.log_start_offset = if error == 0 { 0 } else { -1 };
+            d.log_start_offset = if error == 0 { log_start } else { -1 };
             // For a reader of committed records, the aborted transactions
             // its records meet; none is listed to other readers.
             d.aborted_transactions = committed_only.then_some(aborted);
@@ -673,7 +680,7 @@ impl BrokerService {
     }
 
     /// Counts an outcome, and flags an expiry before its timeout.
-    fn check_outcome(&self, outcome: Outcome, parked_at: Instant, timeout: Duration) {
+    pub(crate) fn check_outcome(&self, outcome: Outcome, parked_at: Instant, timeout: Duration) {
         let checks = self.checks();
         Checks::bump(match outcome {
             Outcome::Completed => &checks.completed,

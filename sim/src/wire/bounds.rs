@@ -328,6 +328,13 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.tags()
             })?;
         }
+        ApiKey::DeleteRecords => {
+            let partition = 4 + 8 + w.min_tags();
+            w.topics(partition, |w| {
+                w.skip(4 + 8)?; // partition_index, offset
+                w.tags()
+            })?;
+        }
         ApiKey::AddPartitionsToTxn => {
             w.string()?; // transactional_id
             w.skip(8 + 2)?; // producer_id, producer_epoch
