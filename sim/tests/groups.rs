@@ -16,8 +16,8 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    DescribeGroupsRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
-    JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
+    DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
     OffsetFetchRequest, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -914,5 +914,55 @@ fn a_static_member_that_stops_heartbeating_loses_its_instance_at_its_session_tim
     let again = join_static(addr, "quiet-static", "q", "");
     assert_eq!((again.error_code, again.generation_id), (0, 2));
     assert_eq!(again.leader, again.member_id);
+    passes(server);
+}
+
+/// DeleteGroups of `groups` at `addr`: each one's error.
+fn delete_groups(addr: SocketAddr, groups: &[&str]) -> Vec<i16> {
+    let mut r = DeleteGroupsRequest::default();
+    r.groups_names = groups.iter().map(|g| GroupId(s(g))).collect();
+    Client::connect(addr)
+        .call(&r, 2)
+        .results
+        .iter()
+        .map(|g| g.error_code)
+        .collect()
+}
+
+#[test]
+fn an_admin_deletes_an_empty_group_and_its_offsets_but_not_one_with_members() {
+    let server = server(Duration::from_millis(300));
+    let (addr, members) = two_members(&server, "doomed");
+    let (a, b) = (&members[0].0, &members[1].0);
+    assert_eq!(commit(addr, "doomed", a, 1, 17), 0);
+    let elsewhere = *server.addrs().iter().find(|&&x| x != addr).unwrap();
+    assert_eq!(
+        delete_groups(elsewhere, &["doomed"]),
+        [ResponseError::NotCoordinator.code()]
+    );
+    assert_eq!(
+        delete_groups(addr, &["doomed"]),
+        [ResponseError::NonEmptyGroup.code()]
+    );
+    assert_eq!(committed(addr, "doomed"), 17);
+    for m in [a, b] {
+        assert_eq!(leave(addr, "doomed", m), 0);
+    }
+    let nobody = coordinator(&server, "nobody");
+    assert_eq!(
+        delete_groups(nobody, &["nobody"]),
+        [ResponseError::GroupIdNotFound.code()]
+    );
+    assert_eq!(delete_groups(addr, &["doomed"]), [0]);
+    // Gone, offsets and all; a new member makes it anew.
+    assert!(server.cluster().group_view("doomed").is_none());
+    assert!(!listed(addr, &[]).iter().any(|g| g.0 == "doomed"));
+    assert_eq!(committed(addr, "doomed"), -1);
+    assert_eq!(
+        delete_groups(addr, &["doomed"]),
+        [ResponseError::GroupIdNotFound.code()]
+    );
+    let again = join(addr, "doomed", "");
+    assert_eq!((again.error_code, again.generation_id), (0, 1));
     passes(server);
 }

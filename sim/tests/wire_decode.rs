@@ -64,11 +64,12 @@ mod well_formed {
     };
     use kafka_protocol::messages::{
         AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, BrokerId, CreateTopicsRequest,
-        DeleteRecordsRequest, DeleteTopicsRequest, DescribeGroupsRequest, EndTxnRequest,
-        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest,
-        JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-        MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProducerId,
-        RequestHeader, SyncGroupRequest, TopicName, TransactionalId, TxnOffsetCommitRequest,
+        DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
+        EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+        InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+        ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest,
+        ProduceRequest, ProducerId, RequestHeader, SyncGroupRequest, TopicName, TransactionalId,
+        TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -364,6 +365,11 @@ mod well_formed {
                             r.topic_names = vec![name("a"), name("bb")];
                         }
                         r.timeout_ms = 5_000;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DeleteGroups => {
+                        let mut r = DeleteGroupsRequest::default();
+                        r.groups_names = vec![group(), GroupId(StrBytes::from_static_str("g-2"))];
                         frame(api, version, &r)
                     }
                     ApiKey::DeleteRecords => {

@@ -1,16 +1,19 @@
 //! What admin tools ask about consumer groups: ListGroups (the groups a
-//! broker coordinates) and DescribeGroups (a group's state, protocol and
-//! members with their assignments), as Kafka's coordinator answers them.
+//! broker coordinates), DescribeGroups (a group's state, protocol and
+//! members with their assignments) and DeleteGroups, as Kafka's
+//! coordinator answers them.
 
 use super::checks::Checks;
 use super::group_service::text;
 use super::groups::GroupState;
 use super::service::BrokerService;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{
-    DescribeGroupsRequest, DescribeGroupsResponse, GroupId, ListGroupsRequest, ListGroupsResponse,
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    GroupId, ListGroupsRequest, ListGroupsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -114,6 +117,31 @@ impl BrokerService {
                         d
                     })
                     .collect();
+                out
+            })
+            .collect();
+        response
+    }
+
+    /// Deletes each group asked for that this broker coordinates and that
+    /// has no members, with its committed offsets.
+    pub(crate) fn delete_groups(&self, r: DeleteGroupsRequest) -> DeleteGroupsResponse {
+        Checks::bump(&self.cluster.checks.group_requests);
+        let mut response = DeleteGroupsResponse::default();
+        response.results = r
+            .groups_names
+            .into_iter()
+            .map(|id| {
+                let name = id.0.to_string();
+                let mut out = DeletableGroupResult::default();
+                out.group_id = id;
+                out.error_code = match self.cluster.group_coordinator(&name) {
+                    Some(b) if b == self.id => {
+                        self.cluster.groups.delete_group(&name).err().unwrap_or(0)
+                    }
+                    Some(_) => ResponseError::NotCoordinator.code(),
+                    None => ResponseError::CoordinatorNotAvailable.code(),
+                };
                 out
             })
             .collect();

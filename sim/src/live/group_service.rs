@@ -127,6 +127,13 @@ impl BrokerService {
         let group = groups.group(&id);
         let (rx, actions, member_id) = 'join: {
             let mut g = group.lock();
+            if g.deleted {
+                return fail(
+                    response,
+                    code(ResponseError::CoordinatorNotAvailable),
+                    &r.member_id,
+                );
+            }
             let mut actions = Vec::new();
             // An empty group takes the newcomer's protocol type; one with
             // members only members of its own type.
@@ -579,7 +586,9 @@ impl BrokerService {
                 // A consumer with assigned partitions commits outside any
                 // generation (-1), while the group has no members.
                 let instance = r.group_instance_id.as_deref();
-                let error = if generation < 0 && g.members.is_empty() {
+                let error = if g.deleted {
+                    code(ResponseError::CoordinatorNotAvailable)
+                } else if generation < 0 && g.members.is_empty() {
                     0
                 } else if let Err(e) = g.validate(r.member_id.as_str(), instance) {
                     e

@@ -51,7 +51,7 @@ pub struct BrokerService {
 /// AddPartitionsToTxn v4 and later belong to the second version of
 /// transactions (and brokers' batched verification), not served: clients
 /// run the first.
-pub const APIS: [(ApiKey, i16, i16); 21] = [
+pub const APIS: [(ApiKey, i16, i16); 22] = [
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
@@ -65,6 +65,7 @@ pub const APIS: [(ApiKey, i16, i16); 21] = [
     (ApiKey::OffsetFetch, 1, 7),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::AddPartitionsToTxn, 0, 3),
     (ApiKey::AddOffsetsToTxn, 0, 3),
@@ -132,6 +133,7 @@ impl Service for BrokerService {
             RequestKind::DescribeGroups(r) => {
                 Some(ResponseKind::DescribeGroups(self.describe_groups(r)))
             }
+            RequestKind::DeleteGroups(r) => Some(ResponseKind::DeleteGroups(self.delete_groups(r))),
             RequestKind::InitProducerId(r) => {
                 Checks::bump(&self.checks().init_producer_id_requests);
                 Some(ResponseKind::InitProducerId(

@@ -291,7 +291,7 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.array(min, |w| w.string())?; // types_filter
             }
         }
-        ApiKey::DescribeGroups => {
+        ApiKey::DescribeGroups | ApiKey::DeleteGroups => {
             let min = w.min_len(2);
             w.array(min, |w| w.string())?; // groups
         }

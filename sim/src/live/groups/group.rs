@@ -106,6 +106,10 @@ pub struct Group {
     pub txn_offsets: HashMap<i64, Offsets>,
     /// A DelayedJoin is in the purgatory for this group.
     pub join_in_purgatory: bool,
+    /// Deleted (DeleteGroups) while a request held it: what it asks of the
+    /// group is answered COORDINATOR_NOT_AVAILABLE, and the client's retry
+    /// finds a new one.
+    pub deleted: bool,
 }
 
 /// What the caller runs after releasing the group's lock.
@@ -139,6 +143,7 @@ impl Group {
             offsets: HashMap::new(),
             txn_offsets: HashMap::new(),
             join_in_purgatory: false,
+            deleted: false,
         }
     }
 

@@ -127,6 +127,24 @@ impl GroupCoordinator {
         self.groups.lock().get(id).cloned()
     }
 
+    /// DeleteGroups: forgets `id` and its committed offsets if it has no
+    /// members (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND if there is
+    /// no such group).
+    pub fn delete_group(&self, id: &str) -> Result<(), i16> {
+        let mut groups = self.groups.lock();
+        let group = groups
+            .get(id)
+            .cloned()
+            .ok_or(ResponseError::GroupIdNotFound.code())?;
+        let mut g = group.lock();
+        if !g.members.is_empty() || g.state != GroupState::Empty || g.join_in_purgatory {
+            return Err(ResponseError::NonEmptyGroup.code());
+        }
+        g.deleted = true;
+        groups.remove(id);
+        Ok(())
+    }
+
     /// Every group id.
     pub fn group_ids(&self) -> Vec<Arc<str>> {
         self.groups.lock().keys().cloned().collect()

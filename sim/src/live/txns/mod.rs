@@ -403,6 +403,9 @@ impl TxnCoordinator {
         }
         let group = cluster.groups.group(group);
         let mut g = group.lock();
+        if g.deleted {
+            return Err(ResponseError::CoordinatorNotAvailable.code());
+        }
         if let Some((member_id, instance, generation)) = member {
             g.validate(&member_id, instance.as_deref())?;
             if generation != g.generation {
