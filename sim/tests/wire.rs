@@ -23,10 +23,10 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, ApiVersionsRequest, BrokerId, CreateTopicsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, EndTxnRequest, FetchRequest, FetchResponse,
-    FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProduceResponse, ProducerId,
-    TopicName, TransactionalId,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest, EndTxnRequest, FetchRequest,
+    FetchResponse, FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProduceResponse,
+    ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -1349,5 +1349,105 @@ fn delete_records_waits_until_every_live_replica_has_deleted() {
     let (error, low, took) = delete_records(&mut c, "trimmed", -1, 100);
     assert_eq!((error, low), (ResponseError::RequestTimedOut.code(), -1));
     assert!(took >= Duration::from_millis(100));
+    passes(server);
+}
+
+/// DescribeConfigs of one resource: (error, [(name, value, source, type)]).
+fn describe_configs(
+    c: &mut Client,
+    kind: i8,
+    name: &str,
+    keys: Option<&[&str]>,
+    version: i16,
+) -> (i16, Vec<(String, String, i8, i8)>) {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let mut d = DescribeConfigsResource::default();
+    d.resource_type = kind;
+    d.resource_name = StrBytes::from_string(name.to_string());
+    d.configuration_keys = keys.map(|k| {
+        k.iter()
+            .map(|k| StrBytes::from_string(k.to_string()))
+            .collect()
+    });
+    let mut r = DescribeConfigsRequest::default();
+    r.resources = vec![d];
+    r.include_synonyms = true;
+    let got = c.call(&r, version);
+    let result = &got.results[0];
+    let entries = result
+        .configs
+        .iter()
+        .map(|e| {
+            assert!(e.read_only);
+            assert_eq!(e.synonyms.len(), 1, "itself, at its source");
+            (
+                e.name.to_string(),
+                e.value.as_deref().unwrap_or_default().to_string(),
+                e.config_source,
+                e.config_type,
+            )
+        })
+        .collect();
+    (result.error_code, entries)
+}
+
+#[test]
+fn describe_configs_gives_the_settings_the_cluster_runs_with() {
+    let live = LiveConfig {
+        min_insync: 1,
+        message_max_bytes: 2_000_000,
+        ..LiveConfig::default()
+    };
+    let server = server_with(live, &[("described", 1)], Limits::default());
+    let mut c = Client::connect(server.addrs()[1]);
+    let (error, topic) = describe_configs(&mut c, 2, "described", None, 4);
+    assert_eq!(error, 0);
+    let value = |entries: &[(String, String, i8, i8)], name: &str| {
+        entries
+            .iter()
+            .find(|e| e.0 == name)
+            .map(|e| (e.1.clone(), e.2, e.3))
+    };
+    // Its values, where they come from (4: the broker's configuration, 5:
+    // a default), their types (3: int, 5: long).
+    assert_eq!(
+        value(&topic, "min.insync.replicas"),
+        Some(("1".into(), 4, 3))
+    );
+    assert_eq!(
+        value(&topic, "max.message.bytes"),
+        Some(("2000000".into(), 4, 3))
+    );
+    assert_eq!(value(&topic, "retention.ms"), Some(("-1".into(), 5, 5)));
+    // Only the keys asked for; types only from v3.
+    let (_, some) = describe_configs(
+        &mut c,
+        2,
+        "described",
+        Some(&["cleanup.policy", "nonsense"]),
+        2,
+    );
+    assert_eq!(some, [("cleanup.policy".into(), "delete".into(), 5, 0)]);
+    // This broker by its id or none; another broker's id is refused.
+    let (error, broker) = describe_configs(&mut c, 4, "1", None, 4);
+    assert_eq!(error, 0);
+    assert_eq!(value(&broker, "broker.id").map(|v| v.0), Some("1".into()));
+    assert_eq!(
+        value(&broker, "default.replication.factor").map(|v| v.0),
+        Some("3".into())
+    );
+    assert_eq!(describe_configs(&mut c, 4, "", None, 4).1, broker);
+    assert_eq!(
+        describe_configs(&mut c, 4, "0", None, 4).0,
+        ResponseError::InvalidRequest.code()
+    );
+    assert_eq!(
+        describe_configs(&mut c, 2, "nowhere", None, 4).0,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    assert_eq!(
+        describe_configs(&mut c, 8, "1", None, 4).0,
+        ResponseError::InvalidRequest.code()
+    );
     passes(server);
 }

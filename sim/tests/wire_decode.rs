@@ -48,6 +48,7 @@ mod well_formed {
         DeleteRecordsPartition, DeleteRecordsTopic,
     };
     use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
     use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
     use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -64,12 +65,12 @@ mod well_formed {
     };
     use kafka_protocol::messages::{
         AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, BrokerId, CreateTopicsRequest,
-        DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
-        EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
-        InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-        ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest,
-        ProduceRequest, ProducerId, RequestHeader, SyncGroupRequest, TopicName, TransactionalId,
-        TxnOffsetCommitRequest,
+        DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+        DescribeGroupsRequest, EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId,
+        HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+        ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+        OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader, SyncGroupRequest, TopicName,
+        TransactionalId, TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -365,6 +366,22 @@ mod well_formed {
                             r.topic_names = vec![name("a"), name("bb")];
                         }
                         r.timeout_ms = 5_000;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DescribeConfigs => {
+                        let mut r = DescribeConfigsRequest::default();
+                        r.resources = [(2, "a", true), (4, "0", false)]
+                            .into_iter()
+                            .map(|(kind, name, keys)| {
+                                let mut d = DescribeConfigsResource::default();
+                                d.resource_type = kind;
+                                d.resource_name = StrBytes::from_static_str(name);
+                                d.configuration_keys =
+                                    keys.then(|| vec![StrBytes::from_static_str("retention.ms")]);
+                                d
+                            })
+                            .collect();
+                        r.include_synonyms = true;
                         frame(api, version, &r)
                     }
                     ApiKey::DeleteGroups => {

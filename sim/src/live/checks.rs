@@ -41,7 +41,8 @@ pub struct Checks {
     /// InitProducerId requests (each answered with a new producer id, but
     /// for a transactional one).
     pub init_producer_id_requests: AtomicU64,
-    /// CreateTopics, DeleteTopics and DeleteRecords requests.
+    /// CreateTopics, DeleteTopics, DeleteRecords and DescribeConfigs
+    /// requests.
     pub admin_requests: AtomicU64,
     /// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
     /// requests.
@@ -179,7 +180,10 @@ impl Checks {
             ("list-offsets requests", &self.list_offsets_requests),
             ("consumer-group requests", &self.group_requests),
             ("init-producer-id requests", &self.init_producer_id_requests),
-            ("create/delete topics, delete records", &self.admin_requests),
+            (
+                "admin requests (topics, records, configs)",
+                &self.admin_requests,
+            ),
             ("transaction requests", &self.txn_requests),
             ("  transactions committed", &self.txns_committed),
             ("  transactions aborted", &self.txns_aborted),

@@ -10,6 +10,7 @@
 
 mod admin;
 mod checks;
+mod configs;
 mod delete_records;
 mod group_admin;
 mod group_service;

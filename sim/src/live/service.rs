@@ -51,7 +51,7 @@ pub struct BrokerService {
 /// AddPartitionsToTxn v4 and later belong to the second version of
 /// transactions (and brokers' batched verification), not served: clients
 /// run the first.
-pub const APIS: [(ApiKey, i16, i16); 22] = [
+pub const APIS: [(ApiKey, i16, i16); 23] = [
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
@@ -74,6 +74,7 @@ pub const APIS: [(ApiKey, i16, i16); 22] = [
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeConfigs, 1, 4),
 ];
 
 /// A produced partition's index, and its base offset or error code.
@@ -153,6 +154,9 @@ impl Service for BrokerService {
             RequestKind::EndTxn(r) => Some(ResponseKind::EndTxn(self.end_txn(r, version))),
             RequestKind::TxnOffsetCommit(r) => Some(ResponseKind::TxnOffsetCommit(
                 self.txn_offset_commit(r, version),
+            )),
+            RequestKind::DescribeConfigs(r) => Some(ResponseKind::DescribeConfigs(
+                self.describe_configs(r, version),
             )),
             RequestKind::DeleteRecords(r) => {
                 Some(ResponseKind::DeleteRecords(self.delete_records(r).await))

@@ -328,6 +328,16 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.tags()
             })?;
         }
+        ApiKey::DescribeConfigs => {
+            let min = 1 + w.min_len(2) + w.min_len(4) + w.min_tags();
+            w.array(min, |w| {
+                w.skip(1)?; // resource_type
+                w.string()?; // resource_name
+                let min = w.min_len(2);
+                w.array(min, |w| w.string())?; // configuration_keys
+                w.tags()
+            })?;
+        }
         ApiKey::DeleteRecords => {
             let partition = 4 + 8 + w.min_tags();
             w.topics(partition, |w| {

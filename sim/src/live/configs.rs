@@ -1,0 +1,234 @@
+//! DescribeConfigs: the served brokers' and topics' settings under Kafka's
+//! names, with the values this cluster really runs with (what its
+//! configuration says, and the fixed behaviour of what it does not
+//! configure: records are never deleted by age or size, timestamps are the
+//! producer's). Nothing can be altered, so every entry is read-only.
+
+use super::checks::Checks;
+use super::service::BrokerService;
+use super::txns::MAX_TIMEOUT;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+/// Kafka's resource types.
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+
+/// Where a value comes from, as Kafka's `ConfigSource` numbers it.
+const STATIC_BROKER_CONFIG: i8 = 4;
+const DEFAULT_CONFIG: i8 = 5;
+
+/// Kafka's `ConfigType` numbers (v3 and later).
+#[derive(Clone, Copy)]
+enum Kind {
+    Boolean = 1,
+    String = 2,
+    Int = 3,
+    Long = 5,
+}
+
+/// One setting: name, value, where it comes from, its type.
+type Entry = (&'static str, String, i8, Kind);
+
+impl BrokerService {
+    /// This broker's settings.
+    fn broker_configs(&self) -> Vec<Entry> {
+        let cfg = &self.cluster.cfg;
+        let ms = |d: std::time::Duration| d.as_millis().to_string();
+        let set = STATIC_BROKER_CONFIG;
+        vec![
+            ("broker.id", self.id.to_string(), set, Kind::Int),
+            ("num.partitions", cfg.partitions.to_string(), set, Kind::Int),
+            (
+                "default.replication.factor",
+                cfg.replication_factor.to_string(),
+                set,
+                Kind::Int,
+            ),
+            (
+                "min.insync.replicas",
+                cfg.min_insync.to_string(),
+                set,
+                Kind::Int,
+            ),
+            (
+                "message.max.bytes",
+                cfg.message_max_bytes.to_string(),
+                set,
+                Kind::Int,
+            ),
+            (
+                "auto.create.topics.enable",
+                cfg.auto_create.to_string(),
+                set,
+                Kind::Boolean,
+            ),
+            (
+                "replica.lag.time.max.ms",
+                ms(cfg.replica_lag),
+                set,
+                Kind::Long,
+            ),
+            (
+                "group.initial.rebalance.delay.ms",
+                ms(cfg.groups.initial_rebalance_delay),
+                set,
+                Kind::Int,
+            ),
+            (
+                "group.min.session.timeout.ms",
+                ms(cfg.groups.min_session_timeout),
+                set,
+                Kind::Int,
+            ),
+            (
+                "group.max.session.timeout.ms",
+                ms(cfg.groups.max_session_timeout),
+                set,
+                Kind::Int,
+            ),
+            (
+                "offsets.topic.num.partitions",
+                cfg.groups.offsets_partitions.to_string(),
+                set,
+                Kind::Int,
+            ),
+            (
+                "transaction.max.timeout.ms",
+                ms(MAX_TIMEOUT),
+                DEFAULT_CONFIG,
+                Kind::Int,
+            ),
+            ("log.retention.ms", "-1".into(), DEFAULT_CONFIG, Kind::Long),
+            (
+                "log.retention.bytes",
+                "-1".into(),
+                DEFAULT_CONFIG,
+                Kind::Long,
+            ),
+        ]
+    }
+
+    /// A topic's settings: the broker's where a topic inherits them.
+    fn topic_configs(&self) -> Vec<Entry> {
+        let cfg = &self.cluster.cfg;
+        let set = STATIC_BROKER_CONFIG;
+        vec![
+            (
+                "cleanup.policy",
+                "delete".into(),
+                DEFAULT_CONFIG,
+                Kind::String,
+            ),
+            (
+                "min.insync.replicas",
+                cfg.min_insync.to_string(),
+                set,
+                Kind::Int,
+            ),
+            (
+                "max.message.bytes",
+                cfg.message_max_bytes.to_string(),
+                set,
+                Kind::Int,
+            ),
+            ("retention.ms", "-1".into(), DEFAULT_CONFIG, Kind::Long),
+            ("retention.bytes", "-1".into(), DEFAULT_CONFIG, Kind::Long),
+            (
+                "message.timestamp.type",
+                "CreateTime".into(),
+                DEFAULT_CONFIG,
+                Kind::String,
+            ),
+            (
+                "compression.type",
+                "producer".into(),
+                DEFAULT_CONFIG,
+                Kind::String,
+            ),
+        ]
+    }
+
+    /// Each resource asked for: a topic (UNKNOWN_TOPIC_OR_PARTITION if
+    /// there is none), this broker (by its id, or empty for the cluster's
+    /// defaults; another broker's id is INVALID_REQUEST, as Kafka answers:
+    /// a client asks each broker for its own), or INVALID_REQUEST for any
+    /// other type.
+    pub(crate) fn describe_configs(
+        &self,
+        r: DescribeConfigsRequest,
+        version: i16,
+    ) -> DescribeConfigsResponse {
+        Checks::bump(&self.checks().admin_requests);
+        let mut response = DescribeConfigsResponse::default();
+        response.results = r
+            .resources
+            .into_iter()
+            .map(|resource| {
+                let mut out = DescribeConfigsResult::default();
+                out.resource_type = resource.resource_type;
+                let name = resource.resource_name.to_string();
+                let entries = match resource.resource_type {
+                    TOPIC if self.cluster.topic(&name).is_some() => Ok(self.topic_configs()),
+                    TOPIC => Err((ResponseError::UnknownTopicOrPartition, "no such topic")),
+                    BROKER if name.is_empty() || name == self.id.to_string() => {
+                        Ok(self.broker_configs())
+                    }
+                    BROKER => Err((ResponseError::InvalidRequest, "another broker's id")),
+                    _ => Err((ResponseError::InvalidRequest, "not a topic or broker")),
+                };
+                out.resource_name = resource.resource_name;
+                match entries {
+                    Ok(entries) => {
+                        let wanted = |n: &str| {
+                            resource
+                                .configuration_keys
+                                .as_ref()
+                                .is_none_or(|keys| keys.iter().any(|k| k.as_str() == n))
+                        };
+                        out.configs = entries
+                            .into_iter()
+                            .filter(|(n, ..)| wanted(n))
+                            .map(|e| entry(e, r.include_synonyms, version))
+                            .collect();
+                    }
+                    Err((error, message)) => {
+                        out.error_code = error.code();
+                        out.error_message = Some(StrBytes::from_static_str(message));
+                    }
+                }
+                out
+            })
+            .collect();
+        response
+    }
+}
+
+/// One entry of a result.
+fn entry(
+    (name, value, source, kind): Entry,
+    synonyms: bool,
+    version: i16,
+) -> DescribeConfigsResourceResult {
+    let mut e = DescribeConfigsResourceResult::default();
+    e.name = StrBytes::from_static_str(name);
+    e.value = Some(StrBytes::from_string(value.clone()));
+    // No AlterConfigs here: nothing can be changed.
+    e.read_only = true;
+    e.config_source = source;
+    if synonyms {
+        let mut s = DescribeConfigsSynonym::default();
+        s.name = e.name.clone();
+        s.value = Some(StrBytes::from_string(value));
+        s.source = source;
+        e.synonyms = vec![s];
+    }
+    if version >= 3 {
+        e.config_type = kind as i8;
+    }
+    e
+}
