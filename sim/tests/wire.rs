@@ -22,11 +22,11 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, ApiVersionsRequest, BrokerId, CreateTopicsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest, EndTxnRequest, FetchRequest,
-    FetchResponse, FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProduceResponse,
-    ProducerId, TopicName, TransactionalId,
+    AddPartitionsToTxnRequest, ApiVersionsRequest, BrokerId, CreatePartitionsRequest,
+    CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+    EndTxnRequest, FetchRequest, FetchResponse, FindCoordinatorRequest, GroupId,
+    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -1449,5 +1449,84 @@ fn describe_configs_gives_the_settings_the_cluster_runs_with() {
         describe_configs(&mut c, 8, "1", None, 4).0,
         ResponseError::InvalidRequest.code()
     );
+    passes(server);
+}
+
+/// CreatePartitions of `topic` to `count`, with `assignments` for the new
+/// ones if given: the error.
+fn create_partitions(
+    c: &mut Client,
+    topic: &str,
+    count: i32,
+    assignments: Option<&[&[i32]]>,
+    validate_only: bool,
+) -> i16 {
+    use kafka_protocol::messages::create_partitions_request::{
+        CreatePartitionsAssignment, CreatePartitionsTopic,
+    };
+    let mut t = CreatePartitionsTopic::default();
+    t.name = name(topic);
+    t.count = count;
+    t.assignments = assignments.map(|all| {
+        all.iter()
+            .map(|brokers| {
+                let mut a = CreatePartitionsAssignment::default();
+                a.broker_ids = brokers.iter().map(|&b| BrokerId(b)).collect();
+                a
+            })
+            .collect()
+    });
+    let mut r = CreatePartitionsRequest::default();
+    r.topics = vec![t];
+    r.timeout_ms = 5_000;
+    r.validate_only = validate_only;
+    c.call(&r, 3).results[0].error_code
+}
+
+#[test]
+fn create_partitions_grows_a_topic_whose_new_partitions_take_records() {
+    let server = server(Duration::from_millis(2), &[("growing", 2)]);
+    let mut c = Client::connect(server.addrs()[0]);
+    let count = || server.cluster().topic("growing").unwrap().partitions.len();
+    // Fewer or as many, a wrong replica count, unknown brokers, a topic
+    // that is not there: refused, nothing changes.
+    assert_eq!(
+        create_partitions(&mut c, "growing", 2, None, false),
+        ResponseError::InvalidPartitions.code()
+    );
+    assert_eq!(
+        create_partitions(&mut c, "growing", 3, Some(&[&[0, 1]]), false),
+        ResponseError::InvalidReplicaAssignment.code()
+    );
+    assert_eq!(
+        create_partitions(&mut c, "growing", 3, Some(&[&[0, 1, 7]]), false),
+        ResponseError::InvalidReplicaAssignment.code()
+    );
+    assert_eq!(
+        create_partitions(&mut c, "nowhere", 3, None, false),
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    assert_eq!(create_partitions(&mut c, "growing", 4, None, true), 0);
+    assert_eq!(count(), 2, "validate_only changes nothing");
+    // Two more: one spread, as a new topic's; then one assigned by hand.
+    assert_eq!(create_partitions(&mut c, "growing", 3, None, false), 0);
+    assert_eq!(
+        create_partitions(&mut c, "growing", 4, Some(&[&[2, 0, 1]]), false),
+        0
+    );
+    assert_eq!(count(), 4);
+    let log = server.cluster().topic("growing").unwrap().partitions[3]
+        .log
+        .lock()
+        .replicas
+        .clone();
+    assert_eq!(log, [2, 0, 1]);
+    // Clients see them and write to them.
+    let mut p3 = leader(&server, "growing", 3);
+    let r = p3.call(
+        &produce("growing", &[(3, batch(&[b"new"]))], -1, 5_000),
+        PRODUCE_V,
+    );
+    assert_eq!(partition_errors(&r)[0], (3, 0, 0));
     passes(server);
 }

@@ -41,6 +41,9 @@ mod well_formed {
     use broker_sim::wire::decode_request;
     use bytes::{Bytes, BytesMut};
     use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::create_partitions_request::{
+        CreatePartitionsAssignment, CreatePartitionsTopic,
+    };
     use kafka_protocol::messages::create_topics_request::{
         CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
     };
@@ -64,13 +67,13 @@ mod well_formed {
         TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
     };
     use kafka_protocol::messages::{
-        AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, BrokerId, CreateTopicsRequest,
-        DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-        DescribeGroupsRequest, EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId,
-        HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-        ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-        OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader, SyncGroupRequest, TopicName,
-        TransactionalId, TxnOffsetCommitRequest,
+        AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, BrokerId,
+        CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
+        DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest, EndTxnRequest,
+        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest,
+        JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+        MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProducerId,
+        RequestHeader, SyncGroupRequest, TopicName, TransactionalId, TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -366,6 +369,26 @@ mod well_formed {
                             r.topic_names = vec![name("a"), name("bb")];
                         }
                         r.timeout_ms = 5_000;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::CreatePartitions => {
+                        let mut r = CreatePartitionsRequest::default();
+                        r.topics = [("a", true), ("bb", false)]
+                            .into_iter()
+                            .map(|(t, assigned)| {
+                                let mut ct = CreatePartitionsTopic::default();
+                                ct.name = name(t);
+                                ct.count = 4;
+                                ct.assignments = assigned.then(|| {
+                                    let mut a = CreatePartitionsAssignment::default();
+                                    a.broker_ids = vec![BrokerId(0), BrokerId(1)];
+                                    vec![a.clone(), a]
+                                });
+                                ct
+                            })
+                            .collect();
+                        r.timeout_ms = 5_000;
+                        r.validate_only = true;
                         frame(api, version, &r)
                     }
                     ApiKey::DescribeConfigs => {

@@ -1,17 +1,20 @@
 //! The broker side of the requests that set things up rather than move
 //! data: InitProducerId, which gives an idempotent producer its id, and
-//! CreateTopics and DeleteTopics, which an admin client sends. Any broker
-//! answers them: the cluster model they change is one.
+//! CreateTopics, CreatePartitions and DeleteTopics, which an admin client
+//! sends. Any broker answers them: the cluster model they change is one.
 
 use super::service::BrokerService;
 use super::topics::valid_topic_name;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    InitProducerIdRequest, InitProducerIdResponse, ProducerId,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ProducerId,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::collections::HashSet;
@@ -25,7 +28,8 @@ type Refusal = (ResponseError, String);
 
 impl BrokerService {
     /// A new producer id at epoch 0, for a producer with idempotence on;
-    /// transactions (a transactional id) have no coordinator here.
+    /// a transactional one's comes from its coordinator
+    /// (`txn_service.rs`).
     pub(crate) fn init_producer_id(
         &self,
         r: InitProducerIdRequest,
@@ -216,6 +220,122 @@ impl BrokerService {
             return invalid("Every partition must have as many replicas.".to_string());
         }
         Ok(replicas)
+    }
+
+    /// Adds partitions to each topic asked for that can take them, as the
+    /// controller does (a topic's partitions never go away), and says why
+    /// for each that cannot; nothing changes with `validate_only`.
+    pub(crate) fn create_partitions(&self, r: CreatePartitionsRequest) -> CreatePartitionsResponse {
+        let mut seen = HashSet::new();
+        let repeated: HashSet<String> = r
+            .topics
+            .iter()
+            .map(|t| t.name.0.to_string())
+            .filter(|name| !seen.insert(name.clone()))
+            .collect();
+        let mut response = CreatePartitionsResponse::default();
+        response.results = r
+            .topics
+            .iter()
+            .map(|topic| {
+                let name = topic.name.0.to_string();
+                let mut out = CreatePartitionsTopicResult::default();
+                out.name = topic.name.clone();
+                let added = if repeated.contains(&name) {
+                    Err((
+                        ResponseError::InvalidRequest,
+                        format!("Topic '{name}' is named more than once in the request."),
+                    ))
+                } else {
+                    self.add_partitions(&name, topic, r.validate_only)
+                };
+                if let Err((error, message)) = added {
+                    out.error_code = error.code();
+                    out.error_message = Some(StrBytes::from_string(message));
+                }
+                out
+            })
+            .collect();
+        response
+    }
+
+    /// Checks one topic of a CreatePartitions and grows it to `count`
+    /// partitions unless `validate_only`: the new ones with the replicas
+    /// assigned, or spread as a new topic's, with the topic's replication
+    /// factor.
+    fn add_partitions(
+        &self,
+        name: &str,
+        topic: &CreatePartitionsTopic,
+        validate_only: bool,
+    ) -> Result<(), Refusal> {
+        let cluster = &self.cluster;
+        let Some(current) = cluster.topic(name) else {
+            return Err((
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic '{name}' does not exist."),
+            ));
+        };
+        let have = current.partitions.len() as i32;
+        if topic.count <= have || topic.count > MAX_PARTITIONS {
+            return Err((
+                ResponseError::InvalidPartitions,
+                format!("Topic '{name}' has {have} partitions; the count must be more than that and at most {MAX_PARTITIONS}, it was {}.", topic.count),
+            ));
+        }
+        let replication_factor = current.partitions[0].log.lock().replicas.len();
+        let new = (topic.count - have) as usize;
+        let replicas = match &topic.assignments {
+            None => cluster.spread(new as u32, replication_factor as u32),
+            Some(assigned) => {
+                let invalid = |why: String| Err((ResponseError::InvalidReplicaAssignment, why));
+                if assigned.len() != new {
+                    return invalid(format!(
+                        "{} assignments for {new} new partitions.",
+                        assigned.len()
+                    ));
+                }
+                let mut replicas = Vec::with_capacity(new);
+                for (i, a) in assigned.iter().enumerate() {
+                    let mut brokers: Vec<u32> = Vec::with_capacity(a.broker_ids.len());
+                    for b in &a.broker_ids {
+                        match u32::try_from(b.0) {
+                            Ok(id) if id < cluster.cfg.brokers && !brokers.contains(&id) => {
+                                brokers.push(id)
+                            }
+                            _ => {
+                                return invalid(format!(
+                                    "New partition {}: broker {} is not one of this cluster's {} or is named twice.",
+                                    have as usize + i,
+                                    b.0,
+                                    cluster.cfg.brokers
+                                ))
+                            }
+                        }
+                    }
+                    if brokers.len() != replication_factor {
+                        return invalid(format!(
+                            "New partition {}: {} replicas, where the topic has {replication_factor}.",
+                            have as usize + i,
+                            brokers.len()
+                        ));
+                    }
+                    replicas.push(brokers);
+                }
+                replicas
+            }
+        };
+        if validate_only {
+            return Ok(());
+        }
+        cluster
+            .grow_topic(name, have as usize, replicas)
+            .map_err(|now| {
+                (
+                    ResponseError::InvalidPartitions,
+                    format!("Topic '{name}' changed meanwhile: it has {now} partitions."),
+                )
+            })
     }
 
     /// Deletes each topic named (by name before v6, by name or id since):

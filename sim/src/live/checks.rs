@@ -41,8 +41,8 @@ pub struct Checks {
     /// InitProducerId requests (each answered with a new producer id, but
     /// for a transactional one).
     pub init_producer_id_requests: AtomicU64,
-    /// CreateTopics, DeleteTopics, DeleteRecords and DescribeConfigs
-    /// requests.
+    /// CreateTopics, CreatePartitions, DeleteTopics, DeleteRecords and
+    /// DescribeConfigs requests.
     pub admin_requests: AtomicU64,
     /// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
     /// requests.

@@ -311,6 +311,41 @@ impl LiveCluster {
         Ok(topic)
     }
 
+    /// Adds a partition on each of `replicas` to `name`, which has `have`
+    /// partitions (`Err` with the count it has if that changed, or 0 if it
+    /// is gone). Requests that looked the topic up before see the old
+    /// partitions, which stay as they are.
+    pub(crate) fn grow_topic(
+        &self,
+        name: &str,
+        have: usize,
+        replicas: Vec<Vec<u32>>,
+    ) -> Result<(), usize> {
+        let mut topics = self.topics.write();
+        let Some(topic) = topics.get(name) else {
+            return Err(0);
+        };
+        if topic.partitions.len() != have {
+            return Err(topic.partitions.len());
+        }
+        let now = Instant::now();
+        let mut partitions = topic.partitions.clone();
+        for (i, replicas) in replicas.into_iter().enumerate() {
+            partitions.push(Arc::new(Partition {
+                key: self.next_key.fetch_add(1, Ordering::Relaxed),
+                topic: Arc::clone(&topic.name),
+                index: (have + i) as i32,
+                log: parking_lot::Mutex::new(self.new_log(replicas, now)),
+            }));
+        }
+        let grown = Arc::new(Topic {
+            name: Arc::clone(&topic.name),
+            partitions,
+        });
+        topics.insert(Arc::clone(&grown.name), grown);
+        Ok(())
+    }
+
     /// Deletes `name`, if it exists: its partitions lose their leader, the
     /// requests parked on them are answered (UNKNOWN_TOPIC_OR_PARTITION),
     /// and the groups forget their offsets in it. A request that looked

@@ -51,7 +51,7 @@ pub struct BrokerService {
 /// AddPartitionsToTxn v4 and later belong to the second version of
 /// transactions (and brokers' batched verification), not served: clients
 /// run the first.
-pub const APIS: [(ApiKey, i16, i16); 23] = [
+pub const APIS: [(ApiKey, i16, i16); 24] = [
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
@@ -73,6 +73,7 @@ pub const APIS: [(ApiKey, i16, i16); 23] = [
     (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeConfigs, 1, 4),
 ];
@@ -160,6 +161,10 @@ impl Service for BrokerService {
             )),
             RequestKind::DeleteRecords(r) => {
                 Some(ResponseKind::DeleteRecords(self.delete_records(r).await))
+            }
+            RequestKind::CreatePartitions(r) => {
+                Checks::bump(&self.checks().admin_requests);
+                Some(ResponseKind::CreatePartitions(self.create_partitions(r)))
             }
             RequestKind::DeleteTopics(r) => {
                 Checks::bump(&self.checks().admin_requests);

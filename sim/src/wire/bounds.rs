@@ -328,6 +328,19 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.tags()
             })?;
         }
+        ApiKey::CreatePartitions => {
+            let min_topic = w.min_len(2) + 4 + w.min_len(4) + w.min_tags();
+            w.array(min_topic, |w| {
+                w.string()?; // name
+                w.skip(4)?; // count
+                let min_assignment = w.min_len(4) + w.min_tags();
+                w.array(min_assignment, |w| {
+                    w.array(4, |w| w.skip(4))?; // broker_ids
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+        }
         ApiKey::DescribeConfigs => {
             let min = 1 + w.min_len(2) + w.min_len(4) + w.min_tags();
             w.array(min, |w| {
