@@ -681,6 +681,17 @@ fn a_member_waiting_in_a_join_round_longer_than_its_session_is_not_expired() {
     passes(server);
 }
 
+/// (member id, instance id) of each member, sorted.
+fn instances<'a>(
+    members: impl Iterator<Item = (&'a StrBytes, &'a Option<StrBytes>)>,
+) -> Vec<(String, Option<String>)> {
+    let mut all: Vec<(String, Option<String>)> = members
+        .map(|(id, instance)| (id.to_string(), instance.as_ref().map(|i| i.to_string())))
+        .collect();
+    all.sort();
+    all
+}
+
 /// A static member's join (`group.instance.id`): no two-step join.
 fn join_static(addr: SocketAddr, group: &str, instance: &str, member: &str) -> JoinGroupResponse {
     let mut r = join_request(group, member);
@@ -724,17 +735,11 @@ fn two_static_members(server: &Server, group: &str) -> (SocketAddr, Vec<(String,
     } else {
         &b
     };
-    let mut seen: Vec<(String, Option<String>)> = led
-        .members
-        .iter()
-        .map(|m| {
-            (
-                m.member_id.to_string(),
-                m.group_instance_id.as_ref().map(|i| i.to_string()),
-            )
-        })
-        .collect();
-    seen.sort();
+    let seen = instances(
+        led.members
+            .iter()
+            .map(|m| (&m.member_id, &m.group_instance_id)),
+    );
     let mut expected = vec![
         (a.member_id.to_string(), Some("a".to_string())),
         (b.member_id.to_string(), Some("b".to_string())),
@@ -812,23 +817,18 @@ fn a_static_member_that_restarts_takes_its_place_back_without_a_rebalance() {
     let mut r = DescribeGroupsRequest::default();
     r.groups = vec![GroupId(s("statics"))];
     let described = Client::connect(addr).call(&r, 5);
-    let mut instances: Vec<(String, Option<String>)> = described.groups[0]
-        .members
-        .iter()
-        .map(|m| {
-            (
-                m.member_id.to_string(),
-                m.group_instance_id.as_ref().map(|i| i.to_string()),
-            )
-        })
-        .collect();
-    instances.sort();
+    let described = instances(
+        described.groups[0]
+            .members
+            .iter()
+            .map(|m| (&m.member_id, &m.group_instance_id)),
+    );
     let mut expected = vec![
         (new_a.clone(), Some("a".into())),
         (b.clone(), Some("b".into())),
     ];
     expected.sort();
-    assert_eq!(instances, expected);
+    assert_eq!(described, expected);
     // An admin removes "b" by its instance alone: a rebalance follows.
     let mut leave = LeaveGroupRequest::default();
     leave.group_id = GroupId(s("statics"));

@@ -12,9 +12,9 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
-    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, InitProducerIdRequest, InitProducerIdResponse,
-    ProducerId,
+    BrokerId, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, InitProducerIdRequest,
+    InitProducerIdResponse, ProducerId,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::collections::HashSet;
@@ -54,13 +54,7 @@ impl BrokerService {
         r: CreateTopicsRequest,
         version: i16,
     ) -> CreateTopicsResponse {
-        let mut seen = HashSet::new();
-        let repeated: HashSet<String> = r
-            .topics
-            .iter()
-            .map(|t| t.name.0.to_string())
-            .filter(|name| !seen.insert(name.clone()))
-            .collect();
+        let repeated = named_twice(r.topics.iter().map(|t| &*t.name.0));
         let mut response = CreateTopicsResponse::default();
         response.topics = r
             .topics
@@ -70,10 +64,7 @@ impl BrokerService {
                 let mut out = CreatableTopicResult::default();
                 out.name = topic.name.clone();
                 let created = if repeated.contains(&name) {
-                    Err((
-                        ResponseError::InvalidRequest,
-                        format!("Topic '{name}' is named more than once in the request."),
-                    ))
+                    Err(repeated_refusal(&name))
                 } else {
                     self.create_one(&name, &topic, r.validate_only)
                 };
@@ -196,20 +187,7 @@ impl BrokerService {
             if slot.is_some() {
                 return invalid(format!("Partition {index} is assigned twice."));
             }
-            let mut brokers = Vec::with_capacity(a.broker_ids.len());
-            for b in &a.broker_ids {
-                match u32::try_from(b.0) {
-                    Ok(id) if id < self.cluster.cfg.brokers && !brokers.contains(&id) => {
-                        brokers.push(id)
-                    }
-                    _ => {
-                        return invalid(format!(
-                            "Partition {index}: broker {} is not one of this cluster's {} or is named twice.",
-                            b.0, self.cluster.cfg.brokers
-                        ))
-                    }
-                }
-            }
+            let brokers = self.replica_list(index, &a.broker_ids)?;
             if brokers.is_empty() {
                 return invalid(format!("Partition {index} has no replicas."));
             }
@@ -226,13 +204,7 @@ impl BrokerService {
     /// controller does (a topic's partitions never go away), and says why
     /// for each that cannot; nothing changes with `validate_only`.
     pub(crate) fn create_partitions(&self, r: CreatePartitionsRequest) -> CreatePartitionsResponse {
-        let mut seen = HashSet::new();
-        let repeated: HashSet<String> = r
-            .topics
-            .iter()
-            .map(|t| t.name.0.to_string())
-            .filter(|name| !seen.insert(name.clone()))
-            .collect();
+        let repeated = named_twice(r.topics.iter().map(|t| &*t.name.0));
         let mut response = CreatePartitionsResponse::default();
         response.results = r
             .topics
@@ -242,10 +214,7 @@ impl BrokerService {
                 let mut out = CreatePartitionsTopicResult::default();
                 out.name = topic.name.clone();
                 let added = if repeated.contains(&name) {
-                    Err((
-                        ResponseError::InvalidRequest,
-                        format!("Topic '{name}' is named more than once in the request."),
-                    ))
+                    Err(repeated_refusal(&name))
                 } else {
                     self.add_partitions(&name, topic, r.validate_only)
                 };
@@ -297,22 +266,8 @@ impl BrokerService {
                 }
                 let mut replicas = Vec::with_capacity(new);
                 for (i, a) in assigned.iter().enumerate() {
-                    let mut brokers: Vec<u32> = Vec::with_capacity(a.broker_ids.len());
-                    for b in &a.broker_ids {
-                        match u32::try_from(b.0) {
-                            Ok(id) if id < cluster.cfg.brokers && !brokers.contains(&id) => {
-                                brokers.push(id)
-                            }
-                            _ => {
-                                return invalid(format!(
-                                    "New partition {}: broker {} is not one of this cluster's {} or is named twice.",
-                                    have as usize + i,
-                                    b.0,
-                                    cluster.cfg.brokers
-                                ))
-                            }
-                        }
-                    }
+                    let index = have + i as i32;
+                    let brokers = self.replica_list(index, &a.broker_ids)?;
                     if brokers.len() != replication_factor {
                         return invalid(format!(
                             "New partition {}: {} replicas, where the topic has {replication_factor}.",
@@ -336,6 +291,25 @@ impl BrokerService {
                     format!("Topic '{name}' changed meanwhile: it has {now} partitions."),
                 )
             })
+    }
+
+    /// Partition `index`'s replicas as assigned by hand: brokers of this
+    /// cluster, each named once.
+    fn replica_list(&self, index: i32, ids: &[BrokerId]) -> Result<Vec<u32>, Refusal> {
+        let brokers = self.cluster.cfg.brokers;
+        let mut list = Vec::with_capacity(ids.len());
+        for b in ids {
+            match u32::try_from(b.0) {
+                Ok(id) if id < brokers && !list.contains(&id) => list.push(id),
+                _ => {
+                    return Err((
+                        ResponseError::InvalidReplicaAssignment,
+                        format!("Partition {index}: broker {} is not one of this cluster's {brokers} or is named twice.", b.0),
+                    ))
+                }
+            }
+        }
+        Ok(list)
     }
 
     /// Deletes each topic named (by name before v6, by name or id since):
@@ -374,4 +348,21 @@ impl BrokerService {
             .collect();
         response
     }
+}
+
+/// The names that occur more than once in a request.
+fn named_twice<'a>(names: impl Iterator<Item = &'a str>) -> HashSet<String> {
+    let mut seen = HashSet::new();
+    names
+        .filter(|name| !seen.insert(*name))
+        .map(str::to_string)
+        .collect()
+}
+
+/// What a topic named twice in one request is told.
+fn repeated_refusal(name: &str) -> Refusal {
+    (
+        ResponseError::InvalidRequest,
+        format!("Topic '{name}' is named more than once in the request."),
+    )
 }

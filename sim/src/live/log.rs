@@ -19,7 +19,9 @@ const LAST_OFFSET_DELTA: usize = 23;
 /// The batch header's timestamps: its first record's, and its largest.
 const BASE_TIMESTAMP: usize = 27;
 const MAX_TIMESTAMP: usize = 35;
-/// The batch header's attributes, and the producer's id and epoch.
+/// The batch header's magic byte (2 for a v2 batch), its attributes, and
+/// the producer's id and epoch.
+const MAGIC: usize = 16;
 const ATTRIBUTES: usize = 21;
 const PRODUCER_ID: usize = 43;
 const PRODUCER_EPOCH: usize = 51;
@@ -504,8 +506,9 @@ impl PartitionLog {
 /// producer); what the caller checks with the transaction coordinator
 /// before the append, which checks every batch.
 pub fn transactional_producer(records: &[u8]) -> Option<(i64, i16)> {
+    // Only a v2 batch has these fields (the append refuses the others).
     let attributes = *records.get(ATTRIBUTES + 1)?;
-    if attributes & TRANSACTIONAL == 0 {
+    if records.get(MAGIC) != Some(&2) || attributes & TRANSACTIONAL == 0 {
         return None;
     }
     let epoch = records.get(PRODUCER_EPOCH..PRODUCER_EPOCH + 2)?;
