@@ -418,16 +418,7 @@ fn idempotent_and_deleted(server: Server, r: &serde_json::Value, topic: &str) {
 fn kafkajs_produces_with_acks_all_and_a_group_of_two_reads_every_record_once() {
     let Some(node_path) = kafkajs() else { return };
     let server = start(quick_groups(), &[]);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/clients/kafkajs_client.js"
-    );
-    let out = Command::new("node")
-        .args([script, &bootstrap(&server), "from-js", "2000"])
-        .env("NODE_PATH", node_path)
-        .output()
-        .expect("node runs");
-    let r = json_line(&out);
+    let r = kafkajs_client(&node_path, &[&bootstrap(&server), "from-js", "2000"]);
     assert!(r["error"].is_null(), "{r}");
     assert_eq!(r["created"], true, "{r}");
     assert_eq!(r["acked"], 2000, "{r}");
@@ -442,6 +433,60 @@ fn kafkajs_produces_with_acks_all_and_a_group_of_two_reads_every_record_once() {
     assert_eq!(r["committed"], 2040, "{r}");
     assert_eq!(r["topic_left"], false, "{r}");
     assert!(server.cluster().topic("from-js").is_none(), "deleted");
+    passes(server);
+}
+
+/// Runs the kafkajs client script with `args`; the JSON line it ends with.
+fn kafkajs_client(node_path: &str, args: &[&str]) -> serde_json::Value {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/kafkajs_client.js"
+    );
+    let out = Command::new("node")
+        .arg(script)
+        .args(args)
+        .env("NODE_PATH", node_path)
+        .output()
+        .expect("node runs");
+    json_line(&out)
+}
+
+/// What a committed and an uncommitted reader saw of three transactions
+/// (t0 committed, t1 aborted, t2 committed) of 10 records each.
+fn read_the_committed_transactions(r: &serde_json::Value) {
+    assert_eq!(
+        r["committed"],
+        serde_json::json!({"t0": 10, "t2": 10}),
+        "{r}"
+    );
+    assert_eq!(
+        r["uncommitted"],
+        serde_json::json!({"t0": 10, "t1": 10, "t2": 10}),
+        "{r}"
+    );
+}
+
+#[test]
+fn kafkajs_and_aiokafka_transactions_are_read_committed_or_not() {
+    // Two more implementations of the transaction protocol, with their
+    // own handling of aborted transactions on the read side.
+    let server = start(quick_groups(), &[("js-txn", 2), ("aio-txn", 2)]);
+    if let Some(node_path) = kafkajs() {
+        let r = kafkajs_client(&node_path, &["transactions", &bootstrap(&server), "js-txn"]);
+        assert!(r["error"].is_null(), "{r}");
+        read_the_committed_transactions(&r);
+    }
+    if aiokafka() {
+        let r = python_client(
+            "aiokafka_client.py",
+            &["transactions", &bootstrap(&server), "aio-txn"],
+        );
+        read_the_committed_transactions(&r);
+        // The consume-transform-produce round: its output and its group's
+        // offsets committed together.
+        assert_eq!(r["out"], serde_json::json!({"T0": 10, "T2": 10}), "{r}");
+        assert_eq!(r["read_again"], 0, "{r}");
+    }
     passes(server);
 }
 

@@ -10,6 +10,13 @@ nor kafka-python), with an idempotent producer.
         as they go; then read again in the same group with a third
         consumer (nothing should be left); delete the topic. Prints one
         JSON line; the caller judges it.
+    aiokafka_client.py transactions BOOTSTRAP TOPIC
+        On TOPIC (2 partitions): three transactions of 10 records,
+        committed, aborted and committed; then a consume-transform-produce
+        round in group "aiokafka-transform" whose output and consumed
+        offsets commit in one transaction. Prints one JSON line: what
+        committed and uncommitted readers read (counted by prefix), what
+        the round wrote, and what the group reads after it.
 
 The group is stable before the first record exists, so no rebalance
 falls between a read and its commit: every record is read exactly once.
@@ -20,18 +27,19 @@ import json
 import sys
 import time
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 GROUP = "aiokafka-readers"
 
 
-def consumer(bootstrap, topic, name):
+def consumer(bootstrap, topic, name, group=GROUP):
     return AIOKafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
-        group_id=GROUP,
+        group_id=group,
         client_id=name,
+        isolation_level="read_committed",
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         fetch_max_wait_ms=200,
@@ -118,9 +126,72 @@ async def all_apis(bootstrap, topic, count):
     }))
 
 
+async def read_all(bootstrap, topic, isolation, partitions):
+    """Every record of `topic` from the start, counted by prefix."""
+    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
+                              enable_auto_commit=False)
+    await reader.start()
+    reader.assign([TopicPartition(topic, p) for p in range(partitions)])
+    await reader.seek_to_beginning()
+    counts, idle = {}, 0
+    while idle < 10:
+        batches = await reader.getmany(timeout_ms=200)
+        idle = 0 if batches else idle + 1
+        for records in batches.values():
+            for r in records:
+                prefix = r.value.decode().rsplit("-", 1)[0]
+                counts[prefix] = counts.get(prefix, 0) + 1
+    await reader.stop()
+    return counts
+
+
+async def transactions(bootstrap, topic):
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aiokafka-tx")
+    await producer.start()
+    for n, commit in enumerate([True, False, True]):
+        await producer.begin_transaction()
+        for i in range(10):
+            await producer.send_and_wait(topic, f"t{n}-{i}".encode(), partition=i % 2)
+        if commit:
+            await producer.commit_transaction()
+        else:
+            await producer.abort_transaction()
+
+    group = "aiokafka-transform"
+    source = consumer(bootstrap, topic, "transform", group)
+    await source.start()
+    seen, positions = [], {}
+    deadline = time.time() + 30
+    while len(seen) < 20 and time.time() < deadline:
+        for tp, records in (await source.getmany(timeout_ms=200)).items():
+            seen.extend(r.value.decode() for r in records)
+            positions[tp] = records[-1].offset + 1
+    await producer.begin_transaction()
+    for v in seen:
+        await producer.send_and_wait(f"{topic}-out", v.upper().encode(), partition=0)
+    await producer.send_offsets_to_transaction(positions, group)
+    await producer.commit_transaction()
+    await producer.stop()
+    await source.stop()
+
+    again = consumer(bootstrap, topic, "transform-again", group)
+    values = []
+    await again.start()
+    await read(again, values, 1, 4)
+    await again.stop()
+    print(json.dumps({
+        "committed": await read_all(bootstrap, topic, "read_committed", 2),
+        "uncommitted": await read_all(bootstrap, topic, "read_uncommitted", 2),
+        "out": await read_all(bootstrap, f"{topic}-out", "read_committed", 1),
+        "read_again": len(values),
+    }))
+
+
 if __name__ == "__main__":
     mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "all":
         asyncio.run(all_apis(bootstrap, topic, int(sys.argv[4])))
+    elif mode == "transactions":
+        asyncio.run(transactions(bootstrap, topic))
     else:
         sys.exit(f"unknown mode {mode}")

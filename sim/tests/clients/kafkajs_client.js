@@ -9,9 +9,16 @@
 // produces 40 more records and reads them on the one left, fetches the
 // group's committed offsets and deletes the topic. Prints one JSON line
 // with what it saw; exits 0 when it ran, and the caller judges the line.
+//
+//     node kafkajs_client.js transactions BOOTSTRAP TOPIC
+//
+// On TOPIC (2 partitions), three transactions of 10 records: committed,
+// aborted, committed. Prints what a committed and an uncommitted reader
+// read, counted by prefix.
 const { Kafka, logLevel } = require('kafkajs');
 
-const [bootstrap, topic, countText] = process.argv.slice(2);
+const transactional = process.argv[2] === 'transactions';
+const [bootstrap, topic, countText] = process.argv.slice(transactional ? 3 : 2);
 const count = parseInt(countText, 10);
 const group = `${topic}-readers`;
 const kafka = new Kafka({ clientId: 'kafkajs-check', brokers: [bootstrap], logLevel: logLevel.NOTHING });
@@ -99,7 +106,43 @@ async function main() {
   console.log(JSON.stringify(out));
 }
 
-main().catch((e) => {
+/** Every record of `topic` from the start, by prefix, as a reader of
+ * committed records only or not. */
+async function readAll(readUncommitted) {
+  const consumer = kafka.consumer({ groupId: `${topic}-${readUncommitted}`, readUncommitted, maxWaitTimeInMs: 200 });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  const counts = {};
+  let last = Date.now();
+  await consumer.run({
+    eachMessage: async ({ message }) => {
+      const prefix = message.value.toString().split('-')[0];
+      counts[prefix] = (counts[prefix] || 0) + 1;
+      last = Date.now();
+    },
+  });
+  // Until 3 s pass with nothing new (the group's first round included).
+  await waitFor(() => Object.keys(counts).length > 0 && Date.now() - last > 3000, 30000);
+  await consumer.disconnect();
+  return counts;
+}
+
+async function transactions() {
+  const producer = kafka.producer({ transactionalId: `${topic}-tx`, idempotent: true, maxInFlightRequests: 1 });
+  await producer.connect();
+  for (const [n, commit] of [[0, true], [1, false], [2, true]]) {
+    const txn = await producer.transaction();
+    await txn.send({
+      topic,
+      messages: [...Array(10).keys()].map((i) => ({ value: `t${n}-${i}`, partition: i % 2 })),
+    });
+    await (commit ? txn.commit() : txn.abort());
+  }
+  await producer.disconnect();
+  console.log(JSON.stringify({ committed: await readAll(false), uncommitted: await readAll(true) }));
+}
+
+(transactional ? transactions() : main()).catch((e) => {
   console.log(JSON.stringify({ error: String(e && e.stack ? e.stack : e) }));
   process.exit(1);
 });
