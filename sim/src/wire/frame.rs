@@ -13,7 +13,8 @@ const MIN_REQUEST_BYTES: usize = 8;
 /// Why no frame was read. Each closes the connection, as Kafka does.
 #[derive(Debug)]
 pub enum FrameError {
-    /// The peer closed the connection between frames.
+    /// The peer closed the connection between frames, or reset it there
+    /// (as librdkafka closes its sockets).
     Closed,
     /// A size below a request header, negative, or above the limit.
     BadSize(i64),
@@ -35,6 +36,9 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             Ok(0) if got == 0 => return Err(FrameError::Closed),
             Ok(0) => return Err(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into())),
             Ok(n) => got += n,
+            Err(e) if got == 0 && e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Err(FrameError::Closed)
+            }
             Err(e) => return Err(FrameError::Io(e)),
         }
     }
@@ -88,5 +92,34 @@ mod tests {
             Err(FrameError::BadSize(3))
         ));
         assert!(matches!(read(&ok, 7).await, Err(FrameError::BadSize(8))));
+    }
+
+    /// Yields `first`, then fails with a reset.
+    struct ThenReset(&'static [u8]);
+
+    impl AsyncRead for ThenReset {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            if self.0.is_empty() {
+                return std::task::Poll::Ready(Err(std::io::ErrorKind::ConnectionReset.into()));
+            }
+            let n = self.0.len().min(buf.remaining());
+            buf.put_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reset_between_frames_is_a_close_and_inside_one_an_error() {
+        let r = read_frame(&mut ThenReset(&[]), 100).await;
+        assert!(matches!(r, Err(FrameError::Closed)));
+        let r = read_frame(&mut ThenReset(&[0, 0]), 100).await;
+        assert!(matches!(r, Err(FrameError::Io(_))));
+        let r = read_frame(&mut ThenReset(&[0, 0, 0, 8, 1]), 100).await;
+        assert!(matches!(r, Err(FrameError::Io(_))));
     }
 }
