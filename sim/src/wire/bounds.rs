@@ -135,6 +135,19 @@ impl<'a> Walk<'a> {
         usize::from(self.flexible)
     }
 
+    /// The topics of an OffsetCommit or a TxnOffsetCommit: for each
+    /// partition its index, offset, leader epoch (if `leader_epoch`) and
+    /// metadata.
+    fn committed_offsets(&mut self, leader_epoch: bool) -> Result<(), Refused> {
+        let fixed = 4 + 8 + if leader_epoch { 4 } else { 0 };
+        let min_partition = fixed + self.min_len(2) + self.min_tags();
+        self.topics(min_partition, |w| {
+            w.skip(fixed)?;
+            w.string()?; // committed_metadata
+            w.tags()
+        })
+    }
+
     /// An array of topics (a name, then an array of `partition`s of at
     /// least `min_partition` bytes each, then tags), the shape most
     /// requests share.
@@ -269,13 +282,7 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             if (2..=4).contains(&version) {
                 w.skip(8)?; // retention_time_ms
             }
-            let fixed = 4 + 8 + if version >= 6 { 4 } else { 0 };
-            let min_partition = fixed + w.min_len(2) + w.min_tags();
-            w.topics(min_partition, |w| {
-                w.skip(fixed)?;
-                w.string()?; // committed_metadata
-                w.tags()
-            })?;
+            w.committed_offsets(version >= 6)?;
         }
         ApiKey::OffsetFetch => {
             w.string()?; // group_id
@@ -372,13 +379,7 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.string()?; // member_id
                 w.string()?; // group_instance_id
             }
-            let fixed = 4 + 8 + if version >= 2 { 4 } else { 0 };
-            let min_partition = fixed + w.min_len(2) + w.min_tags();
-            w.topics(min_partition, |w| {
-                w.skip(fixed)?;
-                w.string()?; // committed_metadata
-                w.tags()
-            })?;
+            w.committed_offsets(version >= 2)?;
         }
         // ApiVersions, FindCoordinator (up to v3), Heartbeat,
         // InitProducerId, AddOffsetsToTxn and EndTxn have no arrays; other
