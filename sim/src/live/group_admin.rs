@@ -7,7 +7,6 @@ use super::checks::Checks;
 use super::group_service::text;
 use super::groups::GroupState;
 use super::service::BrokerService;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
@@ -78,16 +77,9 @@ impl BrokerService {
                 };
                 let name = id.0.to_string();
                 out.group_id = id;
-                match self.cluster.group_coordinator(&name) {
-                    Some(b) if b == self.id => {}
-                    Some(_) => {
-                        out.error_code = ResponseError::NotCoordinator.code();
-                        return out;
-                    }
-                    None => {
-                        out.error_code = ResponseError::CoordinatorNotAvailable.code();
-                        return out;
-                    }
+                if let Err(e) = self.is_coordinator(self.cluster.group_coordinator(&name)) {
+                    out.error_code = e;
+                    return out;
                 }
                 let Some(group) = self.cluster.groups.find(&name) else {
                     out.group_state = text("Dead");
@@ -135,13 +127,11 @@ impl BrokerService {
                 let name = id.0.to_string();
                 let mut out = DeletableGroupResult::default();
                 out.group_id = id;
-                out.error_code = match self.cluster.group_coordinator(&name) {
-                    Some(b) if b == self.id => {
-                        self.cluster.groups.delete_group(&name).err().unwrap_or(0)
-                    }
-                    Some(_) => ResponseError::NotCoordinator.code(),
-                    None => ResponseError::CoordinatorNotAvailable.code(),
-                };
+                out.error_code = self
+                    .is_coordinator(self.cluster.group_coordinator(&name))
+                    .and_then(|()| self.cluster.groups.delete_group(&name))
+                    .err()
+                    .unwrap_or(0);
                 out
             })
             .collect();

@@ -44,7 +44,14 @@ impl BrokerService {
     /// COORDINATOR_NOT_AVAILABLE while no broker can).
     fn coordinates(&self, group: &str) -> Result<(), i16> {
         Checks::bump(&self.cluster.checks.group_requests);
-        match self.cluster.group_coordinator(group) {
+        self.is_coordinator(self.cluster.group_coordinator(group))
+    }
+
+    /// Whether this broker is `coordinator` (a group's or a transactional
+    /// id's): NOT_COORDINATOR if another is, COORDINATOR_NOT_AVAILABLE if
+    /// none can be.
+    pub(crate) fn is_coordinator(&self, coordinator: Option<u32>) -> Result<(), i16> {
+        match coordinator {
             Some(b) if b == self.id => Ok(()),
             Some(_) => Err(code(ResponseError::NotCoordinator)),
             None => Err(code(ResponseError::CoordinatorNotAvailable)),

@@ -153,6 +153,7 @@ impl PartitionLog {
             for b in self.batches.drain(..gone) {
                 self.bytes -= b.bytes.len() as u64;
             }
+            self.txns.forget_below(offset);
             if let Some(i) = self.leader.and_then(|l| self.replica_index(l)) {
                 self.replica_log_start[i] = offset;
             }

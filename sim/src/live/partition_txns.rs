@@ -52,7 +52,7 @@ pub struct PartitionTxns {
     /// Ended transactions whose marker is not below the high watermark
     /// yet: (first offset, marker offset).
     ending: Vec<(i64, i64)>,
-    /// Aborted transactions, in the order of their markers.
+    /// Aborted transactions, in the order of their markers (so by `last`).
     aborted: Vec<AbortedTxn>,
 }
 
@@ -104,11 +104,20 @@ impl PartitionTxns {
     /// The aborted transactions a read of offsets `from..to` meets: a
     /// record below `to`, the marker at or after `from`.
     pub fn aborted_in(&self, from: i64, to: i64) -> Vec<AbortedTxn> {
-        self.aborted
+        // Each committed fetch asks: skip the spans that ended before it
+        // by search, not one by one.
+        let ended = self.aborted.partition_point(|a| a.last < from);
+        self.aborted[ended..]
             .iter()
-            .filter(|a| a.first < to && a.last >= from)
+            .filter(|a| a.first < to)
             .copied()
             .collect()
+    }
+
+    /// Forgets the aborted spans wholly below `start` (deleted records).
+    pub fn forget_below(&mut self, start: i64) {
+        let gone = self.aborted.partition_point(|a| a.last < start);
+        self.aborted.drain(..gone);
     }
 
     /// Whether `producer_id` has records here in a transaction with no
@@ -179,6 +188,12 @@ mod tests {
         assert_eq!(t.aborted_in(3, 6), vec![aborted]);
         assert_eq!(t.aborted_in(4, 6), vec![]);
         assert_eq!(t.aborted_in(0, 0), vec![]);
+        t.forget_below(3);
+        assert_eq!(t.aborted_in(0, 6), vec![aborted]);
+        t.forget_below(4);
+        assert_eq!(t.aborted_in(0, 6), vec![]);
+        t.record(data(7), 6);
+        t.record(marker(7, false), 7);
         t.clear();
         assert_eq!(t.aborted_in(0, 6), vec![]);
     }

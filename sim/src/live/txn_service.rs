@@ -40,11 +40,7 @@ impl BrokerService {
     /// NOT_COORDINATOR unless this broker coordinates transactional id `id`
     /// (COORDINATOR_NOT_AVAILABLE while no broker can).
     fn coordinates_txn(&self, id: &str) -> Result<(), i16> {
-        match self.cluster.txn_coordinator(id) {
-            Some(b) if b == self.id => Ok(()),
-            Some(_) => Err(code(ResponseError::NotCoordinator)),
-            None => Err(code(ResponseError::CoordinatorNotAvailable)),
-        }
+        self.is_coordinator(self.cluster.txn_coordinator(id))
     }
 
     /// InitProducerId for a transactional producer (see
@@ -208,15 +204,7 @@ impl BrokerService {
         Checks::bump(&self.checks().txn_requests);
         let group_id = r.group_id.0.as_str();
         let error = self
-            .cluster
-            .group_coordinator(group_id)
-            .map_or(Err(code(ResponseError::CoordinatorNotAvailable)), |b| {
-                if b == self.id {
-                    Ok(())
-                } else {
-                    Err(code(ResponseError::NotCoordinator))
-                }
-            })
+            .is_coordinator(self.cluster.group_coordinator(group_id))
             .and_then(|()| {
                 let offsets: Offsets = r
                     .topics

@@ -105,6 +105,12 @@ impl TxnCoordinator {
         self.txns.lock().get(id).cloned()
     }
 
+    /// The transactional id's state that holds `producer_id`, if any.
+    fn txn_of_producer(&self, producer_id: i64) -> Option<Arc<Mutex<Txn>>> {
+        let id = self.by_producer.lock().get(&producer_id).cloned();
+        id.and_then(|id| self.txn(&id))
+    }
+
     /// InitProducerId for `id`: a new producer id at epoch 0 for a new
     /// transactional id; otherwise the next epoch, which fences any
     /// producer still using an older one, after aborting the transaction
@@ -363,8 +369,7 @@ impl TxnCoordinator {
         key: u32,
         append: impl FnOnce() -> R,
     ) -> Result<R, i16> {
-        let id = self.by_producer.lock().get(&producer_id).cloned();
-        let Some(txn) = id.and_then(|id| self.txn(&id)) else {
+        let Some(txn) = self.txn_of_producer(producer_id) else {
             return Err(ResponseError::InvalidTxnState.code());
         };
         let t = txn.lock();
@@ -390,8 +395,7 @@ impl TxnCoordinator {
         offsets: Offsets,
     ) -> Result<(), i16> {
         let (producer_id, epoch) = producer;
-        let id = self.by_producer.lock().get(&producer_id).cloned();
-        let Some(txn) = id.and_then(|id| self.txn(&id)) else {
+        let Some(txn) = self.txn_of_producer(producer_id) else {
             return Err(ResponseError::InvalidProducerIdMapping.code());
         };
         let t = txn.lock();
