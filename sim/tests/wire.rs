@@ -375,17 +375,18 @@ fn api_versions_advertises_what_is_implemented_and_refuses_other_versions() {
     // librdkafka needs Produce v3+ and Fetch v4+ for record batches v2.
     assert!(max(0).unwrap().1 >= 3 && max(1).unwrap().1 >= 4);
     assert!(max(3).is_some() && max(2).is_some() && max(18).is_some());
-    // Groups, capped below the versions that batch several groups.
-    assert_eq!(max(11), Some((0, 7)), "JoinGroup");
-    assert_eq!(max(10), Some((0, 3)), "FindCoordinator");
-    assert_eq!(max(9), Some((1, 7)), "OffsetFetch");
-    // Idempotent producers' ids, short of the second version of
-    // transactions; topics created by an admin client.
-    assert_eq!(max(22), Some((0, 4)), "InitProducerId");
+    // Up to the versions current clients start from: topics by id in
+    // Fetch, several groups or keys in one OffsetFetch or FindCoordinator.
+    assert_eq!(max(1), Some((4, 17)), "Fetch");
+    assert_eq!(max(11), Some((0, 9)), "JoinGroup");
+    assert_eq!(max(10), Some((0, 6)), "FindCoordinator");
+    assert_eq!(max(9), Some((1, 9)), "OffsetFetch");
+    assert_eq!(max(22), Some((0, 5)), "InitProducerId");
     assert_eq!(max(19), Some((2, 7)), "CreateTopics");
-    // Transactions' own APIs, short of their second version.
+    // Transactions' own APIs, short of their second version (and of
+    // AddPartitionsToTxn's versions for brokers).
     assert_eq!(max(24), Some((0, 3)), "AddPartitionsToTxn");
-    assert_eq!(max(26), Some((0, 3)), "EndTxn");
+    assert_eq!(max(26), Some((0, 4)), "EndTxn");
     // An ApiVersions version from the future (v99, correlation id 42, no
     // client id): answered at v0 with the error and the versions there are.
     let mut raw = Vec::new();

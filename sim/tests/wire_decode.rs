@@ -60,7 +60,9 @@ mod well_formed {
     use kafka_protocol::messages::offset_commit_request::{
         OffsetCommitRequestPartition, OffsetCommitRequestTopic,
     };
-    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+    };
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
     use kafka_protocol::messages::txn_offset_commit_request::{
@@ -103,6 +105,15 @@ mod well_formed {
         TopicName(StrBytes::from_string(s.to_string()))
     }
 
+    /// A topic id made from a name, for requests that name topics by id.
+    fn id(s: &str) -> uuid::Uuid {
+        let mut bytes = [7u8; 16];
+        for (b, c) in bytes.iter_mut().zip(s.bytes()) {
+            *b = c;
+        }
+        uuid::Uuid::from_bytes(bytes)
+    }
+
     /// Requests with two topics of two partitions each, and every field a
     /// version may carry set, in every implemented version, pass the bound
     /// check and decode.
@@ -139,7 +150,11 @@ mod well_formed {
                             .iter()
                             .map(|t| {
                                 let mut ft = FetchTopic::default();
-                                ft.topic = name(t);
+                                if version >= 13 {
+                                    ft.topic_id = id(t);
+                                } else {
+                                    ft.topic = name(t);
+                                }
                                 ft.partitions = (0..2)
                                     .map(|i| {
                                         let mut p = FetchPartition::default();
@@ -153,7 +168,11 @@ mod well_formed {
                             .collect();
                         if version >= 7 {
                             let mut f = ForgottenTopic::default();
-                            f.topic = name("gone");
+                            if version >= 13 {
+                                f.topic_id = id("gone");
+                            } else {
+                                f.topic = name("gone");
+                            }
                             f.partitions = vec![1, 2];
                             r.forgotten_topics_data = vec![f];
                         }
@@ -180,6 +199,9 @@ mod well_formed {
                                 lt
                             })
                             .collect();
+                        if version >= 10 {
+                            r.timeout_ms = 5_000;
+                        }
                         frame(api, version, &r)
                     }
                     ApiKey::Metadata => {
@@ -190,6 +212,9 @@ mod well_formed {
                                 .map(|t| {
                                     let mut mt = MetadataRequestTopic::default();
                                     mt.name = Some(name(t));
+                                    if version >= 10 {
+                                        mt.topic_id = id(t);
+                                    }
                                     mt
                                 })
                                 .collect(),
@@ -198,7 +223,14 @@ mod well_formed {
                     }
                     ApiKey::FindCoordinator => {
                         let mut r = FindCoordinatorRequest::default();
-                        r.key = StrBytes::from_static_str("readers");
+                        if version >= 4 {
+                            r.coordinator_keys = vec![
+                                StrBytes::from_static_str("readers"),
+                                StrBytes::from_static_str("writers"),
+                            ];
+                        } else {
+                            r.key = StrBytes::from_static_str("readers");
+                        }
                         frame(api, version, &r)
                     }
                     ApiKey::JoinGroup => {
@@ -208,6 +240,9 @@ mod well_formed {
                         r.protocol_type = StrBytes::from_static_str("consumer");
                         if version >= 5 {
                             r.group_instance_id = Some(StrBytes::from_static_str("i-1"));
+                        }
+                        if version >= 8 {
+                            r.reason = Some(StrBytes::from_static_str("a new subscription"));
                         }
                         r.protocols = ["range", "roundrobin"]
                             .iter()
@@ -260,6 +295,9 @@ mod well_formed {
                                     let mut i = MemberIdentity::default();
                                     i.member_id = StrBytes::from_static_str(m);
                                     i.group_instance_id = Some(StrBytes::from_static_str("i"));
+                                    if version >= 5 {
+                                        i.reason = Some(StrBytes::from_static_str("closing"));
+                                    }
                                     i
                                 })
                                 .collect();
@@ -295,18 +333,45 @@ mod well_formed {
                     }
                     ApiKey::OffsetFetch => {
                         let mut r = OffsetFetchRequest::default();
-                        r.group_id = group();
-                        r.topics = Some(
-                            ["a", "bb"]
-                                .iter()
-                                .map(|t| {
-                                    let mut ot = OffsetFetchRequestTopic::default();
-                                    ot.name = name(t);
-                                    ot.partition_indexes = vec![0, 1, 2];
-                                    ot
-                                })
-                                .collect(),
-                        );
+                        r.require_stable = version >= 7;
+                        if version >= 8 {
+                            // Two groups: one asking for two topics, one
+                            // for everything committed.
+                            let mut g = OffsetFetchRequestGroup::default();
+                            g.group_id = group();
+                            if version >= 9 {
+                                g.member_id = Some(StrBytes::from_static_str("m-1"));
+                                g.member_epoch = 3;
+                            }
+                            g.topics = Some(
+                                ["a", "bb"]
+                                    .iter()
+                                    .map(|t| {
+                                        let mut ot = OffsetFetchRequestTopics::default();
+                                        ot.name = name(t);
+                                        ot.partition_indexes = vec![0, 1, 2];
+                                        ot
+                                    })
+                                    .collect(),
+                            );
+                            let mut all = OffsetFetchRequestGroup::default();
+                            all.group_id = GroupId(StrBytes::from_static_str("g-2"));
+                            all.topics = None;
+                            r.groups = vec![g, all];
+                        } else {
+                            r.group_id = group();
+                            r.topics = Some(
+                                ["a", "bb"]
+                                    .iter()
+                                    .map(|t| {
+                                        let mut ot = OffsetFetchRequestTopic::default();
+                                        ot.name = name(t);
+                                        ot.partition_indexes = vec![0, 1, 2];
+                                        ot
+                                    })
+                                    .collect(),
+                            );
+                        }
                         frame(api, version, &r)
                     }
                     ApiKey::ListGroups => {

@@ -3,6 +3,7 @@
 //! CreateTopics, CreatePartitions and DeleteTopics, which an admin client
 //! sends. Any broker answers them: the cluster model they change is one.
 
+use super::service::topic_name;
 use super::service::BrokerService;
 use super::topics::valid_topic_name;
 use kafka_protocol::error::ResponseError;
@@ -18,6 +19,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use std::collections::HashSet;
+use uuid::Uuid;
 
 /// The most partitions one CreateTopics may ask for in a topic (as many
 /// as `--partitions` accepts).
@@ -69,7 +71,9 @@ impl BrokerService {
                     self.create_one(&name, &topic, r.validate_only)
                 };
                 match created {
-                    Ok((partitions, replication_factor)) => {
+                    Ok((partitions, replication_factor, id)) => {
+                        // v7 and later; zero for a topic only validated.
+                        out.topic_id = id;
                         if version >= 5 {
                             out.num_partitions = partitions;
                             out.replication_factor = replication_factor;
@@ -90,13 +94,14 @@ impl BrokerService {
     }
 
     /// Checks one topic of a CreateTopics and creates it unless
-    /// `validate_only`; its partitions and replication factor.
+    /// `validate_only`; its partitions, replication factor and topic id
+    /// (zero if only validated).
     fn create_one(
         &self,
         name: &str,
         topic: &CreatableTopic,
         validate_only: bool,
-    ) -> Result<(i32, i16), Refusal> {
+    ) -> Result<(i32, i16, Uuid), Refusal> {
         let cluster = &self.cluster;
         let exists = || {
             Err((
@@ -152,10 +157,13 @@ impl BrokerService {
         };
         let partitions = replicas.len() as i32;
         let replication_factor = replicas.first().map_or(0, |r| r.len() as i16);
-        if !validate_only && cluster.create_topic_with(name, replicas).is_err() {
-            return exists();
+        if validate_only {
+            return Ok((partitions, replication_factor, Uuid::nil()));
         }
-        Ok((partitions, replication_factor))
+        match cluster.create_topic_with(name, replicas) {
+            Ok(created) => Ok((partitions, replication_factor, created.id)),
+            Err(_) => exists(),
+        }
     }
 
     /// The replica lists a CreateTopics assigns by hand: every partition
@@ -313,8 +321,8 @@ impl BrokerService {
     }
 
     /// Deletes each topic named (by name before v6, by name or id since):
-    /// UNKNOWN_TOPIC_OR_PARTITION for a name that does not exist, and
-    /// UNKNOWN_TOPIC_ID for an id, since this broker assigns none.
+    /// UNKNOWN_TOPIC_OR_PARTITION for a name that does not exist,
+    /// UNKNOWN_TOPIC_ID for an id that does not.
     pub(crate) fn delete_topics(&self, r: DeleteTopicsRequest) -> DeleteTopicsResponse {
         let named = r
             .topic_names
@@ -327,12 +335,18 @@ impl BrokerService {
             .map(|(name, topic_id)| {
                 let mut out = DeletableTopicResult::default();
                 out.topic_id = topic_id;
+                // By id: answered with the name it had.
+                let by_id = name.is_none().then_some(topic_id);
+                let name = name.or_else(|| {
+                    let topic = self.cluster.topic_by_id(topic_id)?;
+                    Some(topic_name(&topic.name))
+                });
                 let refused = match &name {
                     None => Some((
                         ResponseError::UnknownTopicId,
-                        "This broker assigns no topic ids: name the topic.".to_string(),
+                        format!("No topic has the id {topic_id}."),
                     )),
-                    Some(n) if self.cluster.delete_topic(&n.0).is_some() => None,
+                    Some(n) if self.cluster.delete_topic(&n.0, by_id).is_some() => None,
                     Some(n) => Some((
                         ResponseError::UnknownTopicOrPartition,
                         format!("Topic '{}' does not exist.", n.0),

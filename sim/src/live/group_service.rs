@@ -8,13 +8,15 @@ use super::checks::Checks;
 use super::groups::{Action, DelayedSync, Group, GroupState, JoinResult, Member};
 use super::service::BrokerService;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{
     BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
@@ -58,32 +60,75 @@ impl BrokerService {
         }
     }
 
-    pub(crate) fn find_coordinator(&self, r: FindCoordinatorRequest) -> FindCoordinatorResponse {
+    /// FindCoordinator: one key before v4, a batch of keys of one type
+    /// from v4 (KIP-699), each answered as if asked alone.
+    pub(crate) fn find_coordinator(
+        &self,
+        r: FindCoordinatorRequest,
+        version: i16,
+    ) -> FindCoordinatorResponse {
         Checks::bump(&self.cluster.checks.group_requests);
         let mut response = FindCoordinatorResponse::default();
-        response.node_id = BrokerId(-1);
-        response.port = -1;
-        // Groups (key type 0) and transactional ids (1) map to a broker
-        // alike.
-        let found = (r.key_type == 0 || r.key_type == 1)
-            .then(|| self.cluster.group_coordinator(&r.key))
-            .flatten()
-            .and_then(|b| {
-                self.cluster
-                    .endpoints()
-                    .get(b as usize)
-                    .cloned()
-                    .map(|e| (b, e))
-            });
-        match found {
-            Some((b, (host, port))) => {
-                response.node_id = BrokerId(b as i32);
+        if version >= 4 {
+            response.coordinators = r
+                .coordinator_keys
+                .iter()
+                .map(|key| {
+                    let mut c = Coordinator::default();
+                    c.key = key.clone();
+                    match self.coordinator_of(r.key_type, key) {
+                        Ok((node, host, port)) => {
+                            c.node_id = BrokerId(node);
+                            c.host = text(&host);
+                            c.port = port;
+                        }
+                        Err(e) => {
+                            c.error_code = e;
+                            c.node_id = BrokerId(-1);
+                            c.port = -1;
+                        }
+                    }
+                    c
+                })
+                .collect();
+            return response;
+        }
+        match self.coordinator_of(r.key_type, &r.key) {
+            Ok((node, host, port)) => {
+                response.node_id = BrokerId(node);
                 response.host = text(&host);
                 response.port = port;
             }
-            None => response.error_code = code(ResponseError::CoordinatorNotAvailable),
+            Err(e) => {
+                response.error_code = e;
+                response.node_id = BrokerId(-1);
+                response.port = -1;
+            }
         }
         response
+    }
+
+    /// The broker that coordinates `key` of `key_type`, with its endpoint.
+    /// Groups (type 0) and transactional ids (1) map to a broker alike;
+    /// share groups (2) are not served, and are refused as Kafka refuses
+    /// them when they are not enabled.
+    fn coordinator_of(&self, key_type: i8, key: &str) -> Result<(i32, String, i32), i16> {
+        if key_type != 0 && key_type != 1 {
+            return Err(code(ResponseError::InvalidRequest));
+        }
+        let broker = self
+            .cluster
+            .group_coordinator(key)
+            .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
+        let (host, port) = self
+            .cluster
+            .endpoints()
+            .get(broker as usize)
+            .cloned()
+            .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
+        let node =
+            i32::try_from(broker).map_err(|_| code(ResponseError::CoordinatorNotAvailable))?;
+        Ok((node, host, port))
     }
 
     pub(crate) async fn join_group(
@@ -572,19 +617,28 @@ impl BrokerService {
         0
     }
 
-    pub(crate) fn offset_commit(&self, r: OffsetCommitRequest) -> OffsetCommitResponse {
+    pub(crate) fn offset_commit(
+        &self,
+        r: OffsetCommitRequest,
+        version: i16,
+    ) -> OffsetCommitResponse {
         let id: Arc<str> = Arc::from(r.group_id.0.as_str());
         let error = match self.coordinates(&id) {
             Err(e) => e,
             // A group nobody joined: a commit outside any generation makes
             // it (a consumer that assigns its partitions itself, or an
-            // admin tool), one from a member finds no generation, as in
-            // Kafka before OffsetCommit v9.
+            // admin tool); one from a member finds no group, which Kafka
+            // reports as GROUP_ID_NOT_FOUND from v9 and as a stale
+            // generation before.
             Ok(())
                 if r.generation_id_or_member_epoch >= 0
                     && self.cluster.groups.find(&id).is_none() =>
             {
-                code(ResponseError::IllegalGeneration)
+                if version >= 9 {
+                    code(ResponseError::GroupIdNotFound)
+                } else {
+                    code(ResponseError::IllegalGeneration)
+                }
             }
             Ok(()) => {
                 let group = self.cluster.groups.group(&id);
@@ -650,63 +704,132 @@ impl BrokerService {
         response
     }
 
+    /// OffsetFetch: one group before v8, a batch of groups from v8, each
+    /// answered as if asked alone.
     pub(crate) fn offset_fetch(&self, r: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
         let mut response = OffsetFetchResponse::default();
-        let id: Arc<str> = Arc::from(r.group_id.0.as_str());
-        if let Err(e) = self.coordinates(&id) {
-            if version >= 2 {
-                response.error_code = e;
-            }
+        if version >= 8 {
+            response.groups = r
+                .groups
+                .iter()
+                .map(|g| {
+                    let mut out = OffsetFetchResponseGroup::default();
+                    out.group_id = g.group_id.clone();
+                    let asked = g.topics.as_ref().map(|topics| {
+                        topics
+                            .iter()
+                            .map(|t| (t.name.clone(), t.partition_indexes.clone()))
+                            .collect()
+                    });
+                    match self.committed(&g.group_id.0, asked, r.require_stable) {
+                        Ok(topics) => {
+                            out.topics = topics
+                                .into_iter()
+                                .map(|(name, partitions)| {
+                                    let mut t = OffsetFetchResponseTopics::default();
+                                    t.name = name;
+                                    t.partitions = partitions
+                                        .into_iter()
+                                        .map(|c| {
+                                            let mut p = OffsetFetchResponsePartitions::default();
+                                            p.partition_index = c.partition;
+                                            p.committed_offset = c.offset;
+                                            p.metadata = Some(text(&c.metadata));
+                                            p.error_code = c.error;
+                                            p
+                                        })
+                                        .collect();
+                                    t
+                                })
+                                .collect();
+                        }
+                        Err(e) => out.error_code = e,
+                    }
+                    out
+                })
+                .collect();
             return response;
         }
+        let asked = r.topics.as_ref().map(|topics| {
+            topics
+                .iter()
+                .map(|t| (t.name.clone(), t.partition_indexes.clone()))
+                .collect()
+        });
+        match self.committed(&r.group_id.0, asked, r.require_stable) {
+            Ok(topics) => {
+                response.topics = topics
+                    .into_iter()
+                    .map(|(name, partitions)| {
+                        let mut t = OffsetFetchResponseTopic::default();
+                        t.name = name;
+                        t.partitions = partitions
+                            .into_iter()
+                            .map(|c| {
+                                let mut p = OffsetFetchResponsePartition::default();
+                                p.partition_index = c.partition;
+                                p.committed_offset = c.offset;
+                                p.metadata = Some(text(&c.metadata));
+                                p.error_code = c.error;
+                                p
+                            })
+                            .collect();
+                        t
+                    })
+                    .collect();
+            }
+            // The group-level error came with v2.
+            Err(e) if version >= 2 => response.error_code = e,
+            Err(_) => {}
+        }
+        response
+    }
+
+    /// What `group` has committed in each partition `asked` (every
+    /// committed partition for `None`), or the group's error
+    /// (NOT_COORDINATOR and the like). A consumer that asks for stable
+    /// offsets (`require_stable`, v7) is told to retry a partition while a
+    /// transaction has committed to it and not yet ended.
+    fn committed(
+        &self,
+        group: &str,
+        asked: Option<Vec<(TopicName, Vec<i32>)>>,
+        require_stable: bool,
+    ) -> Result<Vec<(TopicName, Vec<Committed>)>, i16> {
+        self.coordinates(group)?;
         // A group nobody made has nothing committed; it is not made here.
-        let group = self.cluster.groups.find(&id);
+        let group = self.cluster.groups.find(group);
         let g = group.as_ref().map(|g| g.lock());
         let offsets = g.as_ref().map(|g| &g.offsets);
-        // A consumer that asks for stable offsets (v7) is told to retry
-        // while a transaction has committed one it has not settled.
         let unstable = |topic: &str, p: i32| {
-            r.require_stable
+            require_stable
                 && g.as_ref().is_some_and(|g| {
                     let key = (topic.to_string(), p);
                     g.txn_offsets.values().any(|o| o.contains_key(&key))
                 })
         };
-        let entry = |topic: &str, p: i32| {
-            let mut out = OffsetFetchResponsePartition::default();
-            out.partition_index = p;
-            if unstable(topic, p) {
-                out.committed_offset = -1;
-                out.error_code = code(ResponseError::UnstableOffsetCommit);
-                return out;
+        let entry = |topic: &str, partition: i32| {
+            if unstable(topic, partition) {
+                return Committed {
+                    partition,
+                    offset: -1,
+                    metadata: String::new(),
+                    error: code(ResponseError::UnstableOffsetCommit),
+                };
             }
-            match offsets.and_then(|o| o.get(&(topic.to_string(), p))) {
-                Some((offset, metadata)) => {
-                    out.committed_offset = *offset;
-                    out.metadata = Some(text(metadata.as_deref().unwrap_or("")));
-                }
-                None => {
-                    out.committed_offset = -1;
-                    out.metadata = Some(StrBytes::default());
-                }
+            let found = offsets.and_then(|o| o.get(&(topic.to_string(), partition)));
+            Committed {
+                partition,
+                offset: found.map_or(-1, |(offset, _)| *offset),
+                metadata: found
+                    .and_then(|(_, metadata)| metadata.clone())
+                    .unwrap_or_default(),
+                error: 0,
             }
-            out
         };
-        response.topics = match &r.topics {
-            Some(topics) => topics
-                .iter()
-                .map(|t| {
-                    let mut out = OffsetFetchResponseTopic::default();
-                    out.name = t.name.clone();
-                    out.partitions = t
-                        .partition_indexes
-                        .iter()
-                        .map(|&p| entry(&t.name.0, p))
-                        .collect();
-                    out
-                })
-                .collect(),
-            // Every committed partition.
+        let asked = match asked {
+            Some(asked) => asked,
+            // Every committed partition, by topic.
             None => {
                 let mut by_topic: std::collections::BTreeMap<&str, Vec<i32>> = Default::default();
                 for (topic, p) in offsets.into_iter().flat_map(|o| o.keys()) {
@@ -716,16 +839,28 @@ impl BrokerService {
                     .into_iter()
                     .map(|(topic, mut parts)| {
                         parts.sort_unstable();
-                        let mut out = OffsetFetchResponseTopic::default();
-                        out.name = TopicName(text(topic));
-                        out.partitions = parts.into_iter().map(|p| entry(topic, p)).collect();
-                        out
+                        (TopicName(text(topic)), parts)
                     })
                     .collect()
             }
         };
-        response
+        Ok(asked
+            .into_iter()
+            .map(|(name, partitions)| {
+                let answers = partitions.iter().map(|&p| entry(&name.0, p)).collect();
+                (name, answers)
+            })
+            .collect())
     }
+}
+
+/// One partition's committed offset as OffsetFetch reports it (-1 and no
+/// metadata where nothing is committed).
+struct Committed {
+    partition: i32,
+    offset: i64,
+    metadata: String,
+    error: i16,
 }
 
 /// After a rebalance, no partition may be assigned to two live members

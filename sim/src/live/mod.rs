@@ -42,6 +42,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use uuid::Uuid;
 
 /// How the served cluster is set up.
 #[derive(Debug, Clone)]
@@ -113,6 +114,8 @@ pub struct LiveCluster {
     /// Its brokers, by id.
     pub brokers: Vec<Broker>,
     topics: RwLock<HashMap<Arc<str>, Arc<Topic>>>,
+    /// Each topic's name by its id; written under `topics`' write lock.
+    topic_names: RwLock<HashMap<Uuid, Arc<str>>>,
     next_key: AtomicU32,
     /// The next producer id InitProducerId hands out.
     next_producer_id: AtomicI64,
@@ -189,6 +192,7 @@ impl LiveCluster {
             cfg,
             brokers,
             topics: RwLock::new(HashMap::new()),
+            topic_names: RwLock::new(HashMap::new()),
             next_key: AtomicU32::new(0),
             next_producer_id: AtomicI64::new(0),
             checks,
@@ -249,6 +253,12 @@ impl LiveCluster {
         self.topics.read().get(name).cloned()
     }
 
+    /// The topic whose id is `id`, if it exists.
+    pub fn topic_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        let name = self.topic_names.read().get(&id).cloned()?;
+        self.topic(&name).filter(|t| t.id == id)
+    }
+
     /// Every topic, by name.
     pub fn topics(&self) -> Vec<Arc<Topic>> {
         let mut all: Vec<_> = self.topics.read().values().cloned().collect();
@@ -305,8 +315,10 @@ impl LiveCluster {
             .collect();
         let topic = Arc::new(Topic {
             name: Arc::clone(&name),
+            id: topics::new_topic_id(),
             partitions,
         });
+        self.topic_names.write().insert(topic.id, Arc::clone(&name));
         topics.insert(name, Arc::clone(&topic));
         Ok(topic)
     }
@@ -340,6 +352,7 @@ impl LiveCluster {
         }
         let grown = Arc::new(Topic {
             name: Arc::clone(&topic.name),
+            id: topic.id,
             partitions,
         });
         topics.insert(Arc::clone(&grown.name), grown);
@@ -350,8 +363,18 @@ impl LiveCluster {
     /// requests parked on them are answered (UNKNOWN_TOPIC_OR_PARTITION),
     /// and the groups forget their offsets in it. A request that looked
     /// the topic up just before finds it deleted when it reads or appends.
-    pub(crate) fn delete_topic(&self, name: &str) -> Option<Arc<Topic>> {
-        let topic = self.topics.write().remove(name)?;
+    /// With `id`, only the topic of that id: one made again under the
+    /// name since the caller looked the id up is left alone.
+    pub(crate) fn delete_topic(&self, name: &str, id: Option<Uuid>) -> Option<Arc<Topic>> {
+        let topic = {
+            let mut topics = self.topics.write();
+            if id.is_some_and(|id| topics.get(name).is_some_and(|t| t.id != id)) {
+                return None;
+            }
+            let topic = topics.remove(name)?;
+            self.topic_names.write().remove(&topic.id);
+            topic
+        };
         for p in &topic.partitions {
             let mut log = p.log.lock();
             log.deleted = true;

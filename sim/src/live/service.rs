@@ -32,6 +32,7 @@ use purgatory::Outcome;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use uuid::Uuid;
 
 /// One broker of the served cluster, as its listener's connections see it.
 pub struct BrokerService {
@@ -42,41 +43,45 @@ pub struct BrokerService {
 }
 
 /// The APIs and versions the served brokers implement (ApiVersions, the
-/// front's own, aside). Later Produce and Fetch versions name topics
-/// by id only, which this broker does not assign; clients negotiate down.
-/// FindCoordinator v4 and OffsetFetch v8 ask about several groups at once,
-/// which is not built; OffsetCommit v9 and JoinGroup v8 belong to the newer
-/// consumer protocol's era and are left out too. CreateTopics starts at v2,
-/// the first the codecs have. InitProducerId v5, EndTxn v4 and later and
-/// AddPartitionsToTxn v4 and later belong to the second version of
-/// transactions (and brokers' batched verification), not served: clients
-/// run the first.
+/// front's own, aside): up to the latest Kafka defines for each, so a
+/// client written against current brokers, which may send nothing older,
+/// finds what it asks for. Fetch from v13 names topics by id; FindCoordinator
+/// from v4 and OffsetFetch from v8 ask about several keys or groups at once.
+/// Held back: CreateTopics before v2 (the codecs start there),
+/// AddPartitionsToTxn v4 and later (brokers' batched verification, not a
+/// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
+/// transactions (KIP-890), which clients run only where a broker's features
+/// announce it; they run the first here.
 pub const APIS: [(ApiKey, i16, i16); 24] = [
     (ApiKey::Produce, 3, 12),
-    (ApiKey::Fetch, 4, 12),
-    (ApiKey::ListOffsets, 1, 7),
-    (ApiKey::Metadata, 0, 12),
-    (ApiKey::FindCoordinator, 0, 3),
-    (ApiKey::JoinGroup, 0, 7),
+    (ApiKey::Fetch, 4, 17),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 13),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::Heartbeat, 0, 4),
-    (ApiKey::LeaveGroup, 0, 4),
-    (ApiKey::OffsetCommit, 2, 8),
-    (ApiKey::OffsetFetch, 1, 7),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
-    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::InitProducerId, 0, 5),
     (ApiKey::AddPartitionsToTxn, 0, 3),
-    (ApiKey::AddOffsetsToTxn, 0, 3),
-    (ApiKey::EndTxn, 0, 3),
-    (ApiKey::TxnOffsetCommit, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeConfigs, 1, 4),
 ];
+
+/// What Metadata answers for a topic asked for and not served: the name
+/// or (v10 and later) the id it was asked by, and the error.
+type UnknownTopic = (Option<String>, Uuid, i16);
 
 /// A produced partition's index, and its base offset or error code.
 type PartitionAnswer = (i32, Result<i64, i16>);
@@ -106,10 +111,10 @@ impl Service for BrokerService {
                 Some(ResponseKind::ListOffsets(self.list_offsets(r, version)))
             }
             RequestKind::Produce(r) => self.produce(r).await.map(ResponseKind::Produce),
-            RequestKind::Fetch(r) => Some(ResponseKind::Fetch(self.fetch(r).await)),
-            RequestKind::FindCoordinator(r) => {
-                Some(ResponseKind::FindCoordinator(self.find_coordinator(r)))
-            }
+            RequestKind::Fetch(r) => Some(ResponseKind::Fetch(self.fetch(r, version).await)),
+            RequestKind::FindCoordinator(r) => Some(ResponseKind::FindCoordinator(
+                self.find_coordinator(r, version),
+            )),
             RequestKind::JoinGroup(r) => {
                 let client = header
                     .client_id
@@ -127,7 +132,9 @@ impl Service for BrokerService {
             RequestKind::LeaveGroup(r) => {
                 Some(ResponseKind::LeaveGroup(self.leave_group(r, version)))
             }
-            RequestKind::OffsetCommit(r) => Some(ResponseKind::OffsetCommit(self.offset_commit(r))),
+            RequestKind::OffsetCommit(r) => {
+                Some(ResponseKind::OffsetCommit(self.offset_commit(r, version)))
+            }
             RequestKind::OffsetFetch(r) => {
                 Some(ResponseKind::OffsetFetch(self.offset_fetch(r, version)))
             }
@@ -197,20 +204,29 @@ impl BrokerService {
         let cluster = &self.cluster;
         // Before v4 a named topic is always created if missing.
         let may_create = cluster.cfg.auto_create && (version < 4 || r.allow_auto_topic_creation);
-        let topics: Vec<Result<Arc<Topic>, (String, i16)>> = match r.topics {
+        let topics: Vec<Result<Arc<Topic>, UnknownTopic>> = match r.topics {
             None => cluster.topics().into_iter().map(Ok).collect(),
             Some(named) => named
                 .into_iter()
                 .map(|t| {
-                    let name = t.name.map(|n| n.0.to_string()).unwrap_or_default();
+                    let Some(name) = t.name.map(|n| n.0.to_string()) else {
+                        // By id: never created, UNKNOWN_TOPIC_ID if none.
+                        return cluster.topic_by_id(t.topic_id).ok_or((
+                            None,
+                            t.topic_id,
+                            code(ResponseError::UnknownTopicId),
+                        ));
+                    };
                     if let Some(topic) = cluster.topic(&name) {
                         Ok(topic)
                     } else if !valid_topic_name(&name) {
-                        Err((name, code(ResponseError::InvalidTopicException)))
+                        let error = code(ResponseError::InvalidTopicException);
+                        Err((Some(name), Uuid::nil(), error))
                     } else if may_create {
                         Ok(cluster.create_topic(&name, cluster.cfg.partitions))
                     } else {
-                        Err((name, code(ResponseError::UnknownTopicOrPartition)))
+                        let error = code(ResponseError::UnknownTopicOrPartition);
+                        Err((Some(name), Uuid::nil(), error))
                     }
                 })
                 .collect(),
@@ -236,12 +252,14 @@ impl BrokerService {
             .map(|t| {
                 let mut out = MetadataResponseTopic::default();
                 match t {
-                    Err((name, error)) => {
-                        out.name = Some(topic_name(&name));
+                    Err((name, id, error)) => {
+                        out.name = name.as_deref().map(topic_name);
+                        out.topic_id = id;
                         out.error_code = error;
                     }
                     Ok(topic) => {
                         out.name = Some(topic_name(&topic.name));
+                        out.topic_id = topic.id;
                         out.partitions = topic
                             .partitions
                             .iter()
@@ -311,7 +329,14 @@ impl BrokerService {
                                         a.leader_epoch = log.epoch;
                                     }
                                     let found = match q.timestamp {
+                                        // Earliest, and (v8) the earliest
+                                        // kept locally: one log here, no
+                                        // tiered storage.
                                         -2 => Some((log.log_start, -1)),
+                                        -4 if version >= 8 => Some((log.log_start, -1)),
+                                        // The last tiered offset (v9):
+                                        // nothing is tiered, "no offset".
+                                        -5 if version >= 9 => None,
                                         // Latest: the high watermark, or the
                                         // last stable offset for a reader of
                                         // committed records.
@@ -550,7 +575,7 @@ impl BrokerService {
         }
     }
 
-    async fn fetch(&self, r: FetchRequest) -> FetchResponse {
+    async fn fetch(&self, r: FetchRequest, version: i16) -> FetchResponse {
         let checks = Arc::clone(&self.cluster.checks);
         Checks::bump(&checks.fetch_requests);
         let max_bytes = usize::try_from(r.max_bytes).unwrap_or(0);
@@ -558,10 +583,27 @@ impl BrokerService {
         let min_bytes = u64::try_from(r.min_bytes).unwrap_or(0);
         // Valid partitions wait; the others are answered with their error.
         let mut parts = Vec::new();
-        let mut errors: Vec<(TopicName, i32, i16, i64)> = Vec::new();
+        let mut errors: Vec<((TopicName, Uuid), i32, i16, i64)> = Vec::new();
+        // From v13 topics are named by id (KIP-516), and answered by id.
+        let by_id = version >= 13;
+        let mut ids: Vec<(Arc<str>, Uuid)> = Vec::new();
         for topic in &r.topics {
+            let name = if by_id {
+                let found = self.cluster.topic_by_id(topic.topic_id);
+                if let Some(t) = &found {
+                    ids.push((Arc::clone(&t.name), t.id));
+                }
+                found
+                    .map(|t| topic_name(&t.name))
+                    .ok_or(code(ResponseError::UnknownTopicId))
+            } else {
+                Ok(topic.topic.clone())
+            };
             for q in &topic.partitions {
-                let checked = self.partition(&topic.topic.0, q.partition).and_then(|p| {
+                let checked = name
+                    .clone()
+                    .and_then(|name| self.partition(&name.0, q.partition));
+                let checked = checked.and_then(|p| {
                     let log = p.log.lock();
                     if log.deleted {
                         Err(code(ResponseError::UnknownTopicOrPartition))
@@ -587,7 +629,10 @@ impl BrokerService {
                         log_start: 0,
                         aborted: Vec::new(),
                     }),
-                    Err(e) => errors.push((topic.topic.clone(), q.partition, e, -1)),
+                    Err(e) => {
+                        let name = name.clone().unwrap_or_default();
+                        errors.push(((name, topic.topic_id), q.partition, e, -1));
+                    }
                 }
             }
         }
@@ -648,8 +693,12 @@ impl BrokerService {
                 t.first_offset = a.first;
                 t
             });
+            let id = ids
+                .iter()
+                .find(|(name, _)| *name == p.partition.topic)
+                .map_or(Uuid::nil(), |(_, id)| *id);
             (
-                topic_name(&p.partition.topic),
+                (topic_name(&p.partition.topic), id),
                 p.partition.index,
                 p.error,
                 (p.hw, p.last_stable, p.log_start),
@@ -674,11 +723,14 @@ impl BrokerService {
             d.aborted_transactions = committed_only.then_some(aborted);
             d.preferred_read_replica = BrokerId(-1);
             d.records = Some(records);
-            match response.responses.iter_mut().find(|t| t.topic == topic) {
+            let (name, id) = topic;
+            let same = |t: &&mut FetchableTopicResponse| t.topic == name && t.topic_id == id;
+            match response.responses.iter_mut().find(same) {
                 Some(t) => t.partitions.push(d),
                 None => {
                     let mut t = FetchableTopicResponse::default();
-                    t.topic = topic;
+                    t.topic = name;
+                    t.topic_id = id;
                     t.partitions.push(d);
                     response.responses.push(t);
                 }

@@ -4,6 +4,7 @@
 use super::log::PartitionLog;
 use parking_lot::Mutex;
 use std::sync::Arc;
+use uuid::Uuid;
 
 /// One served partition.
 pub struct Partition {
@@ -21,6 +22,10 @@ pub struct Partition {
 pub struct Topic {
     /// Its name.
     pub name: Arc<str>,
+    /// Its topic id (KIP-516): random, never zero, and new for a topic
+    /// made again under the name of a deleted one, so a client that
+    /// names the old one by id is told it is gone.
+    pub id: Uuid,
     /// Its partitions, by index.
     pub partitions: Vec<Arc<Partition>>,
 }
@@ -34,4 +39,16 @@ pub fn valid_topic_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+/// A fresh topic id: random, as Kafka's, and, as Kafka's, never zero nor
+/// one whose base64 form starts with '-', which command-line tools would
+/// read as an option.
+pub fn new_topic_id() -> Uuid {
+    loop {
+        let id = Uuid::new_v4();
+        if !id.is_nil() && id.as_bytes()[0] >> 2 != 62 {
+            return id;
+        }
+    }
 }

@@ -154,11 +154,27 @@ impl<'a> Walk<'a> {
     fn topics(
         &mut self,
         min_partition: usize,
+        partition: impl FnMut(&mut Self) -> Result<(), Refused>,
+    ) -> Result<(), Refused> {
+        self.topics_named(false, min_partition, partition)
+    }
+
+    /// [`topics`](Self::topics), with each topic named by its 16-byte id
+    /// instead of its name if `by_id` (Fetch from v13).
+    fn topics_named(
+        &mut self,
+        by_id: bool,
+        min_partition: usize,
         mut partition: impl FnMut(&mut Self) -> Result<(), Refused>,
     ) -> Result<(), Refused> {
-        let min_topic = self.min_len(2) + self.min_len(4) + self.min_tags();
+        let min_name = if by_id { 16 } else { self.min_len(2) };
+        let min_topic = min_name + self.min_len(4) + self.min_tags();
         self.array(min_topic, |w| {
-            w.string()?;
+            if by_id {
+                w.skip(16)?;
+            } else {
+                w.string()?;
+            }
             w.array(min_partition, &mut partition)?;
             w.tags()
         })
@@ -185,7 +201,11 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             })?;
         }
         ApiKey::Fetch => {
-            w.skip(4 + 4 + 4 + 4 + 1)?; // replica, max_wait, min_bytes, max_bytes, isolation
+            // The replica id left the fixed fields for a tagged one in v15.
+            if version <= 14 {
+                w.skip(4)?; // replica_id
+            }
+            w.skip(4 + 4 + 4 + 1)?; // max_wait, min_bytes, max_bytes, isolation
             if version >= 7 {
                 w.skip(8)?; // session id and epoch
             }
@@ -196,12 +216,13 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 + if version >= 5 { 8 } else { 0 }
                 + 4
                 + w.min_tags();
-            w.topics(partition, |w| {
+            let by_id = version >= 13;
+            w.topics_named(by_id, partition, |w| {
                 w.skip(partition - w.min_tags())?;
                 w.tags()
             })?;
             if version >= 7 {
-                w.topics(4, |w| w.skip(4))?; // forgotten_topics_data
+                w.topics_named(by_id, 4, |w| w.skip(4))?; // forgotten_topics_data
             }
             if version >= 11 {
                 w.string()?; // rack_id
@@ -284,9 +305,27 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             }
             w.committed_offsets(version >= 6)?;
         }
+        ApiKey::OffsetFetch if version >= 8 => {
+            let member = if version >= 9 { w.min_len(2) + 4 } else { 0 };
+            let min_group = w.min_len(2) + member + w.min_len(4) + w.min_tags();
+            w.array(min_group, |w| {
+                w.string()?; // group_id
+                if version >= 9 {
+                    w.string()?; // member_id
+                    w.skip(4)?; // member_epoch
+                }
+                w.topics(4, |w| w.skip(4))?;
+                w.tags()
+            })?;
+        }
         ApiKey::OffsetFetch => {
             w.string()?; // group_id
             w.topics(4, |w| w.skip(4))?;
+        }
+        ApiKey::FindCoordinator if version >= 4 => {
+            w.skip(1)?; // key_type
+            let min = w.min_len(2);
+            w.array(min, |w| w.string())?; // coordinator_keys
         }
         ApiKey::ListGroups => {
             if version >= 4 {
@@ -381,7 +420,7 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             }
             w.committed_offsets(version >= 2)?;
         }
-        // ApiVersions, FindCoordinator (up to v3), Heartbeat,
+        // ApiVersions, FindCoordinator before v4, Heartbeat,
         // InitProducerId, AddOffsetsToTxn and EndTxn have no arrays; other
         // APIs are refused before decoding.
         _ => return Ok(()),
