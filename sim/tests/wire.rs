@@ -598,6 +598,67 @@ fn a_produce_times_out_at_its_timeout_never_earlier() {
 }
 
 #[test]
+fn pipelined_requests_take_effect_in_the_order_sent() {
+    // As Kafka guarantees for one connection: produces without an
+    // idempotent producer's sequence numbers are appended, and commits of
+    // one partition applied, in the order they were sent, while a parked
+    // fetch ahead of them waits.
+    let server = server_with(one_broker(), &[("ordered", 1)], Limits::default());
+    let mut c = Client::connect(server.addrs()[0]);
+    let parked = c.send(&fetch("ordered", &[(0, 0)], 500, 1 << 20), FETCH_V);
+    let sent: Vec<i32> = (0..300)
+        .map(|i| {
+            let value = format!("{i}");
+            c.send(
+                &produce("ordered", &[(0, batch(&[value.as_bytes()]))], 1, 5_000),
+                PRODUCE_V,
+            )
+        })
+        .collect();
+    let group = GroupId(StrBytes::from_static_str("in-order"));
+    let commits: Vec<i32> = (1..=300)
+        .map(|offset| {
+            let mut p = OffsetCommitRequestPartition::default();
+            p.committed_offset = offset;
+            let mut t = OffsetCommitRequestTopic::default();
+            t.name = name("ordered");
+            t.partitions = vec![p];
+            let mut r = OffsetCommitRequest::default();
+            r.group_id = group.clone();
+            r.generation_id_or_member_epoch = -1;
+            r.topics = vec![t];
+            c.send(&r, 2)
+        })
+        .collect();
+    let (id, _) = c.recv::<FetchRequest>(FETCH_V);
+    assert_eq!(id, parked);
+    for want in sent {
+        let (id, r) = c.recv::<ProduceRequest>(PRODUCE_V);
+        assert_eq!((id, partition_errors(&r)[0].1), (want, 0));
+    }
+    for want in commits {
+        let (id, r) = c.recv::<OffsetCommitRequest>(2);
+        assert_eq!((id, r.topics[0].partitions[0].error_code), (want, 0));
+    }
+    let r = c.call(&fetch("ordered", &[(0, 0)], 0, 1), FETCH_V);
+    let stored: Vec<String> = values(&fetched(&r)[0].3)
+        .into_iter()
+        .map(|(_, v)| String::from_utf8(v).unwrap())
+        .collect();
+    let expected: Vec<String> = (0..300).map(|i| format!("{i}")).collect();
+    assert_eq!(stored, expected, "appended in the order sent");
+    let mut offsets = OffsetFetchRequest::default();
+    offsets.group_id = group;
+    offsets.topics = None;
+    let got = c.call(&offsets, 2);
+    assert_eq!(
+        got.topics[0].partitions[0].committed_offset, 300,
+        "the last commit stands"
+    );
+    passes(server);
+}
+
+#[test]
 fn ten_thousand_long_polls_over_a_thousand_connections_park_without_a_thread_each() {
     const CONNECTIONS: usize = 1_000;
     const EACH: usize = 10;

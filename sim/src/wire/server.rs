@@ -1,16 +1,23 @@
 //! Listeners and connections. Each connection reads requests as they come
-//! (several may be in flight), hands each to the service on a task of its
-//! own, and writes the responses back in request order, which is Kafka's
-//! rule. A request parked in the purgatory is a suspended task awaiting its
-//! handle: it holds no thread.
+//! (several may be in flight) and writes the responses back in request
+//! order. Kafka also processes one connection's requests in the order they
+//! were sent, so pipelined produces are appended, and commits applied, in
+//! that order: here each request runs until it first waits (or is answered)
+//! before the next frame is read, and only a request that waits, parked in
+//! a purgatory, moves to a task of its own. A parked request is a suspended
+//! task awaiting its handle: it holds no thread, and the requests behind it
+//! go on. (Kafka instead reads nothing more from the connection until the
+//! parked one is answered.)
 
 use super::frame::{read_frame, FrameError};
 use super::service::{api_versions, decode_request, encode_response, BadRequest, Service};
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -175,14 +182,25 @@ async fn connection<S: Service>(
                     let body = ResponseKind::ApiVersions(api_versions(&apis, true));
                     let _ = tx.send(encode_response(api, version, correlation_id, &body).map(Some));
                 } else {
-                    let service = Arc::clone(&service);
-                    tokio::spawn(async move {
-                        let answer = service.call(header, request).await;
-                        let bytes = answer
+                    let encode = move |answer: Option<ResponseKind>| {
+                        answer
                             .map(|body| encode_response(api, version, correlation_id, &body))
-                            .transpose();
-                        let _ = tx.send(bytes);
-                    });
+                            .transpose()
+                    };
+                    // Up to its first wait here, in the order sent; a
+                    // request that waits is finished on a task of its own
+                    // (whose poll replaces this task's waker with its own).
+                    let mut call = Box::pin(Arc::clone(&service).call(header, request));
+                    match std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await {
+                        Poll::Ready(answer) => {
+                            let _ = tx.send(encode(answer));
+                        }
+                        Poll::Pending => {
+                            tokio::spawn(async move {
+                                let _ = tx.send(encode(call.await));
+                            });
+                        }
+                    }
                 }
             }
             Err(BadRequest::UnsupportedVersion {

@@ -22,7 +22,11 @@ pub trait Service: Send + Sync + 'static {
     /// Answers one request; `None` for a request that gets no response
     /// (a produce with `acks=0`). The future may wait as long as the
     /// request's own timeout says (a parked produce or fetch): the front
-    /// keeps reading and answering other requests meanwhile.
+    /// keeps reading and answering other requests meanwhile. The front
+    /// polls it once before it reads the connection's next request, so
+    /// what a call changes before its first wait takes effect in the order
+    /// the connection sent the requests, as Kafka's do: a call should make
+    /// its changes (append, commit, join) before it awaits anything.
     fn call(
         self: Arc<Self>,
         header: RequestHeader,
