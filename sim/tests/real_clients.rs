@@ -1,8 +1,8 @@
 //! Unmodified Kafka clients against the served cluster: kcat (librdkafka),
 //! confluent-kafka for Python (its wheel bundles librdkafka), kafka-python,
-//! aiokafka and kafkajs (protocol implementations of their own). Each test says it
-//! was skipped, and why, when its client is not installed here (`.ci/run`
-//! installs them); nothing else fails then.
+//! aiokafka, kafkajs and @platformatic/kafka (protocol implementations of
+//! their own). Each test says it was skipped, and why, when its client is
+//! not installed here (`.ci/run` installs them); nothing else fails then.
 
 use broker_sim::config::Fault;
 use broker_sim::live::LiveConfig;
@@ -122,6 +122,17 @@ fn python_has(check: &str, package: &str) -> bool {
 /// Where node finds kafkajs (npm's global folder), if node and kafkajs are
 /// installed; says the test is skipped if not.
 fn kafkajs() -> Option<String> {
+    node_package("kafkajs")
+}
+
+/// Where node finds @platformatic/kafka, as [`kafkajs`] does.
+fn platformatic() -> Option<String> {
+    node_package("@platformatic/kafka")
+}
+
+/// npm's global folder, if node resolves `package` there; says the test
+/// is skipped if not.
+fn node_package(package: &str) -> Option<String> {
     let root = Command::new("npm")
         .args(["root", "-g"])
         .stderr(Stdio::null())
@@ -131,7 +142,7 @@ fn kafkajs() -> Option<String> {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
     let found = root.filter(|root| {
         Command::new("node")
-            .args(["-e", "require('kafkajs')"])
+            .args(["-e", &format!("require.resolve('{package}')")])
             .env("NODE_PATH", root)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -140,7 +151,7 @@ fn kafkajs() -> Option<String> {
     });
     if found.is_none() {
         eprintln!(
-            "skipped: node with kafkajs is not installed (npm 'kafkajs'; .ci/run installs it)"
+            "skipped: node with {package} is not installed (npm '{package}'; .ci/run installs it)"
         );
     }
     found
@@ -438,10 +449,13 @@ fn kafkajs_produces_with_acks_all_and_a_group_of_two_reads_every_record_once() {
 
 /// Runs the kafkajs client script with `args`; the JSON line it ends with.
 fn kafkajs_client(node_path: &str, args: &[&str]) -> serde_json::Value {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/clients/kafkajs_client.js"
-    );
+    node_client("kafkajs_client.js", node_path, args)
+}
+
+/// Runs the node client script `name` with `args`, finding its package
+/// in `node_path`; the JSON line it ends with.
+fn node_client(name: &str, node_path: &str, args: &[&str]) -> serde_json::Value {
+    let script = format!("{}/tests/clients/{name}", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("node")
         .arg(script)
         .args(args)
@@ -464,6 +478,50 @@ fn read_the_committed_transactions(r: &serde_json::Value) {
         serde_json::json!({"t0": 10, "t1": 10, "t2": 10}),
         "{r}"
     );
+}
+
+#[test]
+fn platformatic_kafka_starts_from_current_versions_and_runs_groups_and_transactions() {
+    // A client that sends nothing older than current brokers' versions
+    // (FindCoordinator v4+, OffsetFetch v8+ with several groups, Fetch
+    // v12+, topics by id where Fetch reaches v13), and pipelines a commit
+    // per record without waiting for the last one.
+    let Some(node_path) = platformatic() else {
+        return;
+    };
+    let server = start(quick_groups(), &[("plt-txn", 2)]);
+    let r = node_client(
+        "platformatic_client.mjs",
+        &node_path,
+        &["groups", &bootstrap(&server), "from-plt", "2000"],
+    );
+    assert!(r["error"].is_null(), "{r}");
+    assert_eq!(r["created"], true, "{r}");
+    let id = r["topic_id"].as_str().unwrap_or_default();
+    assert!(
+        id.len() == 36 && id != "00000000-0000-0000-0000-000000000000",
+        "{r}"
+    );
+    assert_eq!(r["acked"], 2000, "{r}");
+    assert_eq!(r["partitions_written"], 4, "{r}");
+    assert_eq!(r["group"]["state"], "STABLE", "{r}");
+    assert_eq!(r["group"]["members"], 2, "{r}");
+    assert_eq!(r["read"], 2040, "{r}");
+    assert_eq!(r["read_twice"], 0, "{r}");
+    assert_eq!(r["late_read"], 40, "the one left took every partition: {r}");
+    // Every record's commit, pipelined, applied in the order sent: the
+    // last of each partition stands.
+    assert_eq!(r["committed"], 2040, "{r}");
+    assert_eq!(r["topic_left"], false, "{r}");
+    assert!(server.cluster().topic("from-plt").is_none(), "deleted");
+    let r = node_client(
+        "platformatic_client.mjs",
+        &node_path,
+        &["transactions", &bootstrap(&server), "plt-txn"],
+    );
+    assert!(r["error"].is_null(), "{r}");
+    read_the_committed_transactions(&r);
+    passes(server);
 }
 
 #[test]
