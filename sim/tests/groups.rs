@@ -966,3 +966,151 @@ fn an_admin_deletes_an_empty_group_and_its_offsets_but_not_one_with_members() {
     assert_eq!((again.error_code, again.generation_id), (0, 1));
     passes(server);
 }
+
+/// A consumer-protocol subscription (v0) to `topics`.
+fn subscription(topics: &[&str]) -> Bytes {
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::Encodable;
+    let mut sub = ConsumerProtocolSubscription::default();
+    sub.topics = topics.iter().map(|t| s(t)).collect();
+    let mut buf = bytes::BytesMut::new();
+    buf.extend_from_slice(&0i16.to_be_bytes());
+    sub.encode(&mut buf, 0).unwrap();
+    buf.freeze()
+}
+
+/// One member of `protocol_type` offering `metadata` joins `group` alone
+/// and takes the assignment: the group is Stable. Its member id.
+fn sole_member(addr: SocketAddr, group: &str, protocol_type: &str, metadata: Bytes) -> String {
+    let mut r = join_request(group, "");
+    r.protocol_type = s(protocol_type);
+    r.protocols[0].metadata = metadata;
+    let mut c = Client::connect(addr);
+    let first = c.call(&r, JOIN_V);
+    r.member_id = first.member_id.clone();
+    let joined = c.call(&r, JOIN_V);
+    assert_eq!((joined.error_code, joined.generation_id), (0, 1));
+    let member = joined.member_id.to_string();
+    assert_eq!(sync(addr, group, &member, 1, &[(&member, b"all")]).0, 0);
+    member
+}
+
+/// Commits each (topic, partition, offset) for `group` as `member` of
+/// generation 1.
+fn commit_all(addr: SocketAddr, group: &str, member: &str, offsets: &[(&str, i32, i64)]) {
+    let mut r = OffsetCommitRequest::default();
+    r.group_id = GroupId(s(group));
+    r.generation_id_or_member_epoch = 1;
+    r.member_id = s(member);
+    r.topics = offsets
+        .iter()
+        .map(|&(topic, partition, offset)| {
+            let mut p = OffsetCommitRequestPartition::default();
+            p.partition_index = partition;
+            p.committed_offset = offset;
+            let mut t = OffsetCommitRequestTopic::default();
+            t.name = TopicName(s(topic));
+            t.partitions = vec![p];
+            t
+        })
+        .collect();
+    let got = Client::connect(addr).call(&r, 5);
+    assert!(got.topics.iter().all(|t| t.partitions[0].error_code == 0));
+}
+
+/// Every (topic, partition) `group` has an offset committed for.
+fn committed_partitions(addr: SocketAddr, group: &str) -> Vec<(String, i32)> {
+    let mut r = OffsetFetchRequest::default();
+    r.group_id = GroupId(s(group));
+    r.topics = None;
+    let got = Client::connect(addr).call(&r, 5);
+    got.topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.0.to_string(), p.partition_index))
+        })
+        .collect()
+}
+
+/// OffsetDelete of `partitions` of `group`: the group's error and each
+/// partition's.
+fn delete_offsets(
+    addr: SocketAddr,
+    group: &str,
+    partitions: &[(&str, i32)],
+) -> (i16, Vec<(String, i32, i16)>) {
+    use kafka_protocol::messages::offset_delete_request::{
+        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+    };
+    let mut r = kafka_protocol::messages::OffsetDeleteRequest::default();
+    r.group_id = GroupId(s(group));
+    r.topics = partitions
+        .iter()
+        .map(|&(topic, partition)| {
+            let mut p = OffsetDeleteRequestPartition::default();
+            p.partition_index = partition;
+            let mut t = OffsetDeleteRequestTopic::default();
+            t.name = TopicName(s(topic));
+            t.partitions = vec![p];
+            t
+        })
+        .collect();
+    let got = Client::connect(addr).call(&r, 0);
+    let answers = got
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.0.to_string(), p.partition_index, p.error_code))
+        })
+        .collect();
+    (got.error_code, answers)
+}
+
+#[test]
+fn offset_delete_spares_the_topics_a_groups_members_subscribe_to() {
+    let server = server(Duration::ZERO);
+    let group = "pruned";
+    let addr = coordinator(&server, group);
+    let (error, _) = delete_offsets(coordinator(&server, "nobody"), "nobody", &[("orders", 0)]);
+    assert_eq!(error, ResponseError::GroupIdNotFound.code());
+    // A member subscribed to "orders", with offsets in "orders" and
+    // "audit".
+    let member = sole_member(addr, group, "consumer", subscription(&["orders"]));
+    let offsets = [("orders", 0, 5), ("orders", 1, 6), ("audit", 0, 7)];
+    commit_all(addr, group, &member, &offsets);
+    let (error, answers) = delete_offsets(addr, group, &[("orders", 0), ("audit", 0)]);
+    let subscribed = ResponseError::GroupSubscribedToTopic.code();
+    assert_eq!(
+        (error, answers),
+        (
+            0,
+            vec![("orders".into(), 0, subscribed), ("audit".into(), 0, 0)]
+        )
+    );
+    let mut left = committed_partitions(addr, group);
+    left.sort();
+    assert_eq!(left, [("orders".to_string(), 0), ("orders".to_string(), 1)]);
+    // Once the group is empty, nothing is spared.
+    assert_eq!(leave(addr, group, &member), 0);
+    let (error, answers) = delete_offsets(addr, group, &[("orders", 0)]);
+    assert_eq!((error, answers), (0, vec![("orders".into(), 0, 0)]));
+    assert_eq!(
+        committed_partitions(addr, group),
+        [("orders".to_string(), 1)]
+    );
+    // A group of another protocol type has no subscriptions to go by: its
+    // offsets stay while it has members.
+    let other = "workers";
+    let addr = coordinator(&server, other);
+    sole_member(addr, other, "connect", Bytes::from_static(b"worker"));
+    let (error, answers) = delete_offsets(addr, other, &[("orders", 0)]);
+    assert_eq!(
+        (error, answers.len()),
+        (ResponseError::NonEmptyGroup.code(), 0)
+    );
+    passes(server);
+}

@@ -381,6 +381,7 @@ fn api_versions_advertises_what_is_implemented_and_refuses_other_versions() {
     assert_eq!(max(11), Some((0, 9)), "JoinGroup");
     assert_eq!(max(10), Some((0, 6)), "FindCoordinator");
     assert_eq!(max(9), Some((1, 9)), "OffsetFetch");
+    assert_eq!(max(47), Some((0, 0)), "OffsetDelete");
     assert_eq!(max(22), Some((0, 5)), "InitProducerId");
     assert_eq!(max(19), Some((2, 7)), "CreateTopics");
     // Transactions' own APIs, short of their second version (and of

@@ -60,6 +60,9 @@ mod well_formed {
     use kafka_protocol::messages::offset_commit_request::{
         OffsetCommitRequestPartition, OffsetCommitRequestTopic,
     };
+    use kafka_protocol::messages::offset_delete_request::{
+        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+    };
     use kafka_protocol::messages::offset_fetch_request::{
         OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
     };
@@ -74,8 +77,9 @@ mod well_formed {
         DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest, EndTxnRequest,
         FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest,
         JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-        MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProducerId,
-        RequestHeader, SyncGroupRequest, TopicName, TransactionalId, TxnOffsetCommitRequest,
+        MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+        ProduceRequest, ProducerId, RequestHeader, SyncGroupRequest, TopicName, TransactionalId,
+        TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -372,6 +376,26 @@ mod well_formed {
                                     .collect(),
                             );
                         }
+                        frame(api, version, &r)
+                    }
+                    ApiKey::OffsetDelete => {
+                        let mut r = OffsetDeleteRequest::default();
+                        r.group_id = group();
+                        r.topics = ["a", "bb"]
+                            .iter()
+                            .map(|t| {
+                                let mut ot = OffsetDeleteRequestTopic::default();
+                                ot.name = name(t);
+                                ot.partitions = (0..2)
+                                    .map(|i| {
+                                        let mut p = OffsetDeleteRequestPartition::default();
+                                        p.partition_index = i;
+                                        p
+                                    })
+                                    .collect();
+                                ot
+                            })
+                            .collect();
                         frame(api, version, &r)
                     }
                     ApiKey::ListGroups => {

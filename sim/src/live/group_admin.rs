@@ -1,18 +1,23 @@
 //! What admin tools ask about consumer groups: ListGroups (the groups a
 //! broker coordinates), DescribeGroups (a group's state, protocol and
-//! members with their assignments) and DeleteGroups, as Kafka's
-//! coordinator answers them.
+//! members with their assignments), DeleteGroups and OffsetDelete (a
+//! group's committed offsets of some partitions), as Kafka's coordinator
+//! answers them.
 
 use super::checks::Checks;
 use super::group_service::text;
 use super::groups::GroupState;
 use super::service::BrokerService;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    GroupId, ListGroupsRequest, ListGroupsResponse,
+    GroupId, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -132,6 +137,63 @@ impl BrokerService {
                     .and_then(|()| self.cluster.groups.delete_group(&name))
                     .err()
                     .unwrap_or(0);
+                out
+            })
+            .collect();
+        response
+    }
+
+    /// Forgets a group's committed offsets of the partitions named. A group
+    /// with members may lose only the offsets of topics none of them
+    /// subscribes to (GROUP_SUBSCRIBED_TO_TOPIC for the others), and only
+    /// if it is a consumer group, whose subscriptions say which topics
+    /// those are (NON_EMPTY_GROUP otherwise); GROUP_ID_NOT_FOUND if there
+    /// is no such group.
+    pub(crate) fn offset_delete(&self, r: OffsetDeleteRequest) -> OffsetDeleteResponse {
+        Checks::bump(&self.cluster.checks.group_requests);
+        let mut response = OffsetDeleteResponse::default();
+        let id = r.group_id.0.as_str();
+        if let Err(e) = self.is_coordinator(self.cluster.group_coordinator(id)) {
+            response.error_code = e;
+            return response;
+        }
+        let Some(group) = self.cluster.groups.find(id) else {
+            response.error_code = ResponseError::GroupIdNotFound.code();
+            return response;
+        };
+        let mut g = group.lock();
+        if g.deleted {
+            response.error_code = ResponseError::GroupIdNotFound.code();
+            return response;
+        }
+        let consumer = g.protocol_type.as_deref() == Some("consumer");
+        if g.state != GroupState::Empty && !consumer {
+            response.error_code = ResponseError::NonEmptyGroup.code();
+            return response;
+        }
+        let subscribed = g.subscribed_topics().unwrap_or_default();
+        response.topics = r
+            .topics
+            .into_iter()
+            .map(|t| {
+                let topic = t.name.0.to_string();
+                let kept = subscribed.contains(&topic);
+                let mut out = OffsetDeleteResponseTopic::default();
+                out.partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let mut answer = OffsetDeleteResponsePartition::default();
+                        answer.partition_index = p.partition_index;
+                        if kept {
+                            answer.error_code = ResponseError::GroupSubscribedToTopic.code();
+                        } else {
+                            g.offsets.remove(&(topic.clone(), p.partition_index));
+                        }
+                        answer
+                    })
+                    .collect();
+                out.name = t.name;
                 out
             })
             .collect();

@@ -52,7 +52,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 24] = [
+pub const APIS: [(ApiKey, i16, i16); 25] = [
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 17),
     (ApiKey::ListOffsets, 1, 10),
@@ -67,6 +67,7 @@ pub const APIS: [(ApiKey, i16, i16); 24] = [
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::AddPartitionsToTxn, 0, 3),
     (ApiKey::AddOffsetsToTxn, 0, 4),
@@ -143,6 +144,7 @@ impl Service for BrokerService {
                 Some(ResponseKind::DescribeGroups(self.describe_groups(r)))
             }
             RequestKind::DeleteGroups(r) => Some(ResponseKind::DeleteGroups(self.delete_groups(r))),
+            RequestKind::OffsetDelete(r) => Some(ResponseKind::OffsetDelete(self.offset_delete(r))),
             RequestKind::InitProducerId(r) => {
                 Checks::bump(&self.checks().init_producer_id_requests);
                 Some(ResponseKind::InitProducerId(

@@ -397,6 +397,10 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.tags()
             })?;
         }
+        ApiKey::OffsetDelete => {
+            w.string()?; // group_id
+            w.topics(4, |w| w.skip(4))?;
+        }
         ApiKey::DeleteRecords => {
             let partition = 4 + 8 + w.min_tags();
             w.topics(partition, |w| {

@@ -130,6 +130,24 @@ pub enum Action {
 }
 
 impl Group {
+    /// The topics its members subscribe to, if it is a consumer group
+    /// whose every member's subscription for the chosen protocol can be
+    /// read: what OffsetDelete leaves alone. `None` otherwise (another
+    /// protocol type, no members, or a subscription that does not decode),
+    /// and then, as in Kafka's coordinator, no topic counts as subscribed.
+    pub fn subscribed_topics(&self) -> Option<HashSet<String>> {
+        if self.protocol_type.as_deref() != Some("consumer") || self.members.is_empty() {
+            return None;
+        }
+        let protocol = self.protocol.as_deref()?;
+        let mut topics = HashSet::new();
+        for member in self.members.values() {
+            let metadata = member.metadata(protocol);
+            topics.extend(crate::wire::subscribed_topics(&metadata)?);
+        }
+        Some(topics)
+    }
+
     pub fn new() -> Group {
         Group {
             state: GroupState::Empty,
