@@ -382,6 +382,8 @@ fn api_versions_advertises_what_is_implemented_and_refuses_other_versions() {
     assert_eq!(max(10), Some((0, 6)), "FindCoordinator");
     assert_eq!(max(9), Some((1, 9)), "OffsetFetch");
     assert_eq!(max(47), Some((0, 0)), "OffsetDelete");
+    assert_eq!(max(33), Some((0, 2)), "AlterConfigs");
+    assert_eq!(max(44), Some((0, 1)), "IncrementalAlterConfigs");
     assert_eq!(max(22), Some((0, 5)), "InitProducerId");
     assert_eq!(max(19), Some((2, 7)), "CreateTopics");
     // Transactions' own APIs, short of their second version (and of
@@ -1441,7 +1443,10 @@ fn describe_configs(
         .configs
         .iter()
         .map(|e| {
-            assert!(e.read_only);
+            // A topic's own two settings can change; nothing else can.
+            let alterable = kind == 2
+                && ["min.insync.replicas", "max.message.bytes"].contains(&e.name.as_str());
+            assert_eq!(e.read_only, !alterable, "{}", e.name.as_str());
             assert_eq!(e.synonyms.len(), 1, "itself, at its source");
             (
                 e.name.to_string(),

@@ -72,14 +72,14 @@ mod well_formed {
         TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
     };
     use kafka_protocol::messages::{
-        AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, BrokerId,
+        AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AlterConfigsRequest, ApiKey, BrokerId,
         CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
         DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest, EndTxnRequest,
-        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest,
-        JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-        MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
-        ProduceRequest, ProducerId, RequestHeader, SyncGroupRequest, TopicName, TransactionalId,
-        TxnOffsetCommitRequest,
+        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+        IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+        ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+        OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader,
+        SyncGroupRequest, TopicName, TransactionalId, TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -494,6 +494,58 @@ mod well_formed {
                             })
                             .collect();
                         r.include_synonyms = true;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::IncrementalAlterConfigs => {
+                        use kafka_protocol::messages::incremental_alter_configs_request::{
+                            AlterConfigsResource, AlterableConfig,
+                        };
+                        let mut r = IncrementalAlterConfigsRequest::default();
+                        r.resources = ["a", "bb"]
+                            .iter()
+                            .map(|t| {
+                                let mut res = AlterConfigsResource::default();
+                                res.resource_type = 2;
+                                res.resource_name = StrBytes::from_static_str(t);
+                                res.configs = [(0, Some("3")), (1, None)]
+                                    .into_iter()
+                                    .map(|(op, value)| {
+                                        let mut c = AlterableConfig::default();
+                                        c.name = StrBytes::from_static_str("min.insync.replicas");
+                                        c.config_operation = op;
+                                        c.value = value.map(StrBytes::from_static_str);
+                                        c
+                                    })
+                                    .collect();
+                                res
+                            })
+                            .collect();
+                        frame(api, version, &r)
+                    }
+                    ApiKey::AlterConfigs => {
+                        use kafka_protocol::messages::alter_configs_request::{
+                            AlterConfigsResource, AlterableConfig,
+                        };
+                        let mut r = AlterConfigsRequest::default();
+                        r.resources = ["a", "bb"]
+                            .iter()
+                            .map(|t| {
+                                let mut res = AlterConfigsResource::default();
+                                res.resource_type = 2;
+                                res.resource_name = StrBytes::from_static_str(t);
+                                res.configs = ["min.insync.replicas", "max.message.bytes"]
+                                    .iter()
+                                    .map(|n| {
+                                        let mut c = AlterableConfig::default();
+                                        c.name = StrBytes::from_static_str(n);
+                                        c.value = Some(StrBytes::from_static_str("2"));
+                                        c
+                                    })
+                                    .collect();
+                                res
+                            })
+                            .collect();
+                        r.validate_only = true;
                         frame(api, version, &r)
                     }
                     ApiKey::DeleteGroups => {

@@ -5,6 +5,7 @@
 
 use super::service::topic_name;
 use super::service::BrokerService;
+use super::topic_config::{self, TopicConfig};
 use super::topics::valid_topic_name;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
@@ -19,6 +20,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use std::collections::HashSet;
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// The most partitions one CreateTopics may ask for in a topic (as many
@@ -71,13 +73,13 @@ impl BrokerService {
                     self.create_one(&name, &topic, r.validate_only)
                 };
                 match created {
-                    Ok((partitions, replication_factor, id)) => {
+                    Ok((partitions, replication_factor, id, config)) => {
                         // v7 and later; zero for a topic only validated.
                         out.topic_id = id;
                         if version >= 5 {
                             out.num_partitions = partitions;
                             out.replication_factor = replication_factor;
-                            out.configs = Some(Vec::new());
+                            out.configs = Some(self.created_topic_configs(&config));
                         }
                     }
                     Err((error, message)) => {
@@ -94,14 +96,14 @@ impl BrokerService {
     }
 
     /// Checks one topic of a CreateTopics and creates it unless
-    /// `validate_only`; its partitions, replication factor and topic id
-    /// (zero if only validated).
+    /// `validate_only`; its partitions, replication factor, topic id (zero
+    /// if only validated) and own settings.
     fn create_one(
         &self,
         name: &str,
         topic: &CreatableTopic,
         validate_only: bool,
-    ) -> Result<(i32, i16, Uuid), Refusal> {
+    ) -> Result<(i32, i16, Uuid, Arc<TopicConfig>), Refusal> {
         let cluster = &self.cluster;
         let exists = || {
             Err((
@@ -120,14 +122,17 @@ impl BrokerService {
         if cluster.topic(name).is_some() {
             return exists();
         }
-        if let Some(config) = topic.configs.first() {
-            return Err((
-                ResponseError::InvalidConfig,
-                format!(
-                    "This broker takes no topic configs; '{}' was given for '{name}'.",
-                    config.name
-                ),
-            ));
+        // Its own settings: only those this broker applies, each once.
+        let config = TopicConfig::default();
+        for c in &topic.configs {
+            let invalid = |why: String| Err((ResponseError::InvalidConfig, why));
+            if config.get(&c.name).is_some() {
+                return invalid(format!("'{}' is given twice.", c.name));
+            }
+            match topic_config::parse(&c.name, c.value.as_deref()) {
+                Ok(v) => config.set(&c.name, Some(v)),
+                Err(why) => return invalid(why),
+            };
         }
         let brokers = cluster.cfg.brokers;
         let replicas = if topic.assignments.is_empty() {
@@ -158,10 +163,18 @@ impl BrokerService {
         let partitions = replicas.len() as i32;
         let replication_factor = replicas.first().map_or(0, |r| r.len() as i16);
         if validate_only {
-            return Ok((partitions, replication_factor, Uuid::nil()));
+            return Ok((
+                partitions,
+                replication_factor,
+                Uuid::nil(),
+                Arc::new(config),
+            ));
         }
-        match cluster.create_topic_with(name, replicas) {
-            Ok(created) => Ok((partitions, replication_factor, created.id)),
+        match cluster.create_topic_with(name, replicas, config) {
+            Ok(created) => {
+                let config = Arc::clone(&created.config);
+                Ok((partitions, replication_factor, created.id, config))
+            }
             Err(_) => exists(),
         }
     }

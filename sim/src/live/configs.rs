@@ -1,13 +1,16 @@
 //! DescribeConfigs: the served brokers' and topics' settings under Kafka's
 //! names, with the values this cluster really runs with (what its
-//! configuration says, and the fixed behaviour of what it does not
-//! configure: records are never deleted by age or size, timestamps are the
-//! producer's). Nothing can be altered, so every entry is read-only.
+//! configuration says, a topic's own settings, and the fixed behaviour of
+//! what it does not configure: records are never deleted by age or size,
+//! timestamps are the producer's). Only the topic configs this broker
+//! applies can be altered; every other entry is read-only.
 
 use super::checks::Checks;
 use super::service::BrokerService;
+use super::topic_config::{self, TopicConfig, MAX_MESSAGE_BYTES, MIN_INSYNC_REPLICAS};
 use super::txns::MAX_TIMEOUT;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_response::CreatableTopicConfigs;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
@@ -19,6 +22,7 @@ const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 
 /// Where a value comes from, as Kafka's `ConfigSource` numbers it.
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const STATIC_BROKER_CONFIG: i8 = 4;
 const DEFAULT_CONFIG: i8 = 5;
 
@@ -113,10 +117,14 @@ impl BrokerService {
         ]
     }
 
-    /// A topic's settings: the broker's where a topic inherits them.
-    fn topic_configs(&self) -> Vec<Entry> {
+    /// A topic's settings: its own where it sets them, the broker's where
+    /// it inherits them.
+    fn topic_configs(&self, config: &TopicConfig) -> Vec<Entry> {
         let cfg = &self.cluster.cfg;
-        let set = STATIC_BROKER_CONFIG;
+        let own = |name: &'static str, broker: String| match config.get(name) {
+            Some(v) => (name, v.to_string(), DYNAMIC_TOPIC_CONFIG, Kind::Int),
+            None => (name, broker, STATIC_BROKER_CONFIG, Kind::Int),
+        };
         vec![
             (
                 "cleanup.policy",
@@ -124,18 +132,8 @@ impl BrokerService {
                 DEFAULT_CONFIG,
                 Kind::String,
             ),
-            (
-                "min.insync.replicas",
-                cfg.min_insync.to_string(),
-                set,
-                Kind::Int,
-            ),
-            (
-                "max.message.bytes",
-                cfg.message_max_bytes.to_string(),
-                set,
-                Kind::Int,
-            ),
+            own(MIN_INSYNC_REPLICAS, cfg.min_insync.to_string()),
+            own(MAX_MESSAGE_BYTES, cfg.message_max_bytes.to_string()),
             ("retention.ms", "-1".into(), DEFAULT_CONFIG, Kind::Long),
             ("retention.bytes", "-1".into(), DEFAULT_CONFIG, Kind::Long),
             (
@@ -151,6 +149,22 @@ impl BrokerService {
                 Kind::String,
             ),
         ]
+    }
+
+    /// A new topic's settings, as CreateTopics (v5 and later) reports them.
+    pub(crate) fn created_topic_configs(&self, config: &TopicConfig) -> Vec<CreatableTopicConfigs> {
+        self.topic_configs(config)
+            .into_iter()
+            .map(|e| {
+                let described = entry(e, true, false, 0);
+                let mut c = CreatableTopicConfigs::default();
+                c.name = described.name;
+                c.value = described.value;
+                c.read_only = described.read_only;
+                c.config_source = described.config_source;
+                c
+            })
+            .collect()
     }
 
     /// Each resource asked for: a topic (UNKNOWN_TOPIC_OR_PARTITION if
@@ -172,9 +186,12 @@ impl BrokerService {
                 let mut out = DescribeConfigsResult::default();
                 out.resource_type = resource.resource_type;
                 let name = resource.resource_name.to_string();
+                let of_topic = resource.resource_type == TOPIC;
                 let entries = match resource.resource_type {
-                    TOPIC if self.cluster.topic(&name).is_some() => Ok(self.topic_configs()),
-                    TOPIC => Err((ResponseError::UnknownTopicOrPartition, "no such topic")),
+                    TOPIC => match self.cluster.topic(&name) {
+                        Some(topic) => Ok(self.topic_configs(&topic.config)),
+                        None => Err((ResponseError::UnknownTopicOrPartition, "no such topic")),
+                    },
                     BROKER if name.is_empty() || name == self.id.to_string() => {
                         Ok(self.broker_configs())
                     }
@@ -193,7 +210,7 @@ impl BrokerService {
                         out.configs = entries
                             .into_iter()
                             .filter(|(n, ..)| wanted(n))
-                            .map(|e| entry(e, r.include_synonyms, version))
+                            .map(|e| entry(e, of_topic, r.include_synonyms, version))
                             .collect();
                     }
                     Err((error, message)) => {
@@ -211,14 +228,15 @@ impl BrokerService {
 /// One entry of a result.
 fn entry(
     (name, value, source, kind): Entry,
+    of_topic: bool,
     synonyms: bool,
     version: i16,
 ) -> DescribeConfigsResourceResult {
     let mut e = DescribeConfigsResourceResult::default();
     e.name = StrBytes::from_static_str(name);
     e.value = Some(StrBytes::from_string(value.clone()));
-    // No AlterConfigs here: nothing can be changed.
-    e.read_only = true;
+    // Only the topic configs this broker applies can be altered.
+    e.read_only = !(of_topic && topic_config::APPLIED.contains(&name));
     e.config_source = source;
     if synonyms {
         let mut s = DescribeConfigsSynonym::default();

@@ -9,6 +9,7 @@
 //! nothing of sockets.
 
 mod admin;
+mod alter_configs;
 mod checks;
 mod configs;
 mod delete_records;
@@ -21,6 +22,7 @@ mod partition_txns;
 mod producers;
 mod replication;
 mod service;
+mod topic_config;
 mod topics;
 mod txn_service;
 mod txns;
@@ -42,6 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+pub use topic_config::TopicConfig;
 use uuid::Uuid;
 
 /// How the served cluster is set up.
@@ -271,7 +274,7 @@ impl LiveCluster {
     /// if it exists.
     pub fn create_topic(&self, name: &str, partitions: u32) -> Arc<Topic> {
         let replicas = self.spread(partitions, self.cfg.replication_factor);
-        match self.create_topic_with(name, replicas) {
+        match self.create_topic_with(name, replicas, TopicConfig::default()) {
             Ok(topic) | Err(topic) => topic,
         }
     }
@@ -289,17 +292,20 @@ impl LiveCluster {
     }
 
     /// Creates `name` with a partition for each replica list (the first
-    /// replica its leader); `Err` with the topic if it exists already.
+    /// replica its leader) and its own `config`; `Err` with the topic if
+    /// it exists already.
     pub(crate) fn create_topic_with(
         &self,
         name: &str,
         replicas: Vec<Vec<u32>>,
+        config: TopicConfig,
     ) -> Result<Arc<Topic>, Arc<Topic>> {
         let mut topics = self.topics.write();
         if let Some(t) = topics.get(name) {
             return Err(Arc::clone(t));
         }
         let name: Arc<str> = Arc::from(name);
+        let config = Arc::new(config);
         let now = Instant::now();
         let partitions = replicas
             .into_iter()
@@ -308,6 +314,7 @@ impl LiveCluster {
                 Arc::new(Partition {
                     key: self.next_key.fetch_add(1, Ordering::Relaxed),
                     topic: Arc::clone(&name),
+                    config: Arc::clone(&config),
                     index: i as i32,
                     log: parking_lot::Mutex::new(self.new_log(replicas, now)),
                 })
@@ -316,6 +323,7 @@ impl LiveCluster {
         let topic = Arc::new(Topic {
             name: Arc::clone(&name),
             id: topics::new_topic_id(),
+            config,
             partitions,
         });
         self.topic_names.write().insert(topic.id, Arc::clone(&name));
@@ -346,6 +354,7 @@ impl LiveCluster {
             partitions.push(Arc::new(Partition {
                 key: self.next_key.fetch_add(1, Ordering::Relaxed),
                 topic: Arc::clone(&topic.name),
+                config: Arc::clone(&topic.config),
                 index: (have + i) as i32,
                 log: parking_lot::Mutex::new(self.new_log(replicas, now)),
             }));
@@ -353,6 +362,7 @@ impl LiveCluster {
         let grown = Arc::new(Topic {
             name: Arc::clone(&topic.name),
             id: topic.id,
+            config: Arc::clone(&topic.config),
             partitions,
         });
         topics.insert(Arc::clone(&grown.name), grown);

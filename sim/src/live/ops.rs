@@ -28,7 +28,8 @@ pub struct ProducePart {
 pub struct WireProduce {
     pub broker: u32,
     pub parts: Vec<ProducePart>,
-    pub min_insync: usize,
+    /// The broker's `min.insync.replicas`, for topics that set none.
+    pub min_insync: u32,
     pub timeout: Duration,
     pub outcome: Option<Outcome>,
     pub checks: Arc<Checks>,
@@ -49,9 +50,10 @@ impl DelayedOperation for WireProduce {
             } else if log.hw >= part.required {
                 // As Kafka's checkEnoughReplicasReachOffset: the high
                 // watermark passed it, but if the ISR has shrunk below
-                // min.insync.replicas meanwhile, fewer replicas than asked
-                // for have it.
-                part.error = Some(if log.isr.len() >= self.min_insync {
+                // min.insync.replicas meanwhile (the topic's, as it is
+                // now), fewer replicas than asked for have it.
+                let min_insync = part.partition.config.min_insync(self.min_insync);
+                part.error = Some(if log.isr.len() >= min_insync {
                     0
                 } else {
                     ResponseError::NotEnoughReplicasAfterAppend.code()

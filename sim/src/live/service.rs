@@ -52,7 +52,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 25] = [
+pub const APIS: [(ApiKey, i16, i16); 27] = [
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 17),
     (ApiKey::ListOffsets, 1, 10),
@@ -78,6 +78,8 @@ pub const APIS: [(ApiKey, i16, i16); 25] = [
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 /// What Metadata answers for a topic asked for and not served: the name
@@ -168,6 +170,10 @@ impl Service for BrokerService {
             RequestKind::DescribeConfigs(r) => Some(ResponseKind::DescribeConfigs(
                 self.describe_configs(r, version),
             )),
+            RequestKind::IncrementalAlterConfigs(r) => Some(ResponseKind::IncrementalAlterConfigs(
+                self.incremental_alter_configs(r),
+            )),
+            RequestKind::AlterConfigs(r) => Some(ResponseKind::AlterConfigs(self.alter_configs(r))),
             RequestKind::DeleteRecords(r) => {
                 Some(ResponseKind::DeleteRecords(self.delete_records(r).await))
             }
@@ -410,7 +416,7 @@ impl BrokerService {
             let op = WireProduce {
                 broker: self.id,
                 parts: parked,
-                min_insync: self.cluster.cfg.min_insync as usize,
+                min_insync: self.cluster.cfg.min_insync,
                 timeout,
                 outcome: None,
                 checks: Arc::clone(&checks),
@@ -544,22 +550,20 @@ impl BrokerService {
             if log.leader != Some(self.id) {
                 return Err(code(ResponseError::NotLeaderOrFollower));
             }
-            if acks == -1 && log.isr.len() < self.cluster.cfg.min_insync as usize {
+            let cfg = &self.cluster.cfg;
+            if acks == -1 && log.isr.len() < p.config.min_insync(cfg.min_insync) {
                 return Err(code(ResponseError::NotEnoughReplicas));
             }
             let hw = log.hw;
-            let appended = log
-                .append(records, self.cluster.cfg.message_max_bytes, txn)
-                .map_err(|e| match e {
-                    AppendError::Corrupt => code(ResponseError::CorruptMessage),
-                    AppendError::TooLarge => code(ResponseError::MessageTooLarge),
-                    AppendError::OutOfOrderSequence => {
-                        code(ResponseError::OutOfOrderSequenceNumber)
-                    }
-                    AppendError::InvalidProducerEpoch => code(ResponseError::InvalidProducerEpoch),
-                    AppendError::Transactional => code(ResponseError::InvalidTxnState),
-                    AppendError::Control => code(ResponseError::InvalidRecord),
-                })?;
+            let max_bytes = p.config.max_message_bytes(cfg.message_max_bytes);
+            let appended = log.append(records, max_bytes, txn).map_err(|e| match e {
+                AppendError::Corrupt => code(ResponseError::CorruptMessage),
+                AppendError::TooLarge => code(ResponseError::MessageTooLarge),
+                AppendError::OutOfOrderSequence => code(ResponseError::OutOfOrderSequenceNumber),
+                AppendError::InvalidProducerEpoch => code(ResponseError::InvalidProducerEpoch),
+                AppendError::Transactional => code(ResponseError::InvalidTxnState),
+                AppendError::Control => code(ResponseError::InvalidRecord),
+            })?;
             if appended.duplicate {
                 Checks::bump(&self.checks().duplicates);
             }

@@ -2,6 +2,7 @@
 //! key in the purgatories.
 
 use super::log::PartitionLog;
+use super::topic_config::TopicConfig;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -12,6 +13,8 @@ pub struct Partition {
     pub key: u32,
     /// Its topic's name.
     pub topic: Arc<str>,
+    /// Its topic's own settings.
+    pub config: Arc<TopicConfig>,
     /// Its index in the topic.
     pub index: i32,
     /// Its log and replication state.
@@ -26,6 +29,8 @@ pub struct Topic {
     /// made again under the name of a deleted one, so a client that
     /// names the old one by id is told it is gone.
     pub id: Uuid,
+    /// Its own settings, shared with its partitions.
+    pub config: Arc<TopicConfig>,
     /// Its partitions, by index.
     pub partitions: Vec<Arc<Partition>>,
 }

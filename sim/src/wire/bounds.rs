@@ -401,6 +401,24 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             w.string()?; // group_id
             w.topics(4, |w| w.skip(4))?;
         }
+        ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs => {
+            let incremental = api == ApiKey::IncrementalAlterConfigs;
+            let min_config = w.min_len(2) + usize::from(incremental) + w.min_len(2) + w.min_tags();
+            let min = 1 + w.min_len(2) + w.min_len(4) + w.min_tags();
+            w.array(min, |w| {
+                w.skip(1)?; // resource_type
+                w.string()?; // resource_name
+                w.array(min_config, |w| {
+                    w.string()?; // name
+                    if incremental {
+                        w.skip(1)?; // config_operation
+                    }
+                    w.string()?; // value
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+        }
         ApiKey::DeleteRecords => {
             let partition = 4 + 8 + w.min_tags();
             w.topics(partition, |w| {

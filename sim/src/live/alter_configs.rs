@@ -1,0 +1,236 @@
+//! IncrementalAlterConfigs and AlterConfigs: a topic's own settings
+//! changed by an admin client, for the topic configs this broker applies
+//! (`min.insync.replicas`, `max.message.bytes`). As in Kafka, a resource's
+//! changes are checked together and made together or not at all, any
+//! broker answers for a topic, and `validate_only` checks without changing.
+//! The brokers' own settings are static here: refused, as Kafka refuses a
+//! setting it cannot change while running.
+
+use super::checks::Checks;
+use super::service::BrokerService;
+use super::topic_config::{self, APPLIED};
+use super::topics::Topic;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
+    AlterConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// Kafka's resource types.
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+
+/// IncrementalAlterConfigs' operations.
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
+
+/// Why a resource's changes are refused: the error and its message.
+type Refusal = (ResponseError, String);
+
+/// One topic config's change: its name and new value (`None`: back to the
+/// broker's).
+type Change = (String, Option<u32>);
+
+impl BrokerService {
+    pub(crate) fn incremental_alter_configs(
+        &self,
+        r: IncrementalAlterConfigsRequest,
+    ) -> IncrementalAlterConfigsResponse {
+        Checks::bump(&self.checks().admin_requests);
+        let mut response = IncrementalAlterConfigsResponse::default();
+        response.responses = r
+            .resources
+            .into_iter()
+            .map(|resource| {
+                let changes = resource
+                    .configs
+                    .iter()
+                    .map(|c| (c.name.as_str(), c.config_operation, c.value.as_deref()));
+                let outcome = self
+                    .topic_to_alter(resource.resource_type, &resource.resource_name)
+                    .and_then(|topic| {
+                        let changes = incremental_changes(changes)?;
+                        Ok((topic, changes))
+                    });
+                let (error_code, error_message) = self.apply(outcome, false, r.validate_only);
+                let mut out =
+                    incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+                out.error_code = error_code;
+                out.error_message = error_message;
+                out.resource_type = resource.resource_type;
+                out.resource_name = resource.resource_name;
+                out
+            })
+            .collect();
+        response
+    }
+
+    /// The legacy form: the settings named replace all of the topic's own
+    /// (those left out go back to the broker's).
+    pub(crate) fn alter_configs(&self, r: AlterConfigsRequest) -> AlterConfigsResponse {
+        Checks::bump(&self.checks().admin_requests);
+        let mut response = AlterConfigsResponse::default();
+        response.responses = r
+            .resources
+            .into_iter()
+            .map(|resource| {
+                let changes = resource
+                    .configs
+                    .iter()
+                    .map(|c| (c.name.as_str(), SET, c.value.as_deref()));
+                let outcome = self
+                    .topic_to_alter(resource.resource_type, &resource.resource_name)
+                    .and_then(|topic| {
+                        let changes = incremental_changes(changes)?;
+                        Ok((topic, changes))
+                    });
+                let (error_code, error_message) = self.apply(outcome, true, r.validate_only);
+                let mut out = alter_configs_response::AlterConfigsResourceResponse::default();
+                out.error_code = error_code;
+                out.error_message = error_message;
+                out.resource_type = resource.resource_type;
+                out.resource_name = resource.resource_name;
+                out
+            })
+            .collect();
+        response
+    }
+
+    /// The topic a resource names, or why it cannot be altered here.
+    fn topic_to_alter(&self, resource_type: i8, name: &str) -> Result<Arc<Topic>, Refusal> {
+        match resource_type {
+            TOPIC => self.cluster.topic(name).ok_or_else(|| {
+                (
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Topic '{name}' does not exist."),
+                )
+            }),
+            BROKER => Err((
+                ResponseError::InvalidRequest,
+                "A broker's settings are static here and cannot change while it runs.".into(),
+            )),
+            other => Err((
+                ResponseError::InvalidRequest,
+                format!("Resource type {other} has no settings this broker can change."),
+            )),
+        }
+    }
+
+    /// Makes a resource's checked changes (unless `validate_only`), the
+    /// others going back to the broker's if `replace_all`; the error code
+    /// and message to answer with.
+    fn apply(
+        &self,
+        outcome: Result<(Arc<Topic>, Vec<Change>), Refusal>,
+        replace_all: bool,
+        validate_only: bool,
+    ) -> (i16, Option<StrBytes>) {
+        let (topic, changes) = match outcome {
+            Ok(checked) => checked,
+            Err((error, message)) => return (error.code(), Some(StrBytes::from_string(message))),
+        };
+        if validate_only {
+            return (0, None);
+        }
+        if replace_all {
+            for name in APPLIED {
+                if !changes.iter().any(|(n, _)| n == name) {
+                    topic.config.set(name, None);
+                }
+            }
+        }
+        for (name, value) in changes {
+            topic.config.set(&name, value);
+        }
+        (0, None)
+    }
+}
+
+/// A resource's (name, operation, value) changes, checked together: each
+/// name at most once, a topic config this broker applies, a valid value
+/// to set; appending to or subtracting from a setting that is not a list
+/// is refused, as Kafka refuses it.
+fn incremental_changes<'a>(
+    changes: impl Iterator<Item = (&'a str, i8, Option<&'a str>)>,
+) -> Result<Vec<Change>, Refusal> {
+    let invalid_config = |why: String| (ResponseError::InvalidConfig, why);
+    let mut named = HashSet::new();
+    let mut checked = Vec::new();
+    for (name, operation, value) in changes {
+        if !named.insert(name) {
+            return Err((
+                ResponseError::InvalidRequest,
+                format!("'{name}' is named more than once."),
+            ));
+        }
+        let value = match operation {
+            SET => Some(topic_config::parse(name, value).map_err(invalid_config)?),
+            DELETE => {
+                topic_config::applied(name).map_err(invalid_config)?;
+                None
+            }
+            APPEND | SUBTRACT => {
+                return Err(invalid_config(format!(
+                    "'{name}' is not a list: it can be set or deleted, not appended to or subtracted from."
+                )))
+            }
+            other => {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("{other} is not an operation (0 set, 1 delete, 2 append, 3 subtract)."),
+                ))
+            }
+        };
+        checked.push((name.to_string(), value));
+    }
+    Ok(checked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_are_checked_together() {
+        let ok = [
+            ("min.insync.replicas", SET, Some("3")),
+            ("max.message.bytes", DELETE, None),
+        ];
+        assert_eq!(
+            incremental_changes(ok.into_iter()).unwrap(),
+            [
+                ("min.insync.replicas".to_string(), Some(3)),
+                ("max.message.bytes".to_string(), None)
+            ]
+        );
+        let refused = |changes: &[(&'static str, i8, Option<&'static str>)]| {
+            incremental_changes(changes.iter().copied()).unwrap_err().0
+        };
+        let twice = [
+            ("min.insync.replicas", SET, Some("3")),
+            ("min.insync.replicas", DELETE, None),
+        ];
+        assert_eq!(refused(&twice), ResponseError::InvalidRequest);
+        assert_eq!(
+            refused(&[("min.insync.replicas", APPEND, Some("3"))]),
+            ResponseError::InvalidConfig
+        );
+        assert_eq!(
+            refused(&[("retention.ms", DELETE, None)]),
+            ResponseError::InvalidConfig
+        );
+        assert_eq!(
+            refused(&[("min.insync.replicas", SET, Some("zero"))]),
+            ResponseError::InvalidConfig
+        );
+        assert_eq!(
+            refused(&[("min.insync.replicas", 9, Some("1"))]),
+            ResponseError::InvalidRequest
+        );
+    }
+}

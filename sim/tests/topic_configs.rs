@@ -1,0 +1,291 @@
+//! A topic's own settings over the wire: set at creation (CreateTopics),
+//! changed (IncrementalAlterConfigs, AlterConfigs), described
+//! (DescribeConfigs), and applied by the produces that follow:
+//! `min.insync.replicas` decides whether an `acks=all` produce is taken,
+//! `max.message.bytes` how large a batch may be.
+
+use broker_sim::live::LiveConfig;
+use broker_sim::serve::{ServeOptions, Server};
+use broker_sim::wire::client::{batch, Client};
+use broker_sim::wire::Limits;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    alter_configs_request, incremental_alter_configs_request, AlterConfigsRequest,
+    CreateTopicsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest, ProduceRequest,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::net::SocketAddr;
+
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+/// Kafka's config sources: a topic's own, the broker's file.
+const TOPIC_SOURCE: i8 = 1;
+const BROKER_SOURCE: i8 = 4;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// Three brokers, each partition on all three (min.insync.replicas 2 for
+/// topics that set none).
+fn server() -> Server {
+    Server::start(ServeOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        live: LiveConfig::default(),
+        topics: Vec::new(),
+        limits: Limits::default(),
+    })
+    .expect("the server starts")
+}
+
+fn passes(server: Server) {
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
+
+/// Creates `name` (one partition of `replicas` replicas) with `configs`;
+/// its error and the configs the response reports (name, value, source,
+/// read-only).
+fn create(
+    addr: SocketAddr,
+    name: &str,
+    replicas: i16,
+    configs: &[(&str, &str)],
+) -> (i16, Vec<(String, String, i8, bool)>) {
+    let mut t = CreatableTopic::default();
+    t.name = TopicName(s(name));
+    t.num_partitions = 1;
+    t.replication_factor = replicas;
+    t.configs = configs
+        .iter()
+        .map(|(n, v)| {
+            let mut c = CreatableTopicConfig::default();
+            c.name = s(n);
+            c.value = Some(s(v));
+            c
+        })
+        .collect();
+    let mut r = CreateTopicsRequest::default();
+    r.topics = vec![t];
+    r.timeout_ms = 5_000;
+    let got = Client::connect(addr).call(&r, 7);
+    let topic = &got.topics[0];
+    let configs = topic
+        .configs
+        .iter()
+        .flatten()
+        .map(|c| {
+            let value = c.value.as_deref().unwrap_or("").to_string();
+            (c.name.to_string(), value, c.config_source, c.read_only)
+        })
+        .collect();
+    (topic.error_code, configs)
+}
+
+/// (value, source, read-only) of `config` of the topic or broker `name`.
+fn described(addr: SocketAddr, kind: i8, name: &str, config: &str) -> (String, i8, bool) {
+    let mut res = DescribeConfigsResource::default();
+    res.resource_type = kind;
+    res.resource_name = s(name);
+    res.configuration_keys = Some(vec![s(config)]);
+    let mut r = DescribeConfigsRequest::default();
+    r.resources = vec![res];
+    let got = Client::connect(addr).call(&r, 4);
+    let result = &got.results[0];
+    assert_eq!(result.error_code, 0, "{got:?}");
+    let c = &result.configs[0];
+    let value = c.value.as_deref().unwrap_or("").to_string();
+    (value, c.config_source, c.read_only)
+}
+
+/// IncrementalAlterConfigs of one resource; its error code.
+fn alter(
+    addr: SocketAddr,
+    kind: i8,
+    name: &str,
+    changes: &[(&str, i8, Option<&str>)],
+    validate_only: bool,
+) -> i16 {
+    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let mut res = AlterConfigsResource::default();
+    res.resource_type = kind;
+    res.resource_name = s(name);
+    res.configs = changes
+        .iter()
+        .map(|&(n, op, value)| {
+            let mut c = AlterableConfig::default();
+            c.name = s(n);
+            c.config_operation = op;
+            c.value = value.map(s);
+            c
+        })
+        .collect();
+    let mut r = IncrementalAlterConfigsRequest::default();
+    r.resources = vec![res];
+    r.validate_only = validate_only;
+    let got = Client::connect(addr).call(&r, 1);
+    assert_eq!(got.responses[0].resource_name.as_str(), name);
+    got.responses[0].error_code
+}
+
+/// A produce of one batch of `value` to `topic`'s partition 0, sent to
+/// `addr` (its leader); the error code.
+fn produce(addr: SocketAddr, topic: &str, acks: i16, value: &[u8]) -> i16 {
+    let mut p = PartitionProduceData::default();
+    p.index = 0;
+    p.records = Some(batch(&[value]));
+    let mut t = TopicProduceData::default();
+    t.name = TopicName(s(topic));
+    t.partition_data = vec![p];
+    let mut r = ProduceRequest::default();
+    r.acks = acks;
+    r.timeout_ms = 5_000;
+    r.topic_data = vec![t];
+    let got = Client::connect(addr).call(&r, 9);
+    got.responses[0].partition_responses[0].error_code
+}
+
+/// The address of the broker leading `topic`'s partition 0.
+fn leader(server: &Server, topic: &str) -> SocketAddr {
+    let led = server
+        .cluster()
+        .topic(topic)
+        .expect("the topic exists")
+        .partitions[0]
+        .log
+        .lock()
+        .leader
+        .expect("a leader");
+    server.addrs()[led as usize]
+}
+
+#[test]
+fn a_topics_min_insync_replicas_decides_which_acks_all_produces_are_taken() {
+    let server = server();
+    let addr = server.addrs()[0];
+    // Two replicas, and three in sync asked for: nothing with acks=all can
+    // be taken, acks=1 can.
+    let (error, configs) = create(addr, "strict", 2, &[("min.insync.replicas", "3")]);
+    assert_eq!(error, 0);
+    assert!(
+        configs.contains(&(
+            "min.insync.replicas".into(),
+            "3".into(),
+            TOPIC_SOURCE,
+            false
+        )),
+        "{configs:?}"
+    );
+    assert!(
+        configs.contains(&("retention.ms".into(), "-1".into(), 5, true)),
+        "{configs:?}"
+    );
+    assert_eq!(
+        described(addr, TOPIC, "strict", "min.insync.replicas"),
+        ("3".into(), TOPIC_SOURCE, false)
+    );
+    let at = leader(&server, "strict");
+    let not_enough = ResponseError::NotEnoughReplicas.code();
+    assert_eq!(produce(at, "strict", -1, b"refused"), not_enough);
+    assert_eq!(produce(at, "strict", 1, b"taken"), 0);
+    // Checked only, then deleted: back to the broker's 2, which the two
+    // replicas meet.
+    let delete = [("min.insync.replicas", DELETE, None)];
+    assert_eq!(alter(addr, TOPIC, "strict", &delete, true), 0);
+    assert_eq!(produce(at, "strict", -1, b"still refused"), not_enough);
+    assert_eq!(alter(addr, TOPIC, "strict", &delete, false), 0);
+    assert_eq!(
+        described(addr, TOPIC, "strict", "min.insync.replicas"),
+        ("2".into(), BROKER_SOURCE, false)
+    );
+    assert_eq!(produce(at, "strict", -1, b"taken at last"), 0);
+    // Set again, by the set operation this time.
+    let set = [("min.insync.replicas", SET, Some("3"))];
+    assert_eq!(alter(addr, TOPIC, "strict", &set, false), 0);
+    assert_eq!(produce(at, "strict", -1, b"refused again"), not_enough);
+    passes(server);
+}
+
+#[test]
+fn a_topics_max_message_bytes_bounds_its_batches() {
+    let server = server();
+    let addr = server.addrs()[0];
+    assert_eq!(create(addr, "small", 3, &[]).0, 0);
+    let at = leader(&server, "small");
+    let big = vec![b'x'; 500];
+    assert_eq!(produce(at, "small", 1, &big), 0);
+    let set = [("max.message.bytes", SET, Some("200"))];
+    assert_eq!(alter(addr, TOPIC, "small", &set, false), 0);
+    let too_large = ResponseError::MessageTooLarge.code();
+    assert_eq!(produce(at, "small", 1, &big), too_large);
+    assert_eq!(produce(at, "small", 1, b"short"), 0);
+    // The legacy AlterConfigs replaces all of a topic's own settings: one
+    // naming only min.insync.replicas puts max.message.bytes back.
+    use alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let mut c = AlterableConfig::default();
+    c.name = s("min.insync.replicas");
+    c.value = Some(s("1"));
+    let mut res = AlterConfigsResource::default();
+    res.resource_type = TOPIC;
+    res.resource_name = s("small");
+    res.configs = vec![c];
+    let mut r = AlterConfigsRequest::default();
+    r.resources = vec![res];
+    let got = Client::connect(addr).call(&r, 2);
+    assert_eq!(got.responses[0].error_code, 0);
+    assert_eq!(
+        described(addr, TOPIC, "small", "max.message.bytes").1,
+        BROKER_SOURCE
+    );
+    assert_eq!(
+        described(addr, TOPIC, "small", "min.insync.replicas"),
+        ("1".into(), TOPIC_SOURCE, false)
+    );
+    assert_eq!(produce(at, "small", 1, &big), 0);
+    passes(server);
+}
+
+#[test]
+fn what_cannot_be_altered_is_refused_and_nothing_of_the_resource_changes() {
+    let server = server();
+    let addr = server.addrs()[0];
+    assert_eq!(create(addr, "kept", 3, &[]).0, 0);
+    // Unknown to this broker at creation and later.
+    let (error, _) = create(addr, "aged", 3, &[("retention.ms", "1000")]);
+    assert_eq!(error, ResponseError::InvalidConfig.code());
+    assert!(server.cluster().topic("aged").is_none());
+    let invalid_config = ResponseError::InvalidConfig.code();
+    // A good change beside a bad one: neither is made.
+    let mixed = [
+        ("min.insync.replicas", SET, Some("3")),
+        ("retention.ms", SET, Some("1000")),
+    ];
+    assert_eq!(alter(addr, TOPIC, "kept", &mixed, false), invalid_config);
+    let append = [("min.insync.replicas", APPEND, Some("3"))];
+    assert_eq!(alter(addr, TOPIC, "kept", &append, false), invalid_config);
+    let zero = [("max.message.bytes", SET, Some("0"))];
+    assert_eq!(alter(addr, TOPIC, "kept", &zero, false), invalid_config);
+    assert_eq!(
+        described(addr, TOPIC, "kept", "min.insync.replicas"),
+        ("2".into(), BROKER_SOURCE, false)
+    );
+    let set = [("min.insync.replicas", SET, Some("3"))];
+    assert_eq!(
+        alter(addr, TOPIC, "gone", &set, false),
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    // A broker's settings are static; the describe says read-only.
+    assert_eq!(
+        alter(addr, BROKER, "0", &set, false),
+        ResponseError::InvalidRequest.code()
+    );
+    assert!(described(addr, BROKER, "0", "min.insync.replicas").2);
+    passes(server);
+}
