@@ -1,6 +1,6 @@
 //! What clients written against current brokers send, and may send
-//! nothing older than: topics named by id (Metadata v10+, Fetch v13+,
-//! DeleteTopics v6+), several coordinator keys in one FindCoordinator
+//! nothing older than: topics named by id (Metadata v10+, Fetch and Produce
+//! v13+, DeleteTopics v6+), several coordinator keys in one FindCoordinator
 //! (v4+) and several groups in one OffsetFetch (v8+), OffsetCommit v9 and
 //! ListOffsets' local and tiered offsets.
 
@@ -32,7 +32,9 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 const METADATA_V: i16 = 12;
-const FETCH_V: i16 = 17;
+const FETCH_V: i16 = 18;
+/// Produce by topic id.
+const PRODUCE_BY_ID_V: i16 = 13;
 
 /// One broker, which leads and coordinates everything.
 fn server(topics: &[(&str, u32)]) -> Server {
@@ -112,6 +114,15 @@ fn answered(r: &FetchResponse) -> (Uuid, i16, i64, Bytes) {
     (t.topic_id, p.error_code, p.high_watermark, records)
 }
 
+/// An `acks=all` produce of one batch to partition 0 of the topic `id`
+/// names (at v13).
+fn produce_by_id(id: Uuid, values: &[&[u8]]) -> ProduceRequest {
+    let mut r = produce("", values);
+    r.topic_data[0].name = TopicName::default();
+    r.topic_data[0].topic_id = id;
+    r
+}
+
 fn produce(topic: &str, values: &[&[u8]]) -> ProduceRequest {
     let mut p = PartitionProduceData::default();
     p.index = 0;
@@ -157,16 +168,27 @@ fn topics_have_ids_and_a_fetch_by_id_parks_until_data_comes() {
     assert!(m.topics[1].name.is_none());
     assert_eq!(metadata(addr, None).topics.len(), 2);
 
-    // A long poll by id waits in the fetch purgatory and is woken by the
-    // append, answered under the id it asked by.
+    // A long poll by id waits in the fetch purgatory and is woken by an
+    // append by id (parked in the produce purgatory until replicated),
+    // each answered under the id it asked by.
     let poller = std::thread::spawn(move || {
         let start = Instant::now();
         let r = Client::connect(addr).call(&fetch_by_id(orders, 0, 10_000), FETCH_V);
         (start.elapsed(), r)
     });
     std::thread::sleep(Duration::from_millis(200));
-    let acked = Client::connect(addr).call(&produce("orders", &[b"by id"]), 9);
+    let mut producer = Client::connect(addr);
+    let acked = producer.call(&produce_by_id(orders, &[b"by id"]), PRODUCE_BY_ID_V);
+    assert_eq!(acked.responses[0].topic_id, orders);
     assert_eq!(acked.responses[0].partition_responses[0].error_code, 0);
+    let refused = producer.call(&produce_by_id(stranger, &[b"lost"]), PRODUCE_BY_ID_V);
+    assert_eq!(
+        (
+            refused.responses[0].topic_id,
+            refused.responses[0].partition_responses[0].error_code
+        ),
+        (stranger, ResponseError::UnknownTopicId.code())
+    );
     let (waited, r) = poller.join().unwrap();
     assert!(waited < Duration::from_secs(5), "{waited:?}");
     let (id, error, hw, records) = answered(&r);

@@ -377,7 +377,8 @@ fn api_versions_advertises_what_is_implemented_and_refuses_other_versions() {
     assert!(max(3).is_some() && max(2).is_some() && max(18).is_some());
     // Up to the versions current clients start from: topics by id in
     // Fetch, several groups or keys in one OffsetFetch or FindCoordinator.
-    assert_eq!(max(1), Some((4, 17)), "Fetch");
+    assert_eq!(max(0), Some((3, 13)), "Produce");
+    assert_eq!(max(1), Some((4, 18)), "Fetch");
     assert_eq!(max(11), Some((0, 9)), "JoinGroup");
     assert_eq!(max(10), Some((0, 6)), "FindCoordinator");
     assert_eq!(max(9), Some((1, 9)), "OffsetFetch");

@@ -134,7 +134,11 @@ mod well_formed {
                             .iter()
                             .map(|t| {
                                 let mut td = TopicProduceData::default();
-                                td.name = name(t);
+                                if version >= 13 {
+                                    td.topic_id = id(t);
+                                } else {
+                                    td.name = name(t);
+                                }
                                 td.partition_data = (0..2)
                                     .map(|i| {
                                         let mut p = PartitionProduceData::default();

@@ -45,16 +45,17 @@ pub struct BrokerService {
 /// The APIs and versions the served brokers implement (ApiVersions, the
 /// front's own, aside): up to the latest Kafka defines for each, so a
 /// client written against current brokers, which may send nothing older,
-/// finds what it asks for. Fetch from v13 names topics by id; FindCoordinator
-/// from v4 and OffsetFetch from v8 ask about several keys or groups at once.
+/// finds what it asks for. Fetch from v13 and Produce from v13 name topics
+/// by id; FindCoordinator from v4 and OffsetFetch from v8 ask about several
+/// keys or groups at once.
 /// Held back: CreateTopics before v2 (the codecs start there),
 /// AddPartitionsToTxn v4 and later (brokers' batched verification, not a
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
 pub const APIS: [(ApiKey, i16, i16); 27] = [
-    (ApiKey::Produce, 3, 12),
-    (ApiKey::Fetch, 4, 17),
+    (ApiKey::Produce, 3, 13),
+    (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
     (ApiKey::FindCoordinator, 0, 6),
@@ -113,7 +114,7 @@ impl Service for BrokerService {
             RequestKind::ListOffsets(r) => {
                 Some(ResponseKind::ListOffsets(self.list_offsets(r, version)))
             }
-            RequestKind::Produce(r) => self.produce(r).await.map(ResponseKind::Produce),
+            RequestKind::Produce(r) => self.produce(r, version).await.map(ResponseKind::Produce),
             RequestKind::Fetch(r) => Some(ResponseKind::Fetch(self.fetch(r, version).await)),
             RequestKind::FindCoordinator(r) => Some(ResponseKind::FindCoordinator(
                 self.find_coordinator(r, version),
@@ -374,34 +375,43 @@ impl BrokerService {
         response
     }
 
-    async fn produce(&self, r: ProduceRequest) -> Option<ProduceResponse> {
+    async fn produce(&self, r: ProduceRequest, version: i16) -> Option<ProduceResponse> {
         let checks = Arc::clone(&self.cluster.checks);
         Checks::bump(&checks.produce_requests);
         let acks = r.acks;
         let valid_acks = matches!(acks, -1..=1);
         // Each topic's partitions with their base offset or error, in
         // request order.
-        let mut answers: Vec<(TopicName, Vec<PartitionAnswer>)> = Vec::new();
+        let mut answers: Vec<(TopicName, Uuid, Vec<PartitionAnswer>)> = Vec::new();
         let mut parked: Vec<ProducePart> = Vec::new();
         let mut moved = Vec::new();
         for topic in r.topic_data {
+            // From v13 a topic is named by its id, and answered by it.
+            let name = if version >= 13 {
+                let found = self.cluster.topic_by_id(topic.topic_id);
+                found
+                    .map(|t| topic_name(&t.name))
+                    .ok_or(code(ResponseError::UnknownTopicId))
+            } else {
+                Ok(topic.name)
+            };
             let mut parts = Vec::new();
             for data in topic.partition_data {
-                let result = if !valid_acks {
-                    Err(code(ResponseError::InvalidRequiredAcks))
-                } else {
-                    self.append(
-                        &topic.name.0,
+                let result = match &name {
+                    _ if !valid_acks => Err(code(ResponseError::InvalidRequiredAcks)),
+                    Err(e) => Err(*e),
+                    Ok(name) => self.append(
+                        &name.0,
                         data.index,
                         data.records,
                         acks,
                         &mut parked,
                         &mut moved,
-                    )
+                    ),
                 };
                 parts.push((data.index, result));
             }
-            answers.push((topic.name, parts));
+            answers.push((name.unwrap_or_default(), topic.topic_id, parts));
         }
         // The leader's own append may have moved a high watermark (a
         // partition with no followers in sync): parked fetches may complete.
@@ -450,8 +460,8 @@ impl BrokerService {
                 }
                 let answer = answers
                     .iter_mut()
-                    .find(|(t, _)| *t.0 == *part.partition.topic)
-                    .and_then(|(_, ps)| ps.iter_mut().find(|(i, _)| *i == part.partition.index));
+                    .find(|(t, ..)| *t.0 == *part.partition.topic)
+                    .and_then(|(.., ps)| ps.iter_mut().find(|(i, _)| *i == part.partition.index));
                 if let Some((_, slot)) = answer {
                     *slot = if error == 0 {
                         Ok(part.base)
@@ -464,9 +474,10 @@ impl BrokerService {
         let mut response = ProduceResponse::default();
         response.responses = answers
             .into_iter()
-            .map(|(name, parts)| {
+            .map(|(name, id, parts)| {
                 let mut t = TopicProduceResponse::default();
                 t.name = name;
+                t.topic_id = id;
                 t.partition_responses = parts
                     .into_iter()
                     .map(|(index, result)| {

@@ -160,7 +160,7 @@ impl<'a> Walk<'a> {
     }
 
     /// [`topics`](Self::topics), with each topic named by its 16-byte id
-    /// instead of its name if `by_id` (Fetch from v13).
+    /// instead of its name if `by_id` (Fetch and Produce from v13).
     fn topics_named(
         &mut self,
         by_id: bool,
@@ -194,7 +194,8 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             w.string()?; // transactional_id
             w.skip(2 + 4)?; // acks, timeout_ms
             let min_partition = 4 + w.min_len(4) + w.min_tags();
-            w.topics(min_partition, |w| {
+            // Topics by id from v13.
+            w.topics_named(version >= 13, min_partition, |w| {
                 w.skip(4)?;
                 w.bytes()?;
                 w.tags()
