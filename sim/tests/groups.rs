@@ -272,6 +272,12 @@ fn admin_tools_list_and_describe_the_groups_a_broker_coordinates() {
         (0, "Dead")
     );
     assert!(got.groups[0].members.is_empty());
+    // From v6 it is also GROUP_ID_NOT_FOUND.
+    let got = Client::connect(coordinator(&server, "nobody")).call(&unknown, 6);
+    assert_eq!(
+        (got.groups[0].error_code, got.groups[0].group_state.as_str()),
+        (ResponseError::GroupIdNotFound.code(), "Dead")
+    );
     let elsewhere = *server.addrs().iter().find(|&&a| a != addr).unwrap();
     let got = Client::connect(elsewhere).call(&r, 5);
     assert_eq!(

@@ -63,11 +63,15 @@ impl BrokerService {
     }
 
     /// Each group asked about: NOT_COORDINATOR unless this broker
-    /// coordinates it, "Dead" with no members if it does not exist;
-    /// otherwise its state and members. As Kafka does, the protocol and
+    /// coordinates it, "Dead" with no members if it does not exist (and,
+    /// from v6, GROUP_ID_NOT_FOUND); otherwise its state and members. As Kafka does, the protocol and
     /// the members' metadata and assignments are given only once the group
     /// is Stable (before that they are being renegotiated).
-    pub(crate) fn describe_groups(&self, r: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    pub(crate) fn describe_groups(
+        &self,
+        r: DescribeGroupsRequest,
+        version: i16,
+    ) -> DescribeGroupsResponse {
         Checks::bump(&self.cluster.checks.group_requests);
         let mut response = DescribeGroupsResponse::default();
         response.groups = r
@@ -88,6 +92,10 @@ impl BrokerService {
                 }
                 let Some(group) = self.cluster.groups.find(&name) else {
                     out.group_state = text("Dead");
+                    if version >= 6 {
+                        out.error_code = ResponseError::GroupIdNotFound.code();
+                        out.error_message = Some(text(&format!("Group {name} not found.")));
+                    }
                     return out;
                 };
                 let g = group.lock();

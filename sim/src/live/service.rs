@@ -66,7 +66,7 @@ pub const APIS: [(ApiKey, i16, i16); 27] = [
     (ApiKey::OffsetCommit, 2, 9),
     (ApiKey::OffsetFetch, 1, 9),
     (ApiKey::ListGroups, 0, 5),
-    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::InitProducerId, 0, 5),
@@ -143,9 +143,9 @@ impl Service for BrokerService {
                 Some(ResponseKind::OffsetFetch(self.offset_fetch(r, version)))
             }
             RequestKind::ListGroups(r) => Some(ResponseKind::ListGroups(self.list_groups(r))),
-            RequestKind::DescribeGroups(r) => {
-                Some(ResponseKind::DescribeGroups(self.describe_groups(r)))
-            }
+            RequestKind::DescribeGroups(r) => Some(ResponseKind::DescribeGroups(
+                self.describe_groups(r, version),
+            )),
             RequestKind::DeleteGroups(r) => Some(ResponseKind::DeleteGroups(self.delete_groups(r))),
             RequestKind::OffsetDelete(r) => Some(ResponseKind::OffsetDelete(self.offset_delete(r))),
             RequestKind::InitProducerId(r) => {

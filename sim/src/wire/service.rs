@@ -34,8 +34,10 @@ pub trait Service: Send + Sync + 'static {
     ) -> impl Future<Output = Option<ResponseKind>> + Send + 'static;
 }
 
-/// Versions of ApiVersions the front answers (v3 and later are flexible).
-const API_VERSIONS: (i16, i16) = (0, 3);
+/// Versions of ApiVersions the front answers (v3 and later are flexible;
+/// v4 differs from v3 only in what a client may expect of the features,
+/// which this front lists none of).
+const API_VERSIONS: (i16, i16) = (0, 4);
 
 /// Why a frame is not a request the service can be asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
