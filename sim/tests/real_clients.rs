@@ -512,6 +512,10 @@ fn platformatic_kafka_starts_from_current_versions_and_runs_groups_and_transacti
     // Every record's commit, pipelined, applied in the order sent: the
     // last of each partition stands.
     assert_eq!(r["committed"], 2040, "{r}");
+    // One of the four partitions' offsets deleted (OffsetDelete), and the
+    // topic's own min.insync.replicas set (IncrementalAlterConfigs).
+    assert_eq!(r["offsets_left"], 3, "{r}");
+    assert_eq!(r["min_insync"], "3", "{r}");
     assert_eq!(r["topic_left"], false, "{r}");
     assert!(server.cluster().topic("from-plt").is_none(), "deleted");
     let r = node_client(

@@ -10,7 +10,8 @@
 // idempotently with acks=all, consumes them in a group of two consumers
 // (committing each record), describes the group, closes one consumer,
 // produces 40 more records and reads them on the one left, lists the
-// group's committed offsets and deletes the topic. Prints one JSON line
+// group's committed offsets, deletes one of them, sets and describes the
+// topic's min.insync.replicas and deletes the topic. Prints one JSON line
 // with what it saw; exits 0 when it ran, and the caller judges the line.
 //
 //     node platformatic_client.mjs transactions BOOTSTRAP TOPIC
@@ -131,6 +132,29 @@ async function groups(out) {
   out.committed = offsets[0].topics
     .flatMap((t) => t.partitions)
     .reduce((sum, p) => sum + Number(p.committedOffset), 0);
+
+  // The group is empty now: any of its offsets may go.
+  await admin.deleteConsumerGroupOffsets({
+    groupId: group,
+    topics: [{ name: topic, partitionIndexes: [0] }],
+  });
+  const left = await admin.listConsumerGroupOffsets({ groups: [group] });
+  out.offsets_left = left[0].topics.flatMap((t) => t.partitions).length;
+
+  // The topic's own min.insync.replicas, set and described.
+  await admin.incrementalAlterConfigs({
+    resources: [
+      {
+        resourceType: 2,
+        resourceName: topic,
+        configs: [{ name: 'min.insync.replicas', configOperation: 0, value: '3' }],
+      },
+    ],
+  });
+  const configs = await admin.describeConfigs({
+    resources: [{ resourceType: 2, resourceName: topic, configurationKeys: ['min.insync.replicas'] }],
+  });
+  out.min_insync = configs[0].configs.find((c) => c.name === 'min.insync.replicas')?.value ?? null;
 
   await admin.deleteTopics({ topics: [topic] });
   out.topic_left = (await admin.listTopics()).includes(topic);
