@@ -7,6 +7,7 @@
 //! setting it cannot change while running.
 
 use super::checks::Checks;
+use super::configs::{BROKER, TOPIC};
 use super::service::BrokerService;
 use super::topic_config::{self, APPLIED};
 use super::topics::Topic;
@@ -18,10 +19,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use std::collections::HashSet;
 use std::sync::Arc;
-
-/// Kafka's resource types.
-const TOPIC: i8 = 2;
-const BROKER: i8 = 4;
 
 /// IncrementalAlterConfigs' operations.
 const SET: i8 = 0;
@@ -51,13 +48,13 @@ impl BrokerService {
                     .configs
                     .iter()
                     .map(|c| (c.name.as_str(), c.config_operation, c.value.as_deref()));
-                let outcome = self
-                    .topic_to_alter(resource.resource_type, &resource.resource_name)
-                    .and_then(|topic| {
-                        let changes = incremental_changes(changes)?;
-                        Ok((topic, changes))
-                    });
-                let (error_code, error_message) = self.apply(outcome, false, r.validate_only);
+                let (error_code, error_message) = self.alter(
+                    resource.resource_type,
+                    &resource.resource_name,
+                    changes,
+                    false,
+                    r.validate_only,
+                );
                 let mut out =
                     incremental_alter_configs_response::AlterConfigsResourceResponse::default();
                 out.error_code = error_code;
@@ -83,13 +80,13 @@ impl BrokerService {
                     .configs
                     .iter()
                     .map(|c| (c.name.as_str(), SET, c.value.as_deref()));
-                let outcome = self
-                    .topic_to_alter(resource.resource_type, &resource.resource_name)
-                    .and_then(|topic| {
-                        let changes = incremental_changes(changes)?;
-                        Ok((topic, changes))
-                    });
-                let (error_code, error_message) = self.apply(outcome, true, r.validate_only);
+                let (error_code, error_message) = self.alter(
+                    resource.resource_type,
+                    &resource.resource_name,
+                    changes,
+                    true,
+                    r.validate_only,
+                );
                 let mut out = alter_configs_response::AlterConfigsResourceResponse::default();
                 out.error_code = error_code;
                 out.error_message = error_message;
@@ -99,6 +96,41 @@ impl BrokerService {
             })
             .collect();
         response
+    }
+
+    /// Checks one resource's (name, operation, value) changes together and
+    /// makes them (unless `validate_only`), the topic's other settings going
+    /// back to the broker's if `replace_all`; the error code and message to
+    /// answer with.
+    fn alter<'a>(
+        &self,
+        resource_type: i8,
+        name: &str,
+        changes: impl Iterator<Item = (&'a str, i8, Option<&'a str>)>,
+        replace_all: bool,
+        validate_only: bool,
+    ) -> (i16, Option<StrBytes>) {
+        let checked = self
+            .topic_to_alter(resource_type, name)
+            .and_then(|topic| Ok((topic, incremental_changes(changes)?)));
+        let (topic, changes) = match checked {
+            Ok(checked) => checked,
+            Err((error, message)) => return (error.code(), Some(StrBytes::from_string(message))),
+        };
+        if validate_only {
+            return (0, None);
+        }
+        if replace_all {
+            for name in APPLIED {
+                if !changes.iter().any(|(n, _)| n == name) {
+                    topic.config.set(name, None);
+                }
+            }
+        }
+        for (name, value) in changes {
+            topic.config.set(&name, value);
+        }
+        (0, None)
     }
 
     /// The topic a resource names, or why it cannot be altered here.
@@ -119,35 +151,6 @@ impl BrokerService {
                 format!("Resource type {other} has no settings this broker can change."),
             )),
         }
-    }
-
-    /// Makes a resource's checked changes (unless `validate_only`), the
-    /// others going back to the broker's if `replace_all`; the error code
-    /// and message to answer with.
-    fn apply(
-        &self,
-        outcome: Result<(Arc<Topic>, Vec<Change>), Refusal>,
-        replace_all: bool,
-        validate_only: bool,
-    ) -> (i16, Option<StrBytes>) {
-        let (topic, changes) = match outcome {
-            Ok(checked) => checked,
-            Err((error, message)) => return (error.code(), Some(StrBytes::from_string(message))),
-        };
-        if validate_only {
-            return (0, None);
-        }
-        if replace_all {
-            for name in APPLIED {
-                if !changes.iter().any(|(n, _)| n == name) {
-                    topic.config.set(name, None);
-                }
-            }
-        }
-        for (name, value) in changes {
-            topic.config.set(&name, value);
-        }
-        (0, None)
     }
 }
 

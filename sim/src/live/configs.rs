@@ -18,8 +18,8 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 /// Kafka's resource types.
-const TOPIC: i8 = 2;
-const BROKER: i8 = 4;
+pub(super) const TOPIC: i8 = 2;
+pub(super) const BROKER: i8 = 4;
 
 /// Where a value comes from, as Kafka's `ConfigSource` numbers it.
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
