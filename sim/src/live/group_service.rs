@@ -41,6 +41,46 @@ fn millis(ms: i32) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
+/// The (topic, partitions) an OffsetFetch asks about (`None`: every
+/// committed one), from either layout's topics: one group's before v8,
+/// each group's from v8 (generated types of their own, with the same
+/// fields).
+macro_rules! asked_topics {
+    ($topics:expr) => {
+        $topics.as_ref().map(|topics| {
+            topics
+                .iter()
+                .map(|t| (t.name.clone(), t.partition_indexes.clone()))
+                .collect()
+        })
+    };
+}
+
+/// [`Committed`] offsets by topic, in either layout's response types.
+macro_rules! answered_topics {
+    ($topics:expr, $topic:ident, $partition:ident) => {
+        $topics
+            .into_iter()
+            .map(|(name, partitions)| {
+                let mut t = $topic::default();
+                t.name = name;
+                t.partitions = partitions
+                    .into_iter()
+                    .map(|c: Committed| {
+                        let mut p = $partition::default();
+                        p.partition_index = c.partition;
+                        p.committed_offset = c.offset;
+                        p.metadata = Some(text(&c.metadata));
+                        p.error_code = c.error;
+                        p
+                    })
+                    .collect();
+                t
+            })
+            .collect()
+    };
+}
+
 impl BrokerService {
     /// NOT_COORDINATOR unless this broker coordinates `group` (or
     /// COORDINATOR_NOT_AVAILABLE while no broker can).
@@ -715,33 +755,14 @@ impl BrokerService {
                 .map(|g| {
                     let mut out = OffsetFetchResponseGroup::default();
                     out.group_id = g.group_id.clone();
-                    let asked = g.topics.as_ref().map(|topics| {
-                        topics
-                            .iter()
-                            .map(|t| (t.name.clone(), t.partition_indexes.clone()))
-                            .collect()
-                    });
+                    let asked = asked_topics!(g.topics);
                     match self.committed(&g.group_id.0, asked, r.require_stable) {
                         Ok(topics) => {
-                            out.topics = topics
-                                .into_iter()
-                                .map(|(name, partitions)| {
-                                    let mut t = OffsetFetchResponseTopics::default();
-                                    t.name = name;
-                                    t.partitions = partitions
-                                        .into_iter()
-                                        .map(|c| {
-                                            let mut p = OffsetFetchResponsePartitions::default();
-                                            p.partition_index = c.partition;
-                                            p.committed_offset = c.offset;
-                                            p.metadata = Some(text(&c.metadata));
-                                            p.error_code = c.error;
-                                            p
-                                        })
-                                        .collect();
-                                    t
-                                })
-                                .collect();
+                            out.topics = answered_topics!(
+                                topics,
+                                OffsetFetchResponseTopics,
+                                OffsetFetchResponsePartitions
+                            )
                         }
                         Err(e) => out.error_code = e,
                     }
@@ -750,33 +771,14 @@ impl BrokerService {
                 .collect();
             return response;
         }
-        let asked = r.topics.as_ref().map(|topics| {
-            topics
-                .iter()
-                .map(|t| (t.name.clone(), t.partition_indexes.clone()))
-                .collect()
-        });
+        let asked = asked_topics!(r.topics);
         match self.committed(&r.group_id.0, asked, r.require_stable) {
             Ok(topics) => {
-                response.topics = topics
-                    .into_iter()
-                    .map(|(name, partitions)| {
-                        let mut t = OffsetFetchResponseTopic::default();
-                        t.name = name;
-                        t.partitions = partitions
-                            .into_iter()
-                            .map(|c| {
-                                let mut p = OffsetFetchResponsePartition::default();
-                                p.partition_index = c.partition;
-                                p.committed_offset = c.offset;
-                                p.metadata = Some(text(&c.metadata));
-                                p.error_code = c.error;
-                                p
-                            })
-                            .collect();
-                        t
-                    })
-                    .collect();
+                response.topics = answered_topics!(
+                    topics,
+                    OffsetFetchResponseTopic,
+                    OffsetFetchResponsePartition
+                )
             }
             // The group-level error came with v2.
             Err(e) if version >= 2 => response.error_code = e,
