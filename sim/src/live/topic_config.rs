@@ -16,7 +16,7 @@ pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
 pub const APPLIED: [&str; 2] = [MIN_INSYNC_REPLICAS, MAX_MESSAGE_BYTES];
 
 /// A topic's overrides; 0 stands for "the broker's" (neither setting may be
-/// 0, which [`parse`] refuses).
+/// 0, which `parse` refuses).
 #[derive(Debug, Default)]
 pub struct TopicConfig {
     min_insync: AtomicU32,
