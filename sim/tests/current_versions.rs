@@ -6,7 +6,7 @@
 
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::client::{batch, values, Client};
+use broker_sim::wire::client::{batch, commit_request, produce_request, values, Client};
 use broker_sim::wire::Limits;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -14,13 +14,9 @@ use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopics,
 };
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     BrokerId, DeleteTopicsRequest, FetchRequest, FetchResponse, FindCoordinatorRequest, GroupId,
     ListOffsetsRequest, MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetFetchRequest,
@@ -124,17 +120,7 @@ fn produce_by_id(id: Uuid, values: &[&[u8]]) -> ProduceRequest {
 }
 
 fn produce(topic: &str, values: &[&[u8]]) -> ProduceRequest {
-    let mut p = PartitionProduceData::default();
-    p.index = 0;
-    p.records = Some(batch(values));
-    let mut t = TopicProduceData::default();
-    t.name = TopicName(s(topic));
-    t.partition_data = vec![p];
-    let mut r = ProduceRequest::default();
-    r.acks = -1;
-    r.timeout_ms = 5_000;
-    r.topic_data = vec![t];
-    r
+    produce_request(topic, &[(0, batch(values))], -1, 5_000)
 }
 
 #[test]
@@ -303,19 +289,10 @@ fn one_find_coordinator_answers_each_key_as_if_asked_alone() {
 /// and metadata.
 type Offset = (String, i32, i64, String);
 
+/// A commit of `offset` in orders' partition 0, with metadata "md".
 fn commit(group: &str, generation: i32, member: &str, offset: i64) -> OffsetCommitRequest {
-    let mut p = OffsetCommitRequestPartition::default();
-    p.partition_index = 0;
-    p.committed_offset = offset;
-    p.committed_metadata = Some(s("md"));
-    let mut t = OffsetCommitRequestTopic::default();
-    t.name = TopicName(s("orders"));
-    t.partitions = vec![p];
-    let mut r = OffsetCommitRequest::default();
-    r.group_id = GroupId(s(group));
-    r.generation_id_or_member_epoch = generation;
-    r.member_id = s(member);
-    r.topics = vec![t];
+    let mut r = commit_request(group, generation, member, &[("orders", 0, offset)]);
+    r.topics[0].partitions[0].committed_metadata = Some(s("md"));
     r
 }
 

@@ -5,20 +5,17 @@
 
 use broker_sim::live::{GroupConfig, GroupState, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::client::Client;
+use broker_sim::wire::client::{commit_request, Client};
 use broker_sim::wire::Limits;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
-    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
-    OffsetFetchRequest, SyncGroupRequest, TopicName,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, OffsetFetchRequest,
+    SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::net::SocketAddr;
@@ -459,17 +456,7 @@ fn a_member_that_stops_heartbeating_is_removed_at_its_session_timeout() {
 }
 
 fn commit(addr: SocketAddr, group: &str, member: &str, generation: i32, offset: i64) -> i16 {
-    let mut p = OffsetCommitRequestPartition::default();
-    p.partition_index = 2;
-    p.committed_offset = offset;
-    let mut t = OffsetCommitRequestTopic::default();
-    t.name = TopicName(s("orders"));
-    t.partitions = vec![p];
-    let mut r = OffsetCommitRequest::default();
-    r.group_id = GroupId(s(group));
-    r.generation_id_or_member_epoch = generation;
-    r.member_id = s(member);
-    r.topics = vec![t];
+    let r = commit_request(group, generation, member, &[("orders", 2, offset)]);
     Client::connect(addr).call(&r, 5).topics[0].partitions[0].error_code
 }
 
@@ -1004,22 +991,7 @@ fn sole_member(addr: SocketAddr, group: &str, protocol_type: &str, metadata: Byt
 /// Commits each (topic, partition, offset) for `group` as `member` of
 /// generation 1.
 fn commit_all(addr: SocketAddr, group: &str, member: &str, offsets: &[(&str, i32, i64)]) {
-    let mut r = OffsetCommitRequest::default();
-    r.group_id = GroupId(s(group));
-    r.generation_id_or_member_epoch = 1;
-    r.member_id = s(member);
-    r.topics = offsets
-        .iter()
-        .map(|&(topic, partition, offset)| {
-            let mut p = OffsetCommitRequestPartition::default();
-            p.partition_index = partition;
-            p.committed_offset = offset;
-            let mut t = OffsetCommitRequestTopic::default();
-            t.name = TopicName(s(topic));
-            t.partitions = vec![p];
-            t
-        })
-        .collect();
+    let r = commit_request(group, 1, member, offsets);
     let got = Client::connect(addr).call(&r, 5);
     assert!(got.topics.iter().all(|t| t.partitions[0].error_code == 0));
 }

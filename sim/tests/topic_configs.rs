@@ -6,16 +6,14 @@
 
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::client::{batch, Client};
+use broker_sim::wire::client::{batch, produce_request, Client};
 use broker_sim::wire::Limits;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     alter_configs_request, incremental_alter_configs_request, AlterConfigsRequest,
-    CreateTopicsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest, ProduceRequest,
-    TopicName,
+    CreateTopicsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::net::SocketAddr;
@@ -138,16 +136,7 @@ fn alter(
 /// A produce of one batch of `value` to `topic`'s partition 0, sent to
 /// `addr` (its leader); the error code.
 fn produce(addr: SocketAddr, topic: &str, acks: i16, value: &[u8]) -> i16 {
-    let mut p = PartitionProduceData::default();
-    p.index = 0;
-    p.records = Some(batch(&[value]));
-    let mut t = TopicProduceData::default();
-    t.name = TopicName(s(topic));
-    t.partition_data = vec![p];
-    let mut r = ProduceRequest::default();
-    r.acks = acks;
-    r.timeout_ms = 5_000;
-    r.topic_data = vec![t];
+    let r = produce_request(topic, &[(0, batch(&[value]))], acks, 5_000);
     let got = Client::connect(addr).call(&r, 9);
     got.responses[0].partition_responses[0].error_code
 }

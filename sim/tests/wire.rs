@@ -6,7 +6,8 @@
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::{
-    batch, decode_response, idempotent_batch, timed_batch, transactional_batch, values, Client,
+    batch, commit_request, decode_response, idempotent_batch, produce_request, timed_batch,
+    transactional_batch, values, Client,
 };
 use broker_sim::wire::Limits;
 use bytes::Bytes;
@@ -17,10 +18,6 @@ use kafka_protocol::messages::create_topics_request::{
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, ApiVersionsRequest, BrokerId, CreatePartitionsRequest,
     CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
@@ -68,25 +65,6 @@ fn one_broker() -> LiveConfig {
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
-}
-
-fn produce(topic: &str, parts: &[(i32, Bytes)], acks: i16, timeout_ms: i32) -> ProduceRequest {
-    let mut t = TopicProduceData::default();
-    t.name = name(topic);
-    t.partition_data = parts
-        .iter()
-        .map(|(i, records)| {
-            let mut p = PartitionProduceData::default();
-            p.index = *i;
-            p.records = Some(records.clone());
-            p
-        })
-        .collect();
-    let mut r = ProduceRequest::default();
-    r.acks = acks;
-    r.timeout_ms = timeout_ms;
-    r.topic_data = vec![t];
-    r
 }
 
 fn fetch(topic: &str, parts: &[(i32, i64)], max_wait_ms: i32, min_bytes: i32) -> FetchRequest {
@@ -193,7 +171,7 @@ fn an_acks_all_produce_is_acknowledged_only_once_the_high_watermark_passes_it() 
     // acks=1 answers after the leader's append: the followers do not have
     // it yet, so the high watermark has not moved.
     let r = c.call(
-        &produce("orders", &[(0, batch(&[b"one"]))], 1, 5000),
+        &produce_request("orders", &[(0, batch(&[b"one"]))], 1, 5000),
         PRODUCE_V,
     );
     assert_eq!(partition_errors(&r), vec![(0, 0, 0)]);
@@ -201,7 +179,7 @@ fn an_acks_all_produce_is_acknowledged_only_once_the_high_watermark_passes_it() 
     // acks=all waits until every in-sync replica has it.
     let start = Instant::now();
     let r = c.call(
-        &produce("orders", &[(0, batch(&[b"two", b"three"]))], -1, 5000),
+        &produce_request("orders", &[(0, batch(&[b"two", b"three"]))], -1, 5000),
         PRODUCE_V,
     );
     assert!(
@@ -238,7 +216,7 @@ fn a_long_poll_fetch_wakes_on_the_append_and_round_trips_bytes_exactly() {
     let mut c = Client::connect(addr);
     let sent = batch(&[b"hello", b"\x00\xffbinary"]);
     let r = c.call(
-        &produce("orders", &[(0, sent.clone())], -1, 5000),
+        &produce_request("orders", &[(0, sent.clone())], -1, 5000),
         PRODUCE_V,
     );
     assert_eq!(partition_errors(&r), vec![(0, 0, 0)]);
@@ -269,7 +247,7 @@ fn a_fetch_with_too_little_data_returns_at_max_wait_never_earlier() {
     let server = server(Duration::from_millis(2), &[("quiet", 1)]);
     let mut c = leader(&server, "quiet", 0);
     c.call(
-        &produce("quiet", &[(0, batch(&[b"small"]))], -1, 5000),
+        &produce_request("quiet", &[(0, batch(&[b"small"]))], -1, 5000),
         PRODUCE_V,
     );
     let start = Instant::now();
@@ -293,7 +271,7 @@ fn several_partitions_in_one_request() {
     let parts: Vec<(i32, Bytes)> = (0..4)
         .map(|i| (i, batch(&[format!("p{i}").as_bytes()])))
         .collect();
-    let r = c.call(&produce("multi", &parts, -1, 5000), PRODUCE_V);
+    let r = c.call(&produce_request("multi", &parts, -1, 5000), PRODUCE_V);
     assert_eq!(
         partition_errors(&r),
         (0..4).map(|i| (i, 0, 0)).collect::<Vec<_>>()
@@ -318,7 +296,7 @@ fn several_partitions_in_one_request() {
     let last = bad.len() - 1;
     bad[last] ^= 1;
     let r = c.call(
-        &produce("multi", &[(0, Bytes::from(bad))], -1, 5000),
+        &produce_request("multi", &[(0, Bytes::from(bad))], -1, 5000),
         PRODUCE_V,
     );
     assert_eq!(
@@ -326,7 +304,7 @@ fn several_partitions_in_one_request() {
         ResponseError::CorruptMessage.code()
     );
     let r = c.call(
-        &produce("nope", &[(0, batch(&[b"x"]))], -1, 5000),
+        &produce_request("nope", &[(0, batch(&[b"x"]))], -1, 5000),
         PRODUCE_V,
     );
     assert_eq!(
@@ -334,7 +312,7 @@ fn several_partitions_in_one_request() {
         ResponseError::UnknownTopicOrPartition.code()
     );
     let big = batch(&[&vec![7u8; 2 << 20]]);
-    let r = c.call(&produce("multi", &[(1, big)], -1, 5000), PRODUCE_V);
+    let r = c.call(&produce_request("multi", &[(1, big)], -1, 5000), PRODUCE_V);
     assert_eq!(
         partition_errors(&r)[0].1,
         ResponseError::MessageTooLarge.code()
@@ -536,7 +514,7 @@ fn a_client_that_disconnects_leaves_nothing_parked() {
     // once, and its response dropped.
     let mut p = Client::connect(addr);
     p.call(
-        &produce("orders", &[(0, batch(&[b"late"]))], -1, 5000),
+        &produce_request("orders", &[(0, batch(&[b"late"]))], -1, 5000),
         PRODUCE_V,
     );
     assert!(eventually(
@@ -568,7 +546,7 @@ fn the_shutdown_answers_every_parked_request_with_an_error_code() {
                 } else {
                     // The followers never get it: parked until the shutdown.
                     let r = c.call(
-                        &produce("orders", &[(0, batch(&[b"x"]))], -1, 60_000),
+                        &produce_request("orders", &[(0, batch(&[b"x"]))], -1, 60_000),
                         PRODUCE_V,
                     );
                     partition_errors(&r)[0].1
@@ -590,7 +568,7 @@ fn a_produce_times_out_at_its_timeout_never_earlier() {
     let mut c = leader(&server, "orders", 0);
     let start = Instant::now();
     let r = c.call(
-        &produce("orders", &[(0, batch(&[b"x"]))], -1, 250),
+        &produce_request("orders", &[(0, batch(&[b"x"]))], -1, 250),
         PRODUCE_V,
     );
     assert!(start.elapsed() >= Duration::from_millis(250));
@@ -614,24 +592,17 @@ fn pipelined_requests_take_effect_in_the_order_sent() {
         .map(|i| {
             let value = format!("{i}");
             c.send(
-                &produce("ordered", &[(0, batch(&[value.as_bytes()]))], 1, 5_000),
+                &produce_request("ordered", &[(0, batch(&[value.as_bytes()]))], 1, 5_000),
                 PRODUCE_V,
             )
         })
         .collect();
-    let group = GroupId(StrBytes::from_static_str("in-order"));
     let commits: Vec<i32> = (1..=300)
         .map(|offset| {
-            let mut p = OffsetCommitRequestPartition::default();
-            p.committed_offset = offset;
-            let mut t = OffsetCommitRequestTopic::default();
-            t.name = name("ordered");
-            t.partitions = vec![p];
-            let mut r = OffsetCommitRequest::default();
-            r.group_id = group.clone();
-            r.generation_id_or_member_epoch = -1;
-            r.topics = vec![t];
-            c.send(&r, 2)
+            c.send(
+                &commit_request("in-order", -1, "", &[("ordered", 0, offset)]),
+                2,
+            )
         })
         .collect();
     let (id, _) = c.recv::<FetchRequest>(FETCH_V);
@@ -652,7 +623,7 @@ fn pipelined_requests_take_effect_in_the_order_sent() {
     let expected: Vec<String> = (0..300).map(|i| format!("{i}")).collect();
     assert_eq!(stored, expected, "appended in the order sent");
     let mut offsets = OffsetFetchRequest::default();
-    offsets.group_id = group;
+    offsets.group_id = GroupId(StrBytes::from_static_str("in-order"));
     offsets.topics = None;
     let got = c.call(&offsets, 2);
     assert_eq!(
@@ -689,7 +660,7 @@ fn ten_thousand_long_polls_over_a_thousand_connections_park_without_a_thread_eac
     // One append per partition wakes them all.
     let mut producer = Client::connect(addr);
     let parts: Vec<(i32, Bytes)> = (0..8).map(|p| (p, batch(&[b"wake"]))).collect();
-    producer.call(&produce("polled", &parts, -1, 5000), PRODUCE_V);
+    producer.call(&produce_request("polled", &parts, -1, 5000), PRODUCE_V);
     for (c, ids) in clients.iter_mut().zip(&sent) {
         for &id in ids {
             let (got, r) = c.recv::<FetchRequest>(FETCH_V);
@@ -728,7 +699,7 @@ fn acks_all_below_min_insync_is_refused_and_a_shrink_answers_parked_produces() {
     // Parked: the followers do not have it; then the ISR shrinks.
     let start = Instant::now();
     let r = c.call(
-        &produce("thin", &[(0, batch(&[b"x"]))], -1, 30_000),
+        &produce_request("thin", &[(0, batch(&[b"x"]))], -1, 30_000),
         PRODUCE_V,
     );
     assert_eq!(
@@ -741,7 +712,7 @@ fn acks_all_below_min_insync_is_refused_and_a_shrink_answers_parked_produces() {
     );
     // Now refused before the append.
     let r = c.call(
-        &produce("thin", &[(0, batch(&[b"y"]))], -1, 30_000),
+        &produce_request("thin", &[(0, batch(&[b"y"]))], -1, 30_000),
         PRODUCE_V,
     );
     assert_eq!(
@@ -750,7 +721,7 @@ fn acks_all_below_min_insync_is_refused_and_a_shrink_answers_parked_produces() {
     );
     // acks=1 does not need the ISR.
     let r = c.call(
-        &produce("thin", &[(0, batch(&[b"z"]))], 1, 30_000),
+        &produce_request("thin", &[(0, batch(&[b"z"]))], 1, 30_000),
         PRODUCE_V,
     );
     assert_eq!(partition_errors(&r)[0].1, 0);
@@ -783,7 +754,7 @@ fn an_idempotent_producer_gets_an_id_and_a_resent_batch_is_stored_once() {
     );
     let mut send = |values: &[&[u8]], epoch: i16, seq: i32| {
         let r = c.call(
-            &produce(
+            &produce_request(
                 "idem",
                 &[(0, idempotent_batch(values, id, epoch, seq))],
                 -1,
@@ -959,7 +930,7 @@ fn create_topics_creates_what_it_can_and_says_why_for_the_rest() {
     // A new topic takes produces at once.
     let mut c = leader(&server, "wide", 3);
     let r = c.call(
-        &produce("wide", &[(3, batch(&[b"x"]))], -1, 5_000),
+        &produce_request("wide", &[(3, batch(&[b"x"]))], -1, 5_000),
         PRODUCE_V,
     );
     assert_eq!(partition_errors(&r)[0], (3, 0, 0));
@@ -973,7 +944,7 @@ fn deleting_a_topic_answers_what_is_parked_on_it_and_forgets_it() {
     let mut producer = leader(&server, "doomed", 0);
     let mut fetcher = leader(&server, "doomed", 0);
     let parked_produce = producer.send(
-        &produce("doomed", &[(0, batch(&[b"x"]))], -1, 30_000),
+        &produce_request("doomed", &[(0, batch(&[b"x"]))], -1, 30_000),
         PRODUCE_V,
     );
     let parked_fetch = fetcher.send(&fetch("doomed", &[(0, 0)], 30_000, 1 << 20), FETCH_V);
@@ -988,20 +959,7 @@ fn deleting_a_topic_answers_what_is_parked_on_it_and_forgets_it() {
             .parse()
             .unwrap(),
     );
-    let mut commit = OffsetCommitRequest::default();
-    commit.group_id = GroupId(StrBytes::from_static_str(group));
-    commit.generation_id_or_member_epoch = -1;
-    commit.topics = ["doomed", "kept"]
-        .iter()
-        .map(|t| {
-            let mut p = OffsetCommitRequestPartition::default();
-            p.committed_offset = 7;
-            let mut topic = OffsetCommitRequestTopic::default();
-            topic.name = name(t);
-            topic.partitions = vec![p];
-            topic
-        })
-        .collect();
+    let commit = commit_request(group, -1, "", &[("doomed", 0, 7), ("kept", 0, 7)]);
     assert!(coordinator
         .call(&commit, 2)
         .topics
@@ -1039,7 +997,7 @@ fn deleting_a_topic_answers_what_is_parked_on_it_and_forgets_it() {
         .collect();
     assert_eq!(names, ["kept"]);
     let r = producer.call(
-        &produce("doomed", &[(0, batch(&[b"y"]))], -1, 5_000),
+        &produce_request("doomed", &[(0, batch(&[b"y"]))], -1, 5_000),
         PRODUCE_V,
     );
     assert_eq!(partition_errors(&r)[0].1, unknown);
@@ -1061,7 +1019,10 @@ fn list_offsets_finds_offsets_by_time() {
     let server = server_with(one_broker(), &[("timed", 1)], Limits::default());
     let mut c = leader(&server, "timed", 0);
     let records = timed_batch(&[(1_000, b"a"), (3_000, b"b"), (2_000, b"c")]);
-    let r = c.call(&produce("timed", &[(0, records)], -1, 5_000), PRODUCE_V);
+    let r = c.call(
+        &produce_request("timed", &[(0, records)], -1, 5_000),
+        PRODUCE_V,
+    );
     assert_eq!(partition_errors(&r)[0], (0, 0, 0));
     let at = |c: &mut Client, timestamp: i64, version: i16| {
         let mut p = ListOffsetsPartition::default();
@@ -1130,7 +1091,7 @@ fn a_topic_made_after_a_crash_is_led_and_replicated_by_live_brokers_only() {
         for index in 0..cluster.topic(topic).unwrap().partitions.len() as i32 {
             let mut c = leader(&server, topic, index);
             let r = c.call(
-                &produce(topic, &[(index, batch(&[b"x"]))], -1, 10_000),
+                &produce_request(topic, &[(index, batch(&[b"x"]))], -1, 10_000),
                 PRODUCE_V,
             );
             assert_eq!(partition_errors(&r)[0], (index, 0, 0), "{topic}");
@@ -1239,7 +1200,10 @@ fn a_transactions_records_are_stable_once_its_marker_is_written_and_replicated()
     let at = leader.stream.peer_addr().unwrap();
     let send = |c: &mut Client, values: &[&[u8]], epoch: i16, seq: i32| {
         let batch = transactional_batch(values, pid, epoch, seq);
-        partition_errors(&c.call(&produce("ledger", &[(0, batch)], -1, 5_000), PRODUCE_V))[0]
+        partition_errors(&c.call(
+            &produce_request("ledger", &[(0, batch)], -1, 5_000),
+            PRODUCE_V,
+        ))[0]
     };
     // Not before the partition is in the transaction.
     assert_eq!(
@@ -1259,7 +1223,7 @@ fn a_transactions_records_are_stable_once_its_marker_is_written_and_replicated()
         [0]
     );
     c.call(
-        &produce("ledger", &[(0, batch(&[b"plain"]))], -1, 5_000),
+        &produce_request("ledger", &[(0, batch(&[b"plain"]))], -1, 5_000),
         PRODUCE_V,
     );
     assert_eq!(send(&mut leader, &[b"a1", b"a2"], 0, 0), (0, 0, 1));
@@ -1374,7 +1338,10 @@ fn delete_records_waits_until_every_live_replica_has_deleted() {
         .map(|i| batch(&[format!("r{i}").as_bytes()]))
         .collect();
     for b in &records {
-        let r = c.call(&produce("trimmed", &[(0, b.clone())], -1, 5_000), PRODUCE_V);
+        let r = c.call(
+            &produce_request("trimmed", &[(0, b.clone())], -1, 5_000),
+            PRODUCE_V,
+        );
         assert_eq!(partition_errors(&r)[0].1, 0);
     }
     // Past the high watermark: refused at once.
@@ -1593,7 +1560,7 @@ fn create_partitions_grows_a_topic_whose_new_partitions_take_records() {
     // Clients see them and write to them.
     let mut p3 = leader(&server, "growing", 3);
     let r = p3.call(
-        &produce("growing", &[(3, batch(&[b"new"]))], -1, 5_000),
+        &produce_request("growing", &[(3, batch(&[b"new"]))], -1, 5_000),
         PRODUCE_V,
     );
     assert_eq!(partition_errors(&r)[0], (3, 0, 0));

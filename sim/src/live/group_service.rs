@@ -81,6 +81,33 @@ macro_rules! answered_topics {
     };
 }
 
+/// An OffsetCommit's or TxnOffsetCommit's answer: every partition of the
+/// request's `topics` with the one `error` of the whole commit, in the
+/// response's generated types.
+macro_rules! every_partition_answered {
+    ($topics:expr, $topic:ident, $partition:ident, $error:expr) => {
+        $topics
+            .iter()
+            .map(|t| {
+                let mut out = $topic::default();
+                out.name = t.name.clone();
+                out.partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let mut a = $partition::default();
+                        a.partition_index = p.partition_index;
+                        a.error_code = $error;
+                        a
+                    })
+                    .collect();
+                out
+            })
+            .collect()
+    };
+}
+pub(crate) use every_partition_answered;
+
 impl BrokerService {
     /// NOT_COORDINATOR unless this broker coordinates `group` (or
     /// COORDINATOR_NOT_AVAILABLE while no broker can).
@@ -722,25 +749,12 @@ impl BrokerService {
             }
         };
         let mut response = OffsetCommitResponse::default();
-        response.topics = r
-            .topics
-            .iter()
-            .map(|t| {
-                let mut out = OffsetCommitResponseTopic::default();
-                out.name = t.name.clone();
-                out.partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let mut a = OffsetCommitResponsePartition::default();
-                        a.partition_index = p.partition_index;
-                        a.error_code = error;
-                        a
-                    })
-                    .collect();
-                out
-            })
-            .collect();
+        response.topics = every_partition_answered!(
+            r.topics,
+            OffsetCommitResponseTopic,
+            OffsetCommitResponsePartition,
+            error
+        );
         response
     }
 

@@ -5,6 +5,7 @@
 //! coordinator.
 
 use super::checks::Checks;
+use super::group_service::every_partition_answered;
 use super::groups::Offsets;
 use super::service::BrokerService;
 use super::txns::MAX_TIMEOUT;
@@ -238,25 +239,12 @@ impl BrokerService {
             });
         let error = error.err().unwrap_or(0);
         let mut response = TxnOffsetCommitResponse::default();
-        response.topics = r
-            .topics
-            .iter()
-            .map(|t| {
-                let mut out = TxnOffsetCommitResponseTopic::default();
-                out.name = t.name.clone();
-                out.partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let mut a = TxnOffsetCommitResponsePartition::default();
-                        a.partition_index = p.partition_index;
-                        a.error_code = error;
-                        a
-                    })
-                    .collect();
-                out
-            })
-            .collect();
+        response.topics = every_partition_answered!(
+            r.topics,
+            TxnOffsetCommitResponseTopic,
+            TxnOffsetCommitResponsePartition,
+            error
+        );
         response
     }
 }

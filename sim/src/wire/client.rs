@@ -1,11 +1,18 @@
 //! A blocking Kafka client on the `kafka-protocol` crate's codecs, for
 //! tests and load generators: it sends requests and reads responses over
-//! one TCP connection, with as many requests in flight as the caller wants.
+//! one TCP connection, with as many requests in flight as the caller wants;
+//! with builders of the record batches, produces and commits they send.
 //! It trusts the server (it panics on a response it cannot decode): it is
 //! a test tool, not a production client.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, GroupId, OffsetCommitRequest, ProduceRequest, RequestHeader, ResponseHeader, TopicName,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -146,6 +153,60 @@ impl AsyncClient {
         assert_eq!(got, id, "responses in request order");
         response
     }
+}
+
+/// A produce of one batch per (partition, batch) to `topic`, with `acks`
+/// and `timeout_ms`.
+pub fn produce_request(
+    topic: &str,
+    parts: &[(i32, Bytes)],
+    acks: i16,
+    timeout_ms: i32,
+) -> ProduceRequest {
+    let mut t = TopicProduceData::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partition_data = parts
+        .iter()
+        .map(|(index, records)| {
+            let mut p = PartitionProduceData::default();
+            p.index = *index;
+            p.records = Some(records.clone());
+            p
+        })
+        .collect();
+    let mut r = ProduceRequest::default();
+    r.acks = acks;
+    r.timeout_ms = timeout_ms;
+    r.topic_data = vec![t];
+    r
+}
+
+/// An OffsetCommit of each (topic, partition, offset) for `group`, by
+/// `member` of `generation` (-1 and an empty member: outside any
+/// generation), with no metadata.
+pub fn commit_request(
+    group: &str,
+    generation: i32,
+    member: &str,
+    offsets: &[(&str, i32, i64)],
+) -> OffsetCommitRequest {
+    let mut r = OffsetCommitRequest::default();
+    r.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    r.generation_id_or_member_epoch = generation;
+    r.member_id = StrBytes::from_string(member.to_string());
+    r.topics = offsets
+        .iter()
+        .map(|&(topic, partition, offset)| {
+            let mut p = OffsetCommitRequestPartition::default();
+            p.partition_index = partition;
+            p.committed_offset = offset;
+            let mut t = OffsetCommitRequestTopic::default();
+            t.name = TopicName(StrBytes::from_string(topic.to_string()));
+            t.partitions = vec![p];
+            t
+        })
+        .collect();
+    r
 }
 
 /// A v2 record batch holding `values`, uncompressed, from a producer
