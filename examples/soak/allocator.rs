@@ -30,8 +30,10 @@ mod jemalloc {
 
     /// jemalloc's options, read at its start before its environment
     /// variable (`tikv-jemallocator` prefixes both names with `_rjem_`).
+    /// Without the background threads the workspace's build turns on,
+    /// as the soak's hours in BENCHMARKS.md were measured.
     #[export_name = "_rjem_malloc_conf"]
-    static MALLOC_CONF: &[u8; 10] = b"narenas:1\0";
+    static MALLOC_CONF: &[u8; 34] = b"narenas:1,background_thread:false\0";
 
     /// The allocator and its arenas for threads (beside them jemalloc
     /// keeps one for blocks of megabytes), as jemalloc reports them.

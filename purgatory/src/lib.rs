@@ -68,7 +68,10 @@
 //! [`PurgatoryBuilder::on_thread_start`] lets the embedder favour the
 //! purgatory's threads (a priority, a core of their own). A thread left in
 //! a real-time class lends that priority (Linux) to a submitter holding
-//! the timer's lock when it waits for it.
+//! the timer's lock when it waits for it. The expiries of one batch run
+//! one after another, so a callback that takes long (or frees memory when
+//! the allocator chooses to return pages to the system: see "Memory over
+//! hours") delays those behind it.
 //! With [`Driver::Manual`] there is no thread: the owner moves time with
 //! [`Purgatory::advance_clock`], usually with a [`ManualClock`], which
 //! makes tests and simulations deterministic.
@@ -157,6 +160,18 @@
 //! rounds, not of the largest. [`PurgatoryMetrics::held_bytes`] tells
 //! what it holds by structure, so that an embedder can tell its growth
 //! from the allocator's.
+//!
+//! jemalloc returns the freed pages it no longer keeps on whichever thread
+//! frees memory once a decay epoch has passed (an `madvise`, and TLB
+//! flushes on the other cores), unless its background threads do it
+//! (`background_thread:true`; `tikv-jemallocator`'s `background_threads`
+//! feature). When the expiry callbacks free memory, that thread is often
+//! the purgatory's: in the wire front's consumer-group bench one removal
+//! of an expired member ran for 3-4 ms so, and the expiries behind it in
+//! its batch waited (lateness max 2.9-4.5 ms against 0.9-1.7 ms with the
+//! background threads, which the harness and the benches therefore use;
+//! BENCHMARKS.md, "Consumer groups"). The soak's hours above were
+//! measured without them.
 //!
 //! # Building for speed
 //! A submission calls into the spare cells, the watch lists, the timer's
