@@ -114,6 +114,7 @@ impl Server {
                     opts.limits,
                     Arc::clone(&stats),
                     stopped.clone(),
+                    cluster.brokers[id].crashes(),
                 ))
             })
             .collect();
@@ -223,7 +224,7 @@ impl ServeReport {
             self.wall.as_secs_f64()
         );
         for (what, n) in &self.counts {
-            out += &format!("  {what:<36} {n:>12}\n");
+            out += &format!("  {what:<42} {n:>12}\n");
         }
         if !self.drained {
             out += "  (some connections did not take their responses within 5 s of the stop)\n";

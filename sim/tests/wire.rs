@@ -1100,6 +1100,67 @@ fn a_topic_made_after_a_crash_is_led_and_replicated_by_live_brokers_only() {
     passes(server);
 }
 
+/// Whether the server ended the connection without sending a byte more
+/// (within 10 s).
+fn closed_without_an_answer(c: &mut Client) -> bool {
+    use std::io::Read;
+    c.stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    match c.stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => panic!("an answer came"),
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
+#[test]
+fn a_crashed_broker_closes_its_connections_unanswered_and_refuses_new_ones() {
+    // Followers that never catch up: an acks=all produce stays parked.
+    let server = server(Duration::from_secs(3600), &[("orders", 3)]);
+    let cluster = server.cluster().clone();
+    let dead = server.addrs()[1];
+    let index = (0..3)
+        .find(|&i| leader(&server, "orders", i).stream.peer_addr().unwrap() == dead)
+        .expect("broker 1 leads a partition");
+    let mut parked = Client::connect(dead);
+    parked.send(
+        &produce_request("orders", &[(index, batch(&[b"x"]))], -1, 60_000),
+        PRODUCE_V,
+    );
+    parked.send(&fetch("orders", &[(index, 1)], 60_000, 1), FETCH_V);
+    let mut idle = Client::connect(dead);
+    assert!(eventually(|| cluster.pending() == 2));
+    cluster.crash(1);
+    // Both parked requests are answered inside at once (the partition moved),
+    // and neither answer goes out.
+    assert!(closed_without_an_answer(&mut parked));
+    assert!(closed_without_an_answer(&mut idle));
+    assert!(eventually(|| cluster.pending() == 0));
+    assert!(eventually(|| std::net::TcpStream::connect(dead).is_err()));
+    // The others serve on, and no longer name broker 1.
+    let mut c = Client::connect(server.addrs()[0]);
+    let brokers: Vec<i32> = c
+        .call(&MetadataRequest::default(), METADATA_V)
+        .brokers
+        .iter()
+        .map(|b| b.node_id.0)
+        .collect();
+    assert_eq!(brokers, [0, 2]);
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    let count = |what: &str| {
+        report
+            .counts
+            .iter()
+            .find(|(w, _)| w.starts_with(what))
+            .unwrap()
+            .1
+    };
+    assert_eq!(count("responses to closed"), 2);
+}
+
 /// InitProducerId for transactional id `id` with `timeout_ms`: (error,
 /// producer id, epoch).
 fn init_txn(c: &mut Client, id: &str, timeout_ms: i32) -> (i16, i64, i16) {

@@ -100,6 +100,9 @@ pub struct Broker {
     pub id: u32,
     /// False while crashed.
     pub alive: AtomicBool,
+    /// Turns true when it crashes: its listener and connections close
+    /// (see [`Broker::crashes`]).
+    crashed: tokio::sync::watch::Sender<bool>,
     /// Parked `acks=all` produces, watched by partition key.
     pub produce: Purgatory<u32, WireProduce>,
     /// Parked fetches, watched by partition key.
@@ -108,6 +111,15 @@ pub struct Broker {
     pub delete_records: Purgatory<u32, WireDeleteRecords>,
     /// Batches on their way to this broker's follower replicas.
     followers: FollowerQueue,
+}
+
+impl Broker {
+    /// Tells when this broker crashes (the value turns true, and stays):
+    /// the wire front then closes its listener and every connection to
+    /// it, as a crashed Kafka broker's would be gone.
+    pub fn crashes(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.crashed.subscribe()
+    }
 }
 
 /// The served cluster.
@@ -162,6 +174,7 @@ impl LiveCluster {
             .map(|id| Broker {
                 id,
                 alive: AtomicBool::new(true),
+                crashed: tokio::sync::watch::Sender::new(false),
                 produce: Purgatory::builder(format!("Produce-{id}"))
                     .timer(kind)
                     .driver(driver)
@@ -494,11 +507,13 @@ impl LiveCluster {
         }
     }
 
-    /// Broker `dead` stops: it leaves every ISR; each partition it led gets
-    /// the first live in-sync replica as leader (its log cut back to what
-    /// that replica has, which holds every acknowledged record); what was
-    /// parked on it for those partitions is cancelled, and so answered with
-    /// NOT_LEADER_OR_FOLLOWER at once.
+    /// Broker `dead` stops: its connections close (before anything below
+    /// is answered, so no client hears from it again); it leaves every
+    /// ISR; each partition it led gets the first live in-sync replica as
+    /// leader (its log cut back to what that replica has, which holds
+    /// every acknowledged record); what was parked on it for those
+    /// partitions is cancelled, and so answered at once inside (with
+    /// NOT_LEADER_OR_FOLLOWER, on a connection that is gone).
     pub fn crash(&self, dead: u32) {
         let Some(broker) = self.brokers.get(dead as usize) else {
             return;
@@ -513,6 +528,7 @@ impl LiveCluster {
             .filter(|g| self.coordinator_among(g, alive_before) == Some(dead))
             .collect();
         broker.alive.store(false, Ordering::Release);
+        broker.crashed.send_replace(true);
         broker.followers.clear();
         self.groups.move_groups(|g| coordinated.contains(g));
         let alive = |b: u32| self.brokers[b as usize].alive.load(Ordering::Acquire);

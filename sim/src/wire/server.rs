@@ -8,6 +8,12 @@
 //! task awaiting its handle: it holds no thread, and the requests behind it
 //! go on. (Kafka instead reads nothing more from the connection until the
 //! parked one is answered.)
+//!
+//! Two signals end a listener. A stop is orderly: nothing more is read,
+//! and each connection writes the answers it owes before it closes. A
+//! listener's service going down (a crashed broker) is abrupt: the
+//! listener closes, so connecting is refused, and each connection is shut
+//! at once in both directions; the answers still owed are dropped unwritten.
 
 use super::frame::{read_frame, FrameError};
 use super::service::{api_versions, decode_request, encode_response, BadRequest, Service};
@@ -65,8 +71,17 @@ pub struct WireStats {
     pub unencodable: AtomicU64,
 }
 
-/// Tells the listeners and connections to stop.
+/// Tells the listeners and connections to stop, or that their service
+/// went down: either happens when the value turns true.
 pub type Stop = watch::Receiver<bool>;
+
+/// Returns once `signal` is true; never if its sender is gone first (no
+/// one can raise it then).
+async fn raised(signal: &mut Stop) {
+    if signal.wait_for(|raised| *raised).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
 
 /// A bound listener for one broker.
 pub struct Listener {
@@ -85,15 +100,17 @@ impl Listener {
     }
 }
 
-/// Accepts connections until `stop`, then waits for each connection to
-/// write the responses of the requests it had read (the service answers
-/// every parked request on its own shutdown).
+/// Accepts connections until `stop` or `down`, then waits for each
+/// connection to finish. After a stop each writes the responses of the
+/// requests it had read (the service answers every parked request on its
+/// own shutdown); after `down` each is shut at once (see the module docs).
 pub async fn serve<S: Service>(
     listener: Listener,
     service: Arc<S>,
     limits: Limits,
     stats: Arc<WireStats>,
     mut stop: Stop,
+    mut down: Stop,
 ) {
     let mut connections = JoinSet::new();
     loop {
@@ -102,13 +119,15 @@ pub async fn serve<S: Service>(
                 Ok((stream, _)) => {
                     stats.connections.fetch_add(1, Ordering::Relaxed);
                     let _ = stream.set_nodelay(true);
-                    connections.spawn(connection(stream, Arc::clone(&service), limits, Arc::clone(&stats), stop.clone()));
+                    let signals = (stop.clone(), down.clone());
+                    connections.spawn(connection(stream, Arc::clone(&service), limits, Arc::clone(&stats), signals));
                 }
                 Err(e) => tracing::warn!(error = %e, "accept failed"),
             },
             // Reap finished connections as we go, so the set stays small.
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             _ = stop.changed() => break,
+            _ = raised(&mut down) => break,
         }
     }
     drop(listener);
@@ -125,11 +144,12 @@ async fn connection<S: Service>(
     service: Arc<S>,
     limits: Limits,
     stats: Arc<WireStats>,
-    mut stop: Stop,
+    (mut stop, mut down): (Stop, Stop),
 ) {
     let (mut reader, mut writer) = stream.into_split();
     let (queue, mut responses) = mpsc::channel::<Pending>(limits.in_flight.max(1));
     let write_stats = Arc::clone(&stats);
+    let gone = down.clone();
     let writing = tokio::spawn(async move {
         let mut broken = false;
         while let Some(pending) = responses.recv().await {
@@ -145,6 +165,10 @@ async fn connection<S: Service>(
                     break;
                 }
             };
+            // Read at each write, not only when the reader sees it: the
+            // service raises `down` before it answers what was parked, so
+            // none of those answers goes out.
+            broken |= *gone.borrow();
             if broken || writer.write_all(&bytes).await.is_err() {
                 // Keep draining, so every handler finishes; drop the bytes.
                 broken = true;
@@ -162,6 +186,7 @@ async fn connection<S: Service>(
         let frame = tokio::select! {
             frame = read_frame(&mut reader, limits.max_request_bytes) => frame,
             _ = stop.changed() => break,
+            _ = raised(&mut down) => break,
         };
         let frame = match frame {
             Ok(frame) => frame,
@@ -224,9 +249,20 @@ async fn connection<S: Service>(
                 break;
             }
         }
-        if queue.send(rx).await.is_err() {
+        // Also while the writer is behind (a full queue): `down` does not
+        // wait for it.
+        let queued = tokio::select! {
+            queued = queue.send(rx) => queued.is_ok(),
+            _ = raised(&mut down) => false,
+        };
+        if !queued {
             break;
         }
+    }
+    if *down.borrow() {
+        // Both ways at once, whatever the writer is waiting for: the peer
+        // sees the connection end, as with a crashed broker.
+        let _ = socket2::SockRef::from(reader.as_ref()).shutdown(std::net::Shutdown::Both);
     }
     drop(queue);
     let _ = writing.await;
