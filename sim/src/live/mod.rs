@@ -16,6 +16,7 @@ mod delete_records;
 mod group_admin;
 mod group_service;
 mod groups;
+mod leader_hints;
 mod log;
 mod ops;
 mod partition_txns;

@@ -5,6 +5,7 @@
 //! handle.
 
 use super::checks::Checks;
+use super::leader_hints::{self, LeaderHints};
 use super::log::{transactional_producer, AppendError};
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::topics::{valid_topic_name, Partition, Topic};
@@ -13,7 +14,7 @@ use crate::wire::Service;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
+    self, AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -21,7 +22,9 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    self, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
     MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, ProducerId, RequestHeader,
@@ -472,12 +475,11 @@ impl BrokerService {
             }
         }
         let mut response = ProduceResponse::default();
+        let mut hints = LeaderHints::new(&self.cluster);
         response.responses = answers
             .into_iter()
             .map(|(name, id, parts)| {
                 let mut t = TopicProduceResponse::default();
-                t.name = name;
-                t.topic_id = id;
                 t.partition_responses = parts
                     .into_iter()
                     .map(|(index, result)| {
@@ -492,10 +494,30 @@ impl BrokerService {
                                 p.base_offset = -1;
                             }
                         }
+                        if version >= leader_hints::PRODUCE_V
+                            && leader_hints::produce_hinted(p.error_code)
+                        {
+                            let (leader, epoch) = hints.leader_of(&name.0, index);
+                            p.current_leader.leader_id = BrokerId(leader);
+                            p.current_leader.leader_epoch = epoch;
+                        }
                         p
                     })
                     .collect();
+                t.name = name;
+                t.topic_id = id;
                 t
+            })
+            .collect();
+        response.node_endpoints = hints
+            .endpoints()
+            .into_iter()
+            .map(|(id, host, port)| {
+                let mut e = produce_response::NodeEndpoint::default();
+                e.node_id = BrokerId(id);
+                e.host = StrBytes::from_string(host);
+                e.port = port;
+                e
             })
             .collect();
         Some(response)
@@ -701,6 +723,7 @@ impl BrokerService {
             }
         };
         let mut response = FetchResponse::default();
+        let mut hints = LeaderHints::new(&self.cluster);
         response.session_id = 0;
         let committed_only = r.isolation_level == 1;
         let answered = done.parts.into_iter().map(|p| {
@@ -741,6 +764,11 @@ impl BrokerService {
             d.preferred_read_replica = BrokerId(-1);
             d.records = Some(records);
             let (name, id) = topic;
+            if version >= leader_hints::FETCH_V && leader_hints::fetch_hinted(error) {
+                let (leader, epoch) = hints.leader_of(&name.0, index);
+                d.current_leader.leader_id = BrokerId(leader);
+                d.current_leader.leader_epoch = epoch;
+            }
             let same = |t: &&mut FetchableTopicResponse| t.topic == name && t.topic_id == id;
             match response.responses.iter_mut().find(same) {
                 Some(t) => t.partitions.push(d),
@@ -753,6 +781,17 @@ impl BrokerService {
                 }
             }
         }
+        response.node_endpoints = hints
+            .endpoints()
+            .into_iter()
+            .map(|(id, host, port)| {
+                let mut e = fetch_response::NodeEndpoint::default();
+                e.node_id = BrokerId(id);
+                e.host = StrBytes::from_string(host);
+                e.port = port;
+                e
+            })
+            .collect();
         if let Some(at) = woken_at {
             checks.fetch_wakeups.record(at.elapsed());
         }
