@@ -1627,3 +1627,127 @@ fn create_partitions_grows_a_topic_whose_new_partitions_take_records() {
     assert_eq!(partition_errors(&r)[0], (3, 0, 0));
     passes(server);
 }
+
+/// DescribeLogDirs v4 of broker `b`, for `asked` (every partition for
+/// `None`): (log dir, [(topic, partition, size)]), sorted.
+fn log_dirs(
+    server: &Server,
+    b: usize,
+    asked: Option<Vec<(&str, Vec<i32>)>>,
+) -> (String, Vec<(String, i32, i64)>) {
+    use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+    use kafka_protocol::messages::DescribeLogDirsRequest;
+    let mut r = DescribeLogDirsRequest::default();
+    r.topics = asked.map(|topics| {
+        topics
+            .into_iter()
+            .map(|(topic, partitions)| {
+                let mut t = DescribableLogDirTopic::default();
+                t.topic = name(topic);
+                t.partitions = partitions;
+                t
+            })
+            .collect()
+    });
+    let got = Client::connect(server.addrs()[b]).call(&r, 4);
+    assert_eq!(got.error_code, 0);
+    assert_eq!(got.results.len(), 1, "one log dir per broker");
+    let dir = &got.results[0];
+    assert_eq!(
+        (dir.error_code, dir.total_bytes, dir.usable_bytes),
+        (0, -1, -1)
+    );
+    let mut held: Vec<(String, i32, i64)> = dir
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                assert_eq!((p.offset_lag, p.is_future_key), (0, false));
+                (t.name.0.to_string(), p.partition_index, p.partition_size)
+            })
+        })
+        .collect();
+    held.sort();
+    (dir.log_dir.to_string(), held)
+}
+
+#[test]
+fn describe_log_dirs_lists_each_brokers_replicas_with_the_bytes_it_holds() {
+    // Two replicas per partition; broker 2 never receives a batch.
+    let server = server_with(
+        LiveConfig {
+            replication_factor: 2,
+            min_insync: 1,
+            follower_latency: vec![
+                Duration::from_millis(2),
+                Duration::from_millis(2),
+                Duration::from_secs(3600),
+            ],
+            ..LiveConfig::default()
+        },
+        &[("sized", 3)],
+        Limits::default(),
+    );
+    let cluster = server.cluster().clone();
+    let replicas: Vec<Vec<u32>> = cluster
+        .topic("sized")
+        .unwrap()
+        .partitions
+        .iter()
+        .map(|p| p.log.lock().replicas.clone())
+        .collect();
+    // Every partition gets two batches (three records), acknowledged by
+    // its leader.
+    for index in 0..3 {
+        let mut c = leader(&server, "sized", index);
+        for values in [&[b"one".as_slice()][..], &[b"two", b"three"]] {
+            let r = c.call(
+                &produce_request("sized", &[(index, batch(values))], 1, 5_000),
+                PRODUCE_V,
+            );
+            assert_eq!(partition_errors(&r)[0].1, 0);
+        }
+    }
+    let sizes: Vec<i64> = cluster
+        .topic("sized")
+        .unwrap()
+        .partitions
+        .iter()
+        .map(|p| p.log.lock().bytes as i64)
+        .collect();
+    // Followers other than broker 2 catch up within moments.
+    assert!(eventually(|| (0..3).all(|i| {
+        let log = cluster.topic("sized").unwrap().partitions[i]
+            .log
+            .lock()
+            .replica_leo
+            .clone();
+        replicas[i]
+            .iter()
+            .zip(&log)
+            .all(|(&b, &leo)| b == 2 || leo == 3)
+    })));
+    for b in 0..3u32 {
+        let (dir, held) = log_dirs(&server, b as usize, None);
+        assert_eq!(dir, format!("memory:broker-{b}"));
+        let expected: Vec<(String, i32, i64)> = (0..3)
+            .filter(|&i| replicas[i].contains(&b))
+            .map(|i| {
+                let leads = replicas[i][0] == b;
+                let size = if b == 2 && !leads { 0 } else { sizes[i] };
+                ("sized".to_string(), i as i32, size)
+            })
+            .collect();
+        assert_eq!(held, expected, "broker {b}");
+        // Asked for partition 0 and a topic that does not exist: only
+        // partition 0, where the broker holds it.
+        let (_, some) = log_dirs(
+            &server,
+            b as usize,
+            Some(vec![("sized", vec![0]), ("missing", vec![0])]),
+        );
+        let expected: Vec<_> = expected.into_iter().filter(|(_, i, _)| *i == 0).collect();
+        assert_eq!(some, expected, "broker {b}, partition 0");
+    }
+    passes(server);
+}

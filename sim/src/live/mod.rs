@@ -18,6 +18,7 @@ mod group_service;
 mod groups;
 mod leader_hints;
 mod log;
+mod log_dirs;
 mod ops;
 mod partition_txns;
 mod producers;

@@ -56,7 +56,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 27] = [
+pub const APIS: [(ApiKey, i16, i16); 28] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -84,6 +84,7 @@ pub const APIS: [(ApiKey, i16, i16); 27] = [
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeLogDirs, 0, 4),
 ];
 
 /// What Metadata answers for a topic asked for and not served: the name
@@ -178,6 +179,9 @@ impl Service for BrokerService {
                 self.incremental_alter_configs(r),
             )),
             RequestKind::AlterConfigs(r) => Some(ResponseKind::AlterConfigs(self.alter_configs(r))),
+            RequestKind::DescribeLogDirs(r) => {
+                Some(ResponseKind::DescribeLogDirs(self.describe_log_dirs(r)))
+            }
             RequestKind::DeleteRecords(r) => {
                 Some(ResponseKind::DeleteRecords(self.delete_records(r).await))
             }
