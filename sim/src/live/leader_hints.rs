@@ -81,3 +81,23 @@ impl<'a> LeaderHints<'a> {
             .collect()
     }
 }
+
+/// The endpoints of the leaders `hints` named, as the response's own
+/// `NodeEndpoint` type: Produce and Fetch each have one, with the same
+/// fields.
+macro_rules! node_endpoints {
+    ($hints:expr, $endpoint:ty) => {
+        $hints
+            .endpoints()
+            .into_iter()
+            .map(|(id, host, port)| {
+                let mut e = <$endpoint>::default();
+                e.node_id = kafka_protocol::messages::BrokerId(id);
+                e.host = kafka_protocol::protocol::StrBytes::from_string(host);
+                e.port = port;
+                e
+            })
+            .collect()
+    };
+}
+pub(crate) use node_endpoints;

@@ -5,7 +5,7 @@
 //! handle.
 
 use super::checks::Checks;
-use super::leader_hints::{self, LeaderHints};
+use super::leader_hints::{self, node_endpoints, LeaderHints};
 use super::log::{transactional_producer, AppendError};
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::topics::{valid_topic_name, Partition, Topic};
@@ -513,17 +513,7 @@ impl BrokerService {
                 t
             })
             .collect();
-        response.node_endpoints = hints
-            .endpoints()
-            .into_iter()
-            .map(|(id, host, port)| {
-                let mut e = produce_response::NodeEndpoint::default();
-                e.node_id = BrokerId(id);
-                e.host = StrBytes::from_string(host);
-                e.port = port;
-                e
-            })
-            .collect();
+        response.node_endpoints = node_endpoints!(hints, produce_response::NodeEndpoint);
         Some(response)
     }
 
@@ -785,17 +775,7 @@ impl BrokerService {
                 }
             }
         }
-        response.node_endpoints = hints
-            .endpoints()
-            .into_iter()
-            .map(|(id, host, port)| {
-                let mut e = fetch_response::NodeEndpoint::default();
-                e.node_id = BrokerId(id);
-                e.host = StrBytes::from_string(host);
-                e.port = port;
-                e
-            })
-            .collect();
+        response.node_endpoints = node_endpoints!(hints, fetch_response::NodeEndpoint);
         if let Some(at) = woken_at {
             checks.fetch_wakeups.record(at.elapsed());
         }
