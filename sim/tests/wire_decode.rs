@@ -52,6 +52,7 @@ mod well_formed {
     };
     use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
     use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
     use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -74,8 +75,8 @@ mod well_formed {
     use kafka_protocol::messages::{
         AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AlterConfigsRequest, ApiKey, BrokerId,
         CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-        DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest, EndTxnRequest,
-        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+        DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest,
+        EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
         IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
         ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
         OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader,
@@ -576,6 +577,14 @@ mod well_formed {
                             })
                             .collect();
                         r.timeout_ms = 5_000;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DescribeLogDirs => {
+                        let mut r = DescribeLogDirsRequest::default();
+                        let mut t = DescribableLogDirTopic::default();
+                        t.topic = name("a");
+                        t.partitions = vec![0, 1];
+                        r.topics = Some(vec![t]);
                         frame(api, version, &r)
                     }
                     ApiKey::AddPartitionsToTxn => {

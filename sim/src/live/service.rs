@@ -84,7 +84,7 @@ pub const APIS: [(ApiKey, i16, i16); 28] = [
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::DescribeLogDirs, 0, 4),
+    (ApiKey::DescribeLogDirs, 1, 4),
 ];
 
 /// What Metadata answers for a topic asked for and not served: the name
