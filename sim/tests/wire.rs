@@ -1751,3 +1751,40 @@ fn describe_log_dirs_lists_each_brokers_replicas_with_the_bytes_it_holds() {
     }
     passes(server);
 }
+
+#[test]
+fn acl_requests_are_answered_security_disabled_as_without_an_authorizer() {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest};
+    let server = server_with(one_broker(), &[], Limits::default());
+    let mut c = Client::connect(server.addrs()[0]);
+    let disabled = ResponseError::SecurityDisabled.code();
+    for version in 1..=3 {
+        let mut r = DescribeAclsRequest::default();
+        r.resource_type_filter = 1; // any
+        r.pattern_type_filter = 1; // any
+        r.operation = 1; // any
+        r.permission_type = 1; // any
+        let described = c.call(&r, version);
+        assert_eq!(described.error_code, disabled, "v{version}");
+        assert!(described.resources.is_empty());
+        let mut r = CreateAclsRequest::default();
+        r.creations = vec![AclCreation::default(), AclCreation::default()];
+        let created = c.call(&r, version);
+        let errors: Vec<i16> = created.results.iter().map(|x| x.error_code).collect();
+        assert_eq!(errors, [disabled, disabled], "v{version}");
+        let mut r = DeleteAclsRequest::default();
+        r.filters = vec![DeleteAclsFilter::default()];
+        let deleted = c.call(&r, version);
+        let errors: Vec<i16> = deleted
+            .filter_results
+            .iter()
+            .map(|x| x.error_code)
+            .collect();
+        assert_eq!(errors, [disabled], "v{version}");
+    }
+    // The connection is still there.
+    c.call(&MetadataRequest::default(), METADATA_V);
+    passes(server);
+}

@@ -41,12 +41,14 @@ mod well_formed {
     use broker_sim::wire::decode_request;
     use bytes::{Bytes, BytesMut};
     use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::create_acls_request::AclCreation;
     use kafka_protocol::messages::create_partitions_request::{
         CreatePartitionsAssignment, CreatePartitionsTopic,
     };
     use kafka_protocol::messages::create_topics_request::{
         CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
     };
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
     use kafka_protocol::messages::delete_records_request::{
         DeleteRecordsPartition, DeleteRecordsTopic,
     };
@@ -74,9 +76,10 @@ mod well_formed {
     };
     use kafka_protocol::messages::{
         AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AlterConfigsRequest, ApiKey, BrokerId,
-        CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-        DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest,
-        EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+        CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
+        DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+        DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, EndTxnRequest,
+        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
         IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
         ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
         OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader,
@@ -577,6 +580,38 @@ mod well_formed {
                             })
                             .collect();
                         r.timeout_ms = 5_000;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DescribeAcls => {
+                        let mut r = DescribeAclsRequest::default();
+                        r.resource_type_filter = 2;
+                        r.resource_name_filter = Some(StrBytes::from_static_str("a"));
+                        r.pattern_type_filter = 3;
+                        r.operation = 2;
+                        r.permission_type = 3;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::CreateAcls => {
+                        let mut c = AclCreation::default();
+                        c.resource_type = 2;
+                        c.resource_name = StrBytes::from_static_str("a");
+                        c.resource_pattern_type = 3;
+                        c.principal = StrBytes::from_static_str("User:alice");
+                        c.host = StrBytes::from_static_str("*");
+                        c.operation = 3;
+                        c.permission_type = 3;
+                        let mut r = CreateAclsRequest::default();
+                        r.creations = vec![c];
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DeleteAcls => {
+                        let mut f = DeleteAclsFilter::default();
+                        f.resource_type_filter = 2;
+                        f.pattern_type_filter = 3;
+                        f.operation = 1;
+                        f.permission_type = 1;
+                        let mut r = DeleteAclsRequest::default();
+                        r.filters = vec![f];
                         frame(api, version, &r)
                     }
                     ApiKey::DescribeLogDirs => {

@@ -8,6 +8,7 @@
 //! transactions, `admin.rs` for producer ids and topics) and knows
 //! nothing of sockets.
 
+mod acls;
 mod admin;
 mod alter_configs;
 mod checks;

@@ -56,7 +56,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 28] = [
+pub const APIS: [(ApiKey, i16, i16); 31] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -85,6 +85,9 @@ pub const APIS: [(ApiKey, i16, i16); 28] = [
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// What Metadata answers for a topic asked for and not served: the name
@@ -179,6 +182,9 @@ impl Service for BrokerService {
                 self.incremental_alter_configs(r),
             )),
             RequestKind::AlterConfigs(r) => Some(ResponseKind::AlterConfigs(self.alter_configs(r))),
+            RequestKind::DescribeAcls(r) => Some(ResponseKind::DescribeAcls(self.describe_acls(r))),
+            RequestKind::CreateAcls(r) => Some(ResponseKind::CreateAcls(self.create_acls(r))),
+            RequestKind::DeleteAcls(r) => Some(ResponseKind::DeleteAcls(self.delete_acls(r))),
             RequestKind::DescribeLogDirs(r) => {
                 Some(ResponseKind::DescribeLogDirs(self.describe_log_dirs(r)))
             }

@@ -1,0 +1,68 @@
+//! The ACL APIs of a broker with no authorizer, which the served cluster
+//! is (every client may do everything): DescribeAcls, CreateAcls and
+//! DeleteAcls are answered SECURITY_DISABLED, as a Kafka broker without
+//! an authorizer answers them (its `AclApis`), so that an admin tool
+//! reports that ACLs are off instead of losing its connection.
+
+use super::checks::Checks;
+use super::service::BrokerService;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
+use kafka_protocol::messages::{
+    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    DescribeAclsRequest, DescribeAclsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+/// Kafka's words for it: DescribeAcls's, then the others'.
+const NO_AUTHORIZER_ON_BROKER: &str = "No Authorizer is configured on the broker";
+const NO_AUTHORIZER: &str = "No Authorizer is configured.";
+
+fn disabled() -> i16 {
+    ResponseError::SecurityDisabled.code()
+}
+
+impl BrokerService {
+    pub(crate) fn describe_acls(&self, _: DescribeAclsRequest) -> DescribeAclsResponse {
+        Checks::bump(&self.checks().admin_requests);
+        let mut response = DescribeAclsResponse::default();
+        response.error_code = disabled();
+        response.error_message = Some(StrBytes::from_static_str(NO_AUTHORIZER_ON_BROKER));
+        response
+    }
+
+    /// Each creation refused.
+    pub(crate) fn create_acls(&self, r: CreateAclsRequest) -> CreateAclsResponse {
+        Checks::bump(&self.checks().admin_requests);
+        let mut response = CreateAclsResponse::default();
+        response.results = r
+            .creations
+            .iter()
+            .map(|_| {
+                let mut result = AclCreationResult::default();
+                result.error_code = disabled();
+                result.error_message = Some(StrBytes::from_static_str(NO_AUTHORIZER));
+                result
+            })
+            .collect();
+        response
+    }
+
+    /// Each filter refused.
+    pub(crate) fn delete_acls(&self, r: DeleteAclsRequest) -> DeleteAclsResponse {
+        Checks::bump(&self.checks().admin_requests);
+        let mut response = DeleteAclsResponse::default();
+        response.filter_results = r
+            .filters
+            .iter()
+            .map(|_| {
+                let mut result = DeleteAclsFilterResult::default();
+                result.error_code = disabled();
+                result.error_message = Some(StrBytes::from_static_str(NO_AUTHORIZER));
+                result
+            })
+            .collect();
+        response
+    }
+}
