@@ -23,6 +23,23 @@ fn disabled() -> i16 {
     ResponseError::SecurityDisabled.code()
 }
 
+/// One result per item asked, each SECURITY_DISABLED, as the response's
+/// own result type (CreateAcls and DeleteAcls each have one, with the
+/// same two fields).
+macro_rules! each_refused {
+    ($items:expr, $result:ty) => {
+        $items
+            .iter()
+            .map(|_| {
+                let mut result = <$result>::default();
+                result.error_code = disabled();
+                result.error_message = Some(StrBytes::from_static_str(NO_AUTHORIZER));
+                result
+            })
+            .collect()
+    };
+}
+
 impl BrokerService {
     pub(crate) fn describe_acls(&self, _: DescribeAclsRequest) -> DescribeAclsResponse {
         Checks::bump(&self.checks().admin_requests);
@@ -36,16 +53,7 @@ impl BrokerService {
     pub(crate) fn create_acls(&self, r: CreateAclsRequest) -> CreateAclsResponse {
         Checks::bump(&self.checks().admin_requests);
         let mut response = CreateAclsResponse::default();
-        response.results = r
-            .creations
-            .iter()
-            .map(|_| {
-                let mut result = AclCreationResult::default();
-                result.error_code = disabled();
-                result.error_message = Some(StrBytes::from_static_str(NO_AUTHORIZER));
-                result
-            })
-            .collect();
+        response.results = each_refused!(r.creations, AclCreationResult);
         response
     }
 
@@ -53,16 +61,7 @@ impl BrokerService {
     pub(crate) fn delete_acls(&self, r: DeleteAclsRequest) -> DeleteAclsResponse {
         Checks::bump(&self.checks().admin_requests);
         let mut response = DeleteAclsResponse::default();
-        response.filter_results = r
-            .filters
-            .iter()
-            .map(|_| {
-                let mut result = DeleteAclsFilterResult::default();
-                result.error_code = disabled();
-                result.error_message = Some(StrBytes::from_static_str(NO_AUTHORIZER));
-                result
-            })
-            .collect();
+        response.filter_results = each_refused!(r.filters, DeleteAclsFilterResult);
         response
     }
 }
