@@ -65,6 +65,10 @@ impl<'a> LeaderHints<'a> {
 
     /// (node id, host, port) of each leader named that is up.
     pub(crate) fn endpoints(self) -> Vec<(i32, String, i32)> {
+        // Most answers name none: no copy of the endpoints for them.
+        if self.named.is_empty() {
+            return Vec::new();
+        }
         let endpoints = self.cluster.endpoints();
         self.named
             .into_iter()
