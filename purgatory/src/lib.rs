@@ -167,8 +167,8 @@
 //! (`background_thread:true`; `tikv-jemallocator`'s `background_threads`
 //! feature). When the expiry callbacks free memory, that thread is often
 //! the purgatory's: in the wire front's consumer-group bench one removal
-//! of an expired member ran for 3-4 ms so, and the expiries behind it in
-//! its batch waited (lateness max 2.9-4.5 ms against 0.9-1.7 ms with the
+//! of an expired member spent 3-4 ms returning pages, and the expiries
+//! behind it in its batch waited (lateness max 2.9-4.5 ms against 0.9-1.7 ms with the
 //! background threads, which the harness and the benches therefore use;
 //! BENCHMARKS.md, "Consumer groups"). The soak's hours above were
 //! measured without them.
