@@ -7,7 +7,7 @@
 //! with no leader or none known, and no endpoint for a leader that is not
 //! up.
 
-use super::LiveCluster;
+use super::service::BrokerService;
 use kafka_protocol::error::ResponseError;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -31,14 +31,15 @@ pub(crate) fn fetch_hinted(error: i16) -> bool {
 /// The hints of one response: each partition's leader as asked, and the
 /// endpoints of the leaders named.
 pub(crate) struct LeaderHints<'a> {
-    cluster: &'a LiveCluster,
+    broker: &'a BrokerService,
     named: BTreeSet<u32>,
 }
 
 impl<'a> LeaderHints<'a> {
-    pub(crate) fn new(cluster: &'a LiveCluster) -> Self {
+    /// The hints `broker` gives.
+    pub(crate) fn new(broker: &'a BrokerService) -> Self {
         LeaderHints {
-            cluster,
+            broker,
             named: BTreeSet::new(),
         }
     }
@@ -46,11 +47,7 @@ impl<'a> LeaderHints<'a> {
     /// The current leader of `topic`'s partition `index` and its epoch,
     /// (-1, -1) if there is none or no such partition.
     pub(crate) fn leader_of(&mut self, topic: &str, index: i32) -> (i32, i32) {
-        let partition = usize::try_from(index).ok().and_then(|i| {
-            let topic = self.cluster.topic(topic)?;
-            topic.partitions.get(i).cloned()
-        });
-        let Some(partition) = partition else {
+        let Ok(partition) = self.broker.partition(topic, index) else {
             return (-1, -1);
         };
         let log = partition.log.lock();
@@ -69,11 +66,12 @@ impl<'a> LeaderHints<'a> {
         if self.named.is_empty() {
             return Vec::new();
         }
-        let endpoints = self.cluster.endpoints();
+        let cluster = &self.broker.cluster;
+        let endpoints = cluster.endpoints();
         self.named
             .into_iter()
             .filter(|&b| {
-                self.cluster
+                cluster
                     .brokers
                     .get(b as usize)
                     .is_some_and(|b| b.alive.load(Ordering::Acquire))

@@ -485,7 +485,7 @@ impl BrokerService {
             }
         }
         let mut response = ProduceResponse::default();
-        let mut hints = LeaderHints::new(&self.cluster);
+        let mut hints = LeaderHints::new(self);
         response.responses = answers
             .into_iter()
             .map(|(name, id, parts)| {
@@ -723,7 +723,7 @@ impl BrokerService {
             }
         };
         let mut response = FetchResponse::default();
-        let mut hints = LeaderHints::new(&self.cluster);
+        let mut hints = LeaderHints::new(self);
         response.session_id = 0;
         let committed_only = r.isolation_level == 1;
         let answered = done.parts.into_iter().map(|p| {

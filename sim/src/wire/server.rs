@@ -250,8 +250,11 @@ async fn connection<S: Service>(
             }
         }
         // Also while the writer is behind (a full queue): `down` does not
-        // wait for it.
+        // wait for it. The send first: it is ready at once but for a full
+        // queue, and then `down` is not looked at (a lock and a waiter's
+        // registration) for every request.
         let queued = tokio::select! {
+            biased;
             queued = queue.send(rx) => queued.is_ok(),
             _ = raised(&mut down) => false,
         };
