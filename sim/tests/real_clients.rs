@@ -609,6 +609,24 @@ fn cooperative_consumers_keep_their_partitions_and_hand_over_the_rest_in_two_rou
 }
 
 #[test]
+fn consumer_protocol_members_are_assigned_by_the_coordinator_and_hand_over_incrementally() {
+    if !confluent() {
+        return;
+    }
+    // librdkafka with `group.protocol=consumer` (KIP-848): no JoinGroup or
+    // SyncGroup, the coordinator's assignor, partitions moved one epoch at
+    // a time, and no partition owned twice (a check of every run).
+    let (epoch, first) = two_confluent_consumers("consumer", "kip848");
+    assert!(epoch >= 2, "the second member raised the epoch ({epoch})");
+    // The first member gave up only what went to the second.
+    let first_revoke = first.lines().find(|l| l.starts_with("revoked"));
+    assert!(
+        first_revoke.is_some_and(|l| l != "revoked [0, 1, 2, 3]"),
+        "the first member's assignments: {first}"
+    );
+}
+
+#[test]
 fn a_static_confluent_consumer_restarts_into_its_place_and_a_duplicate_is_fenced() {
     if !confluent() {
         return;
@@ -750,7 +768,10 @@ fn two_confluent_consumers(strategy: &str, group: &str) -> (i32, String) {
         all, want,
         "each record processed exactly once between the two; the first's stderr: {a_said}"
     );
-    let (_, generation, _) = server.cluster().group_view(group).unwrap();
+    let generation = match server.cluster().group_view(group) {
+        Some((_, generation, _)) if strategy != "consumer" => generation,
+        _ => server.cluster().consumer_group_view(group).unwrap().1,
+    };
     passes(server);
     (generation, a_said)
 }

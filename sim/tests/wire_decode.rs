@@ -41,6 +41,7 @@ mod well_formed {
     use broker_sim::wire::decode_request;
     use bytes::{Bytes, BytesMut};
     use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as ConsumerGroupHeartbeatTopicPartitions;
     use kafka_protocol::messages::create_acls_request::AclCreation;
     use kafka_protocol::messages::create_partitions_request::{
         CreatePartitionsAssignment, CreatePartitionsTopic,
@@ -76,14 +77,15 @@ mod well_formed {
     };
     use kafka_protocol::messages::{
         AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AlterConfigsRequest, ApiKey, BrokerId,
-        CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
-        DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
-        DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, EndTxnRequest,
-        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
-        IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-        ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-        OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader,
-        SyncGroupRequest, TopicName, TransactionalId, TxnOffsetCommitRequest,
+        ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, CreateAclsRequest,
+        CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest,
+        DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeConfigsRequest,
+        DescribeGroupsRequest, DescribeLogDirsRequest, EndTxnRequest, FetchRequest,
+        FindCoordinatorRequest, GroupId, HeartbeatRequest, IncrementalAlterConfigsRequest,
+        InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+        ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+        OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader, SyncGroupRequest, TopicName,
+        TransactionalId, TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -678,6 +680,29 @@ mod well_formed {
                                 tt
                             })
                             .collect();
+                        frame(api, version, &r)
+                    }
+                    ApiKey::ConsumerGroupHeartbeat => {
+                        let mut r = ConsumerGroupHeartbeatRequest::default();
+                        r.group_id = group();
+                        r.member_id = StrBytes::from_static_str("m-1");
+                        r.instance_id = Some(StrBytes::from_static_str("i-1"));
+                        r.rebalance_timeout_ms = 30_000;
+                        r.subscribed_topic_names = Some(vec![name("a"), name("bb")]);
+                        if version >= 1 {
+                            r.subscribed_topic_regex = Some(StrBytes::from_static_str("b.*"));
+                        }
+                        r.server_assignor = Some(StrBytes::from_static_str("uniform"));
+                        let mut owned = ConsumerGroupHeartbeatTopicPartitions::default();
+                        owned.topic_id = uuid::Uuid::from_u128(7);
+                        owned.partitions = vec![0, 2];
+                        r.topic_partitions = Some(vec![owned]);
+                        frame(api, version, &r)
+                    }
+                    ApiKey::ConsumerGroupDescribe => {
+                        let mut r = ConsumerGroupDescribeRequest::default();
+                        r.group_ids = vec![group(), GroupId(StrBytes::from_static_str("g-2"))];
+                        r.include_authorized_operations = true;
                         frame(api, version, &r)
                     }
                     _ => unreachable!(),

@@ -21,13 +21,14 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-/// Every group here speaks the classic group protocol (JoinGroup and
-/// SyncGroup), the type ListGroups v5 reports.
+/// The group types ListGroups v5 reports: the classic group protocol
+/// (JoinGroup and SyncGroup) and the consumer group protocol (KIP-848).
 const CLASSIC: &str = "classic";
+const CONSUMER: &str = "consumer";
 
 /// What an authorizer with no ACLs allows on a group: READ, DELETE and
 /// DESCRIBE, as bits of Kafka's `AclOperation` codes.
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+pub(crate) const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
 impl BrokerService {
     /// The groups this broker coordinates, in the states and of the types
@@ -47,15 +48,18 @@ impl BrokerService {
             .filter_map(|id| {
                 let group = groups.find(&id)?;
                 let g = group.lock();
-                let state = g.state.name();
-                if !wanted(&r.states_filter, state) || !wanted(&r.types_filter, CLASSIC) {
+                let (state, kind) = match &g.consumer {
+                    Some(c) => (c.state(), CONSUMER),
+                    None => (g.state.name(), CLASSIC),
+                };
+                if !wanted(&r.states_filter, state) || !wanted(&r.types_filter, kind) {
                     return None;
                 }
                 let mut listed = ListedGroup::default();
                 listed.group_id = GroupId(text(&id));
                 listed.protocol_type = text(g.protocol_type.as_deref().unwrap_or(""));
                 listed.group_state = text(state);
-                listed.group_type = text(CLASSIC);
+                listed.group_type = text(kind);
                 Some(listed)
             })
             .collect();
@@ -63,8 +67,9 @@ impl BrokerService {
     }
 
     /// Each group asked about: NOT_COORDINATOR unless this broker
-    /// coordinates it, "Dead" with no members if it does not exist (and,
-    /// from v6, GROUP_ID_NOT_FOUND); otherwise its state and members. As Kafka does, the protocol and
+    /// coordinates it, "Dead" with no members if it does not exist or is a
+    /// consumer-protocol group (and, from v6, GROUP_ID_NOT_FOUND);
+    /// otherwise its state and members. As Kafka does, the protocol and
     /// the members' metadata and assignments are given only once the group
     /// is Stable (before that they are being renegotiated).
     pub(crate) fn describe_groups(
@@ -99,6 +104,16 @@ impl BrokerService {
                     return out;
                 };
                 let g = group.lock();
+                // As Kafka: DescribeGroups describes classic groups only.
+                if g.consumer.is_some() {
+                    out.group_state = text("Dead");
+                    if version >= 6 {
+                        out.error_code = ResponseError::GroupIdNotFound.code();
+                        out.error_message =
+                            Some(text(&format!("Group {name} is not a classic group.")));
+                    }
+                    return out;
+                }
                 out.group_state = text(g.state.name());
                 out.protocol_type = text(g.protocol_type.as_deref().unwrap_or(""));
                 let stable = g.state == GroupState::Stable;

@@ -254,6 +254,19 @@ impl BrokerService {
                 );
             }
             let mut actions = Vec::new();
+            // A consumer-protocol group with members takes no classic
+            // member; an empty one turns classic.
+            if let Some(c) = &g.consumer {
+                if !c.members.is_empty() {
+                    return fail(
+                        response,
+                        code(ResponseError::InconsistentGroupProtocol),
+                        &r.member_id,
+                    );
+                }
+                g.consumer = None;
+                g.protocol_type = None;
+            }
             // An empty group takes the newcomer's protocol type; one with
             // members only members of its own type.
             if r.protocols.is_empty()
@@ -716,6 +729,11 @@ impl BrokerService {
                 let instance = r.group_instance_id.as_deref();
                 let error = if g.deleted {
                     code(ResponseError::CoordinatorNotAvailable)
+                } else if let Some(c) = &g.consumer {
+                    let member = r.member_id.as_str();
+                    c.validate_commit(member, generation, false, version)
+                        .err()
+                        .unwrap_or(0)
                 } else if generation < 0 && g.members.is_empty() {
                     0
                 } else if let Err(e) = g.validate(r.member_id.as_str(), instance) {
@@ -770,7 +788,8 @@ impl BrokerService {
                     let mut out = OffsetFetchResponseGroup::default();
                     out.group_id = g.group_id.clone();
                     let asked = asked_topics!(g.topics);
-                    match self.committed(&g.group_id.0, asked, r.require_stable) {
+                    let member = g.member_id.as_deref().map(|m| (m, g.member_epoch));
+                    match self.committed(&g.group_id.0, asked, r.require_stable, member) {
                         Ok(topics) => {
                             out.topics = answered_topics!(
                                 topics,
@@ -786,7 +805,7 @@ impl BrokerService {
             return response;
         }
         let asked = asked_topics!(r.topics);
-        match self.committed(&r.group_id.0, asked, r.require_stable) {
+        match self.committed(&r.group_id.0, asked, r.require_stable, None) {
             Ok(topics) => {
                 response.topics = answered_topics!(
                     topics,
@@ -805,17 +824,23 @@ impl BrokerService {
     /// committed partition for `None`), or the group's error
     /// (NOT_COORDINATOR and the like). A consumer that asks for stable
     /// offsets (`require_stable`, v7) is told to retry a partition while a
-    /// transaction has committed to it and not yet ended.
+    /// transaction has committed to it and not yet ended. A member of a
+    /// consumer-protocol group that names itself (`member`: id and epoch,
+    /// v9) is checked as Kafka does.
     fn committed(
         &self,
         group: &str,
         asked: Option<Vec<(TopicName, Vec<i32>)>>,
         require_stable: bool,
+        member: Option<(&str, i32)>,
     ) -> Result<Vec<(TopicName, Vec<Committed>)>, i16> {
         self.coordinates(group)?;
         // A group nobody made has nothing committed; it is not made here.
         let group = self.cluster.groups.find(group);
         let g = group.as_ref().map(|g| g.lock());
+        if let Some(c) = g.as_ref().and_then(|g| g.consumer.as_ref()) {
+            c.validate_fetch(member.map(|m| m.0), member.map_or(-1, |m| m.1))?;
+        }
         let offsets = g.as_ref().map(|g| &g.offsets);
         let unstable = |topic: &str, p: i32| {
             require_stable

@@ -13,6 +13,7 @@ mod admin;
 mod alter_configs;
 mod checks;
 mod configs;
+mod consumer_group_service;
 mod delete_records;
 mod group_admin;
 mod group_service;
@@ -603,6 +604,15 @@ impl LiveCluster {
         let g = self.groups.group(group);
         let g = g.lock();
         Some((g.state, g.generation, g.members.keys().cloned().collect()))
+    }
+
+    /// A consumer-protocol group's state, group epoch and member ids, if
+    /// the group exists and is one (for reports and tests).
+    pub fn consumer_group_view(&self, group: &str) -> Option<(&'static str, i32, Vec<String>)> {
+        let g = self.groups.find(group)?;
+        let g = g.lock();
+        let c = g.consumer.as_ref()?;
+        Some((c.state(), c.epoch, c.members.keys().cloned().collect()))
     }
 
     /// The broker coordinating `group`: the first live replica of its

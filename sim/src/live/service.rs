@@ -56,7 +56,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 31] = [
+pub const APIS: [(ApiKey, i16, i16); 33] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -88,6 +88,8 @@ pub const APIS: [(ApiKey, i16, i16); 31] = [
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 /// What Metadata answers for a topic asked for and not served: the name
@@ -152,6 +154,15 @@ impl Service for BrokerService {
             RequestKind::ListGroups(r) => Some(ResponseKind::ListGroups(self.list_groups(r))),
             RequestKind::DescribeGroups(r) => Some(ResponseKind::DescribeGroups(
                 self.describe_groups(r, version),
+            )),
+            RequestKind::ConsumerGroupHeartbeat(r) => {
+                let client = header.client_id.as_deref().unwrap_or("consumer");
+                Some(ResponseKind::ConsumerGroupHeartbeat(
+                    self.consumer_group_heartbeat(r, version, client),
+                ))
+            }
+            RequestKind::ConsumerGroupDescribe(r) => Some(ResponseKind::ConsumerGroupDescribe(
+                self.consumer_group_describe(r),
             )),
             RequestKind::DeleteGroups(r) => Some(ResponseKind::DeleteGroups(self.delete_groups(r))),
             RequestKind::OffsetDelete(r) => Some(ResponseKind::OffsetDelete(self.offset_delete(r))),

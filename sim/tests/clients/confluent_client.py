@@ -150,14 +150,19 @@ def produce(bootstrap, topic, count, prefix):
 
 
 def group(bootstrap, topic, seconds, group_id, strategy="range"):
-    consumer = Consumer({
+    config = {
         "bootstrap.servers": bootstrap,
         "group.id": group_id,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         "fetch.wait.max.ms": 100,
-        "partition.assignment.strategy": strategy,
-    })
+    }
+    if strategy == "consumer":
+        # The consumer group protocol (KIP-848): the coordinator assigns.
+        config["group.protocol"] = "consumer"
+    else:
+        config["partition.assignment.strategy"] = strategy
+    consumer = Consumer(config)
     # Assignments go to stderr, so a caller's failure message shows them
     # (incremental ones under cooperative-sticky: what is added, what is
     # taken away).

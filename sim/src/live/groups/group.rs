@@ -3,6 +3,7 @@
 //! purgatories is returned as [`Action`]s for the caller to run once the
 //! group's lock is released (the purgatories' callbacks take that lock).
 
+use super::consumer_group::ConsumerGroup;
 use super::ops::{JoinResult, SessionCompleter};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -110,6 +111,11 @@ pub struct Group {
     /// group is answered COORDINATOR_NOT_AVAILABLE, and the client's retry
     /// finds a new one.
     pub deleted: bool,
+    /// Set while the group speaks the consumer group protocol (KIP-848):
+    /// its members are there, and the classic fields above stay empty.
+    /// Either kind of group turns into the other only while it has no
+    /// members; the committed offsets stay.
+    pub consumer: Option<ConsumerGroup>,
 }
 
 /// What the caller runs after releasing the group's lock.
@@ -125,8 +131,16 @@ pub enum Action {
     StartSession { member: String, timeout: Duration },
     /// Push a member's session back.
     Beat(SessionCompleter, Duration),
-    /// End a member's session (it left, or was dropped from a round).
+    /// End a member's session (it left, or was dropped from a round), or
+    /// a consumer-protocol member's rebalance timeout.
     EndSession(SessionCompleter),
+    /// Start a consumer-protocol member's rebalance timeout: fenced unless
+    /// it has given up its partitions by then (and left `epoch`).
+    StartRevocation {
+        member: String,
+        epoch: i32,
+        timeout: Duration,
+    },
 }
 
 impl Group {
@@ -136,6 +150,9 @@ impl Group {
     /// protocol type, no members, or a subscription that does not decode),
     /// and then, as in Kafka's coordinator, no topic counts as subscribed.
     pub fn subscribed_topics(&self) -> Option<HashSet<String>> {
+        if let Some(c) = &self.consumer {
+            return (!c.members.is_empty()).then(|| c.subscribed.keys().cloned().collect());
+        }
         if self.protocol_type.as_deref() != Some("consumer") || self.members.is_empty() {
             return None;
         }
@@ -162,6 +179,7 @@ impl Group {
             txn_offsets: HashMap::new(),
             join_in_purgatory: false,
             deleted: false,
+            consumer: None,
         }
     }
 

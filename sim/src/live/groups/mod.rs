@@ -11,9 +11,15 @@
 //! the coordinator never calls into a purgatory while it holds one; state
 //! changes return [`Action`]s that run after the lock is released.
 
+mod assignors;
+mod consumer_group;
+#[cfg(test)]
+mod consumer_group_tests;
 mod group;
 mod ops;
 
+pub use assignors::{Partitions, ASSIGNORS};
+pub use consumer_group::{valid_regex, Beat, ConsumerGroup, MemberState, Refusal, TopicsView};
 pub use group::{Action, Group, GroupState, Member, Offsets};
 pub use ops::{DelayedHeartbeat, DelayedJoin, DelayedSync, JoinResult};
 
@@ -38,6 +44,12 @@ pub struct GroupConfig {
     /// `offsets.topic.num.partitions`: groups hash over these to find
     /// their coordinator.
     pub offsets_partitions: u32,
+    /// `group.consumer.session.timeout.ms`: a consumer-protocol member not
+    /// heard from for this long is fenced.
+    pub consumer_session_timeout: Duration,
+    /// `group.consumer.heartbeat.interval.ms`: how often such a member is
+    /// told to heartbeat.
+    pub consumer_heartbeat_interval: Duration,
 }
 
 impl Default for GroupConfig {
@@ -47,6 +59,8 @@ impl Default for GroupConfig {
             min_session_timeout: Duration::from_secs(6),
             max_session_timeout: Duration::from_secs(1800),
             offsets_partitions: 50,
+            consumer_session_timeout: Duration::from_secs(45),
+            consumer_heartbeat_interval: Duration::from_secs(5),
         }
     }
 }
@@ -137,7 +151,9 @@ impl GroupCoordinator {
             .cloned()
             .ok_or(ResponseError::GroupIdNotFound.code())?;
         let mut g = group.lock();
-        if !g.members.is_empty() || g.state != GroupState::Empty || g.join_in_purgatory {
+        let consumers = g.consumer.as_ref().is_some_and(|c| !c.members.is_empty());
+        if consumers || !g.members.is_empty() || g.state != GroupState::Empty || g.join_in_purgatory
+        {
             return Err(ResponseError::NonEmptyGroup.code());
         }
         g.deleted = true;
@@ -196,11 +212,28 @@ impl GroupCoordinator {
                 Action::EndSession(session) => {
                     session.force_complete();
                 }
+                Action::StartRevocation {
+                    member,
+                    epoch,
+                    timeout,
+                } => self.start_timer(group, &member, timeout, Some(epoch)),
             }
         }
     }
 
     fn start_session(&self, group: &Arc<str>, member: &str, timeout: Duration) {
+        self.start_timer(group, member, timeout, None);
+    }
+
+    /// Puts a member's session (`revoking_at` unset) or rebalance timeout
+    /// in the sessions purgatory and hands the member its completer.
+    fn start_timer(
+        &self,
+        group: &Arc<str>,
+        member: &str,
+        timeout: Duration,
+        revoking_at: Option<i32>,
+    ) {
         let op = DelayedHeartbeat {
             coordinator: self.me.clone(),
             group: Arc::clone(group),
@@ -208,23 +241,60 @@ impl GroupCoordinator {
             timeout,
             checks: Arc::clone(&self.checks),
             answered: false,
+            revoking_at,
         };
         let key = session_key(group, member);
-        // Refused only while shutting down: the member then has no session.
+        // Refused only while shutting down: the member then has no timer.
         if let Ok(handle) = self.sessions.try_complete_else_watch(op, &[key]) {
             Checks::bump(&self.checks.parked);
             let completer = handle.completer();
             let g = self.group(group);
             let mut g = g.lock();
-            match g.members.get_mut(member) {
-                Some(m) => m.session = Some(completer),
-                // Gone while its session was being set up.
+            let slot = match (g.members.get_mut(member), revoking_at) {
+                (Some(m), None) => Some(&mut m.session),
+                (None, _) => g
+                    .consumer
+                    .as_mut()
+                    .and_then(|c| c.members.get_mut(member))
+                    .and_then(|m| {
+                        match revoking_at {
+                            None => Some(&mut m.session),
+                            // Only while it still has that epoch's partitions to give up.
+                            Some(epoch) => (m.epoch == epoch
+                                && m.state == MemberState::UnrevokedPartitions)
+                                .then_some(&mut m.revocation),
+                        }
+                    }),
+                (Some(_), Some(_)) => None,
+            };
+            match slot {
+                Some(slot) => *slot = Some(completer),
+                // Gone (or done) while its timer was being set up.
                 None => {
                     drop(g);
                     completer.force_complete();
                 }
             }
         }
+    }
+
+    /// A consumer-protocol member kept partitions it had to give up past
+    /// its rebalance timeout: it is fenced, unless it has moved on from
+    /// `epoch` meanwhile.
+    pub(crate) fn revocation_late(&self, id: &Arc<str>, member: &str, epoch: i32) {
+        let group = self.group(id);
+        let timers = {
+            let mut g = group.lock();
+            let Some(c) = g.consumer.as_mut() else {
+                return;
+            };
+            match c.members.get(member) {
+                Some(m) if m.epoch == epoch && m.state == MemberState::UnrevokedPartitions => {}
+                _ => return,
+            }
+            c.remove(member)
+        };
+        self.run(id, timers.into_iter().map(Action::EndSession).collect());
     }
 
     /// Ends a rebalance round: drops the members that did not rejoin, moves
@@ -308,6 +378,10 @@ impl GroupCoordinator {
         let mut actions = Vec::new();
         let waiter = {
             let mut g = group.lock();
+            if g.consumer.is_some() {
+                drop(g);
+                return self.consumer_member_gone(id, &group, member, expired);
+            }
             let Some(m) = g.members.get_mut(member) else {
                 return;
             };
@@ -352,6 +426,39 @@ impl GroupCoordinator {
             });
         }
         self.run(id, actions);
+    }
+
+    /// [`member_gone`](Self::member_gone) for a consumer-protocol member:
+    /// fenced unless heard from within its session timeout meanwhile.
+    fn consumer_member_gone(
+        &self,
+        id: &Arc<str>,
+        group: &Mutex<Group>,
+        member: &str,
+        expired: bool,
+    ) {
+        let mut g = group.lock();
+        let Some(c) = g.consumer.as_mut() else {
+            return;
+        };
+        let Some(m) = c.members.get_mut(member) else {
+            return;
+        };
+        let since = m.last_beat.elapsed();
+        if expired && !m.away && since < m.session_timeout {
+            m.session = None;
+            let timeout = m.session_timeout - since;
+            drop(g);
+            return self.start_session(id, member, timeout);
+        }
+        if expired {
+            let late = since.saturating_sub(m.session_timeout).as_micros() as u64;
+            self.checks.session_lateness_us.lock().push(late);
+            Checks::bump(&self.checks.sessions_expired);
+        }
+        let timers = c.remove(member);
+        drop(g);
+        self.run(id, timers.into_iter().map(Action::EndSession).collect());
     }
 
     /// Drops every group's committed offsets in `topic` (it was deleted).
@@ -399,6 +506,15 @@ impl GroupCoordinator {
                 g.pending_ids.clear();
                 let members = g.take_members();
                 let mut sessions = Vec::new();
+                // A consumer-protocol group's members rejoin too (they
+                // are told UNKNOWN_MEMBER_ID), from a new group epoch.
+                if let Some(c) = g.consumer.as_mut() {
+                    let ids: Vec<String> = c.members.keys().cloned().collect();
+                    for member in ids {
+                        sessions.extend(c.remove(&member));
+                    }
+                    *c = ConsumerGroup::default();
+                }
                 let mut waiters = Vec::new();
                 for (member_id, m) in members {
                     sessions.extend(m.session);

@@ -134,7 +134,10 @@ impl DelayedOperation for DelayedSync {
 /// One member's session: it expires `session.timeout.ms` after the last
 /// heartbeat, each heartbeat pushing it back in O(1) (the purgatory's
 /// `reset_timeout`). Its end, by expiry or because the member left,
-/// removes the member and starts a rebalance.
+/// removes the member and starts a rebalance. The same operation times a
+/// consumer-protocol member's rebalance timeout (`revoking_at`): ended by
+/// hand when the member gives its partitions up, it fences the member if
+/// it expires first.
 pub struct DelayedHeartbeat {
     pub coordinator: Weak<GroupCoordinator>,
     pub group: Arc<str>,
@@ -142,6 +145,9 @@ pub struct DelayedHeartbeat {
     pub timeout: Duration,
     pub checks: Arc<Checks>,
     pub answered: bool,
+    /// Set for a consumer-protocol member's rebalance timeout rather than
+    /// its session: the member epoch it must have left by then.
+    pub revoking_at: Option<i32>,
 }
 
 impl DelayedOperation for DelayedHeartbeat {
@@ -160,7 +166,13 @@ impl DelayedOperation for DelayedHeartbeat {
             return;
         }
         if let Some(c) = self.coordinator.upgrade() {
-            c.member_gone(&self.group, &self.member, outcome == Outcome::Expired);
+            let expired = outcome == Outcome::Expired;
+            match self.revoking_at {
+                Some(epoch) if expired => c.revocation_late(&self.group, &self.member, epoch),
+                // Given up in time (or the member is gone).
+                Some(_) => {}
+                None => c.member_gone(&self.group, &self.member, expired),
+            }
         }
     }
 }

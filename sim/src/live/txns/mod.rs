@@ -410,7 +410,10 @@ impl TxnCoordinator {
         if g.deleted {
             return Err(ResponseError::CoordinatorNotAvailable.code());
         }
-        if let Some((member_id, instance, generation)) = member {
+        if let Some(c) = &g.consumer {
+            let (member_id, epoch) = member.as_ref().map_or(("", -1), |m| (m.0.as_str(), m.2));
+            c.validate_commit(member_id, epoch, true, 0)?;
+        } else if let Some((member_id, instance, generation)) = member {
             g.validate(&member_id, instance.as_deref())?;
             if generation != g.generation {
                 return Err(ResponseError::IllegalGeneration.code());

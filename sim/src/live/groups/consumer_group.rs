@@ -1,0 +1,582 @@
+//! A group of the consumer group protocol (KIP-848), as Kafka's group
+//! coordinator keeps it: the coordinator assigns the partitions itself and
+//! hands each member its share through its heartbeats, one epoch at a time.
+//!
+//! Three epochs order the changes. The group epoch goes up whenever the
+//! membership, a subscription or a subscribed topic's partitions change;
+//! the target assignment is computed for that epoch; and each member
+//! reaches it through its own member epoch. A partition goes to its new
+//! owner only once its old owner has said (in a heartbeat) that it let go
+//! of it, so no partition is ever owned by two members at once. A member
+//! that keeps a partition it must give up past its rebalance timeout, or
+//! that is not heard from within its session timeout, is fenced: removed,
+//! its partitions free for the others. Both timeouts are delayed
+//! operations in the coordinator's sessions purgatory.
+
+use super::assignors::{self, Partitions, Spec};
+use super::group::Action;
+use super::ops::SessionCompleter;
+use kafka_protocol::error::ResponseError;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// Where a member is on its way to the target assignment (Kafka's
+/// `MemberState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    /// It has its target assignment, or all of it that is free.
+    Stable,
+    /// It must first give up partitions (`revoking`); its epoch waits.
+    UnrevokedPartitions,
+    /// It is in the target epoch, waiting for partitions that others
+    /// still own.
+    UnreleasedPartitions,
+}
+
+/// A member of a consumer-protocol group.
+pub struct ConsumerMember {
+    pub client_id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub rebalance_timeout: Duration,
+    pub session_timeout: Duration,
+    pub topic_names: BTreeSet<String>,
+    pub topic_regex: Option<String>,
+    pub assignor: Option<String>,
+    pub epoch: i32,
+    pub previous_epoch: i32,
+    pub state: MemberState,
+    /// What it owns (the last assignment it was sent).
+    pub assigned: Partitions,
+    /// What it must give up and still owns.
+    pub revoking: Partitions,
+    /// A static member that left for a while (epoch -2): it keeps its
+    /// place and partitions until its session runs out.
+    pub away: bool,
+    /// Its session: expires `session_timeout` after its last heartbeat.
+    pub session: Option<SessionCompleter>,
+    /// Its rebalance timeout, while it has partitions to give up.
+    pub revocation: Option<SessionCompleter>,
+    /// When it was last heard from.
+    pub last_beat: Instant,
+}
+
+/// A ConsumerGroupHeartbeat, its fields read (`None`: not sent, "no
+/// change").
+pub struct Beat {
+    /// Never empty: made by the coordinator for a version 0 join.
+    pub member_id: String,
+    pub epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub rebalance_timeout: Option<Duration>,
+    pub topic_names: Option<Vec<String>>,
+    pub topic_regex: Option<String>,
+    pub assignor: Option<String>,
+    /// The partitions it owns, by topic id.
+    pub owned: Option<Partitions>,
+    pub client_id: String,
+}
+
+/// What a heartbeat is answered.
+#[derive(Debug)]
+pub struct BeatAnswer {
+    pub member_id: String,
+    pub epoch: i32,
+    /// Sent when it changed, and to a full request.
+    pub assignment: Option<Partitions>,
+}
+
+/// A refused heartbeat: the error and Kafka's kind of message.
+#[derive(Debug, PartialEq)]
+pub struct Refusal {
+    pub error: ResponseError,
+    pub message: String,
+}
+
+fn refuse(error: ResponseError, message: impl Into<String>) -> Refusal {
+    Refusal {
+        error,
+        message: message.into(),
+    }
+}
+
+/// The leave epochs of a heartbeat: a member leaving, and a static
+/// member leaving for a while.
+pub const LEAVE: i32 = -1;
+pub const LEAVE_STATIC: i32 = -2;
+
+/// Every topic of the cluster: name -> (id, partition count).
+pub type TopicsView = BTreeMap<String, (Uuid, u32)>;
+
+/// One consumer-protocol group.
+#[derive(Default)]
+pub struct ConsumerGroup {
+    pub epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: BTreeMap<String, ConsumerMember>,
+    /// The target assignment, computed at `assignment_epoch`.
+    pub target: BTreeMap<String, Partitions>,
+    /// The subscribed topics as the target assignment saw them.
+    pub subscribed: TopicsView,
+    /// `group.instance.id` -> the member id holding it.
+    pub static_members: HashMap<String, String>,
+}
+
+/// Whether a topic called `name` matches `regex` (whole names, as
+/// Kafka's RE2/J `matches`). An invalid regex matches nothing.
+fn matches(regex: &str, name: &str) -> bool {
+    regex::Regex::new(&format!("^(?:{regex})$")).is_ok_and(|r| r.is_match(name))
+}
+
+/// Whether `regex` compiles.
+pub fn valid_regex(regex: &str) -> bool {
+    regex::Regex::new(regex).is_ok()
+}
+
+fn is_subset(owned: Option<&Partitions>, of: &Partitions) -> bool {
+    owned.is_some_and(|owned| {
+        owned
+            .iter()
+            .all(|(t, ps)| ps.is_empty() || of.get(t).is_some_and(|mine| ps.is_subset(mine)))
+    })
+}
+
+/// Whether `owned` (not sent: as if all of them) still holds any of `partitions`.
+fn still_owns(owned: Option<&Partitions>, partitions: &Partitions) -> bool {
+    let Some(owned) = owned else {
+        return true;
+    };
+    owned
+        .iter()
+        .any(|(t, ps)| partitions.get(t).is_some_and(|r| !r.is_disjoint(ps)))
+}
+
+impl ConsumerGroup {
+    /// Kafka's state name: Empty, Assigning (the target assignment is
+    /// behind the group epoch), Reconciling (a member is on its way to
+    /// it) or Stable.
+    pub fn state(&self) -> &'static str {
+        if self.members.is_empty() {
+            "Empty"
+        } else if self.epoch > self.assignment_epoch {
+            "Assigning"
+        } else if self
+            .members
+            .values()
+            .any(|m| m.epoch != self.assignment_epoch || m.state != MemberState::Stable)
+        {
+            "Reconciling"
+        } else {
+            "Stable"
+        }
+    }
+
+    /// The assignor the members ask for most (the default when none asks).
+    pub fn assignor(&self) -> &str {
+        let mut asked: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some(a) = &m.assignor {
+                *asked.entry(a).or_default() += 1;
+            }
+        }
+        asked
+            .into_iter()
+            .max_by_key(|(name, n)| (*n, std::cmp::Reverse(*name)))
+            .map_or(assignors::ASSIGNORS[0], |(name, _)| name)
+    }
+
+    /// Handles one heartbeat: joins, leaves, or moves the member towards
+    /// the target assignment; the session and rebalance timers it sets in
+    /// motion go to `actions`.
+    pub fn heartbeat(
+        &mut self,
+        beat: Beat,
+        topics: &TopicsView,
+        session_timeout: Duration,
+        actions: &mut Vec<Action>,
+    ) -> Result<BeatAnswer, Refusal> {
+        if beat.epoch == LEAVE || beat.epoch == LEAVE_STATIC {
+            return self.leave(beat, actions);
+        }
+        let joining = beat.epoch == 0;
+        let full = beat.rebalance_timeout.is_some()
+            && (beat.topic_names.is_some() || beat.topic_regex.is_some())
+            && beat.owned.is_some();
+        let id = beat.member_id.clone();
+        match self.members.get(&id) {
+            None if !joining => {
+                return Err(refuse(
+                    ResponseError::UnknownMemberId,
+                    format!("Member {id} is not a member of the group."),
+                ));
+            }
+            None => self.add(&beat, session_timeout, actions)?,
+            Some(m) => {
+                if beat.epoch > m.epoch
+                    || (beat.epoch < m.epoch
+                        && (beat.epoch != m.previous_epoch
+                            || !is_subset(beat.owned.as_ref(), &m.assigned)))
+                {
+                    return Err(refuse(
+                        ResponseError::FencedMemberEpoch,
+                        format!(
+                            "The member's epoch {} is not the coordinator's {}: it must \
+                             abandon its partitions and rejoin.",
+                            beat.epoch, m.epoch
+                        ),
+                    ));
+                }
+            }
+        }
+        let mut bump = self.epoch == 0;
+        let m = self.members.get_mut(&id).expect("added above");
+        m.last_beat = Instant::now();
+        m.client_id = beat.client_id;
+        if let Some(rack) = beat.rack_id {
+            m.rack_id = Some(rack);
+        }
+        if let Some(t) = beat.rebalance_timeout {
+            m.rebalance_timeout = t;
+        }
+        if let Some(a) = beat.assignor {
+            bump |= m.assignor.as_ref() != Some(&a);
+            m.assignor = Some(a);
+        }
+        if let Some(names) = beat.topic_names {
+            let names: BTreeSet<String> = names.into_iter().collect();
+            bump |= names != m.topic_names;
+            m.topic_names = names;
+        }
+        if let Some(regex) = beat.topic_regex {
+            let regex = Some(regex).filter(|r| !r.is_empty());
+            bump |= regex != m.topic_regex;
+            m.topic_regex = regex;
+        }
+        if let Some(s) = &m.session {
+            actions.push(Action::Beat(s.clone(), m.session_timeout));
+        }
+        // The subscribed topics' partitions, as the cluster has them now.
+        let subscribed = self.subscribed_topics(topics);
+        bump |= subscribed != self.subscribed;
+        if bump {
+            self.epoch += 1;
+            self.subscribed = subscribed;
+        }
+        if self.epoch > self.assignment_epoch {
+            self.assign(topics);
+        }
+        let before = self.members[&id].assigned.clone();
+        self.reconcile(&id, beat.owned.as_ref(), actions);
+        let m = &self.members[&id];
+        let send = joining || full || m.assigned != before;
+        Ok(BeatAnswer {
+            member_id: id,
+            epoch: m.epoch,
+            assignment: send.then(|| m.assigned.clone()),
+        })
+    }
+
+    /// A new member (or a static member back under a new id).
+    fn add(
+        &mut self,
+        beat: &Beat,
+        session_timeout: Duration,
+        actions: &mut Vec<Action>,
+    ) -> Result<(), Refusal> {
+        let Some(rebalance_timeout) = beat.rebalance_timeout else {
+            return Err(refuse(
+                ResponseError::InvalidRequest,
+                "RebalanceTimeoutMs must be provided in first request.",
+            ));
+        };
+        let mut member = ConsumerMember {
+            client_id: beat.client_id.clone(),
+            instance_id: beat.instance_id.clone(),
+            rack_id: None,
+            rebalance_timeout,
+            session_timeout,
+            topic_names: BTreeSet::new(),
+            topic_regex: None,
+            assignor: None,
+            epoch: 0,
+            previous_epoch: -1,
+            state: MemberState::Stable,
+            assigned: Partitions::new(),
+            revoking: Partitions::new(),
+            away: false,
+            session: None,
+            revocation: None,
+            last_beat: Instant::now(),
+        };
+        if let Some(instance) = &beat.instance_id {
+            if let Some(holder) = self.static_members.get(instance).cloned() {
+                let old = self
+                    .members
+                    .get(&holder)
+                    .expect("a static member is a member");
+                if !old.away {
+                    return Err(refuse(
+                        ResponseError::UnreleasedInstanceId,
+                        format!("Static member {holder} with instance id {instance} is still in the group."),
+                    ));
+                }
+                // It takes its old place back: epoch, partitions and all.
+                let mut old = self.members.remove(&holder).expect("just found");
+                if let Some(s) = old.session.take() {
+                    actions.push(Action::EndSession(s));
+                }
+                if let Some(r) = old.revocation.take() {
+                    actions.push(Action::EndSession(r));
+                }
+                if let Some(t) = self.target.remove(&holder) {
+                    self.target.insert(beat.member_id.clone(), t);
+                }
+                member.epoch = old.epoch;
+                member.previous_epoch = old.previous_epoch;
+                member.state = old.state;
+                member.assigned = old.assigned;
+                member.revoking = old.revoking;
+                member.topic_names = old.topic_names;
+                member.topic_regex = old.topic_regex;
+                member.assignor = old.assignor;
+            }
+            self.static_members
+                .insert(instance.clone(), beat.member_id.clone());
+        }
+        actions.push(Action::StartSession {
+            member: beat.member_id.clone(),
+            timeout: session_timeout,
+        });
+        self.members.insert(beat.member_id.clone(), member);
+        Ok(())
+    }
+
+    fn leave(&mut self, beat: Beat, actions: &mut Vec<Action>) -> Result<BeatAnswer, Refusal> {
+        let id = beat.member_id;
+        let Some(m) = self.members.get_mut(&id) else {
+            return Err(refuse(
+                ResponseError::UnknownMemberId,
+                format!("Member {id} is not a member of the group."),
+            ));
+        };
+        if beat.epoch == LEAVE_STATIC && m.instance_id.is_some() {
+            // Its place and partitions are kept for it until its session
+            // (no longer pushed back) runs out.
+            m.away = true;
+        } else {
+            actions.extend(self.remove(&id).into_iter().map(Action::EndSession));
+        }
+        Ok(BeatAnswer {
+            member_id: id,
+            epoch: beat.epoch,
+            assignment: None,
+        })
+    }
+
+    /// Fences `member`: out of the group, its partitions free, the group
+    /// epoch up. Returns its timers, for the caller to end.
+    pub fn remove(&mut self, member: &str) -> Vec<SessionCompleter> {
+        let Some(mut m) = self.members.remove(member) else {
+            return Vec::new();
+        };
+        if let Some(instance) = &m.instance_id {
+            if self.static_members.get(instance).map(String::as_str) == Some(member) {
+                self.static_members.remove(instance);
+            }
+        }
+        self.target.remove(member);
+        self.epoch += 1;
+        m.session
+            .take()
+            .into_iter()
+            .chain(m.revocation.take())
+            .collect()
+    }
+
+    /// Every topic some member subscribes to, by name or by regex, that
+    /// exists.
+    fn subscribed_topics(&self, topics: &TopicsView) -> TopicsView {
+        topics
+            .iter()
+            .filter(|(name, _)| {
+                self.members.values().any(|m| {
+                    m.topic_names.contains(*name)
+                        || m.topic_regex.as_deref().is_some_and(|r| matches(r, name))
+                })
+            })
+            .map(|(name, &t)| (name.clone(), t))
+            .collect()
+    }
+
+    /// A new target assignment for the group epoch.
+    fn assign(&mut self, topics: &TopicsView) {
+        let members: BTreeMap<String, BTreeSet<Uuid>> = self
+            .members
+            .iter()
+            .map(|(id, m)| {
+                let ids = topics
+                    .iter()
+                    .filter(|(name, _)| {
+                        m.topic_names.contains(*name)
+                            || m.topic_regex.as_deref().is_some_and(|r| matches(r, name))
+                    })
+                    .map(|(_, (id, _))| *id)
+                    .collect();
+                (id.clone(), ids)
+            })
+            .collect();
+        let subscribed: BTreeMap<Uuid, u32> = self.subscribed.values().copied().collect();
+        let spec = Spec {
+            members: &members,
+            topics: &subscribed,
+        };
+        let assignor = self.assignor().to_string();
+        self.target = assignors::assign(&assignor, &spec, &self.target);
+        self.assignment_epoch = self.epoch;
+    }
+
+    /// The member that owns (or is giving up) each partition, but `except`.
+    fn owners(&self, except: &str) -> BTreeSet<(Uuid, i32)> {
+        self.members
+            .iter()
+            .filter(|(id, _)| id.as_str() != except)
+            .flat_map(|(_, m)| m.assigned.iter().chain(&m.revoking))
+            .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+            .collect()
+    }
+
+    /// Moves `id` towards the target assignment as far as its heartbeat
+    /// (`owned`) and the other members allow (Kafka's
+    /// `CurrentAssignmentBuilder`).
+    fn reconcile(&mut self, id: &str, owned: Option<&Partitions>, actions: &mut Vec<Action>) {
+        let target_epoch = self.assignment_epoch;
+        let m = &self.members[id];
+        let from_epoch = match m.state {
+            MemberState::Stable if m.epoch == target_epoch => return,
+            MemberState::Stable | MemberState::UnreleasedPartitions => m.epoch,
+            MemberState::UnrevokedPartitions if still_owns(owned, &m.revoking) => return,
+            MemberState::UnrevokedPartitions => m.epoch + 1,
+        };
+        let others = self.owners(id);
+        let empty = Partitions::new();
+        let target = self.target.get(id).unwrap_or(&empty);
+        let m = self.members.get_mut(id).expect("a member");
+        let mut keep = Partitions::new();
+        let mut revoke = Partitions::new();
+        let mut gain = Partitions::new();
+        let mut unreleased = false;
+        let topics: BTreeSet<Uuid> = target.keys().chain(m.assigned.keys()).copied().collect();
+        for t in topics {
+            let want = target.get(&t).cloned().unwrap_or_default();
+            let have = m.assigned.get(&t).cloned().unwrap_or_default();
+            let kept: BTreeSet<i32> = have.intersection(&want).copied().collect();
+            let gone: BTreeSet<i32> = have.difference(&kept).copied().collect();
+            let mut new: BTreeSet<i32> = want.difference(&kept).copied().collect();
+            let before = new.len();
+            new.retain(|p| !others.contains(&(t, *p)));
+            unreleased |= new.len() != before;
+            for (set, out) in [(kept, &mut keep), (gone, &mut revoke), (new, &mut gain)] {
+                if !set.is_empty() {
+                    out.insert(t, set);
+                }
+            }
+        }
+        let (old_state, old_epoch) = (m.state, m.epoch);
+        let new_epoch;
+        if !revoke.is_empty() && still_owns(owned, &revoke) {
+            m.state = MemberState::UnrevokedPartitions;
+            new_epoch = from_epoch;
+            m.assigned = keep;
+            m.revoking = revoke;
+        } else {
+            for (t, ps) in gain {
+                keep.entry(t).or_default().extend(ps);
+            }
+            m.state = if unreleased {
+                MemberState::UnreleasedPartitions
+            } else {
+                MemberState::Stable
+            };
+            new_epoch = target_epoch;
+            m.assigned = keep;
+            m.revoking = Partitions::new();
+        }
+        if new_epoch != m.epoch {
+            m.previous_epoch = m.epoch;
+            m.epoch = new_epoch;
+        }
+        // A rebalance timeout runs while it has partitions to give up,
+        // anew for each epoch it must leave.
+        let revoking = m.state == MemberState::UnrevokedPartitions;
+        let again = old_state != MemberState::UnrevokedPartitions || old_epoch != m.epoch;
+        if !revoking || again {
+            if let Some(r) = m.revocation.take() {
+                actions.push(Action::EndSession(r));
+            }
+        }
+        if revoking && again {
+            actions.push(Action::StartRevocation {
+                member: id.to_string(),
+                epoch: m.epoch,
+                timeout: m.rebalance_timeout,
+            });
+        }
+    }
+
+    /// Kafka's checks of a commit to this group (OffsetCommit, or
+    /// TxnOffsetCommit when `transactional`) by `member` at `epoch`: one
+    /// outside any epoch (-1) while the group has no members passes, as
+    /// does a transactional one naming no member; a member must exist,
+    /// commit with OffsetCommit v9 or later, and at its current epoch.
+    pub fn validate_commit(
+        &self,
+        member: &str,
+        epoch: i32,
+        transactional: bool,
+        version: i16,
+    ) -> Result<(), i16> {
+        if epoch < 0 && (self.members.is_empty() || (transactional && member.is_empty())) {
+            return Ok(());
+        }
+        let m = self
+            .members
+            .get(member)
+            .ok_or(ResponseError::UnknownMemberId.code())?;
+        if !transactional && version < 9 {
+            return Err(ResponseError::UnsupportedVersion.code());
+        }
+        if epoch != m.epoch {
+            return Err(ResponseError::StaleMemberEpoch.code());
+        }
+        Ok(())
+    }
+
+    /// An OffsetFetch's check (v9 and later name the member): one naming
+    /// no member passes; a named member must exist and be at `epoch`.
+    pub fn validate_fetch(&self, member: Option<&str>, epoch: i32) -> Result<(), i16> {
+        let Some(member) = member.filter(|_| epoch >= 0) else {
+            return Ok(());
+        };
+        let m = self
+            .members
+            .get(member)
+            .ok_or(ResponseError::UnknownMemberId.code())?;
+        if epoch != m.epoch {
+            return Err(ResponseError::StaleMemberEpoch.code());
+        }
+        Ok(())
+    }
+
+    /// Whether some partition is owned by two members at once: what the
+    /// protocol must never allow.
+    pub fn owned_twice(&self) -> bool {
+        let mut seen = BTreeSet::new();
+        self.members
+            .values()
+            .flat_map(|m| m.assigned.iter().chain(&m.revoking))
+            .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+            .any(|tp| !seen.insert(tp))
+    }
+}
