@@ -32,11 +32,13 @@ fn passes(server: Server) {
 }
 
 /// A cluster whose new groups wait 300 ms, not Kafka's 3 s, for their
-/// members to arrive.
+/// members to arrive, and whose consumer-protocol members heartbeat every
+/// 500 ms, not 5 s.
 fn quick_groups() -> LiveConfig {
     LiveConfig {
         groups: broker_sim::live::GroupConfig {
             initial_rebalance_delay: Duration::from_millis(300),
+            consumer_heartbeat_interval: Duration::from_millis(500),
             ..Default::default()
         },
         ..LiveConfig::default()
@@ -525,6 +527,52 @@ fn platformatic_kafka_starts_from_current_versions_and_runs_groups_and_transacti
     );
     assert!(r["error"].is_null(), "{r}");
     read_the_committed_transactions(&r);
+    passes(server);
+}
+
+#[test]
+fn platformatic_kafka_consumer_protocol_members_share_the_partitions_and_hand_them_over() {
+    // A second implementation of the consumer group protocol (KIP-848),
+    // in JavaScript, beside librdkafka's.
+    let Some(node_path) = platformatic() else {
+        return;
+    };
+    let server = start(quick_groups(), &[]);
+    let r = node_client(
+        "platformatic_client.mjs",
+        &node_path,
+        &["consumer-protocol", &bootstrap(&server), "plt-848", "400"],
+    );
+    assert!(r["error"].is_null(), "{r}");
+    assert_eq!(r["read_all"], true, "{r}");
+    assert_eq!(r["both_assigned"], true, "{r}");
+    let shares: Vec<i64> = r["shares"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s.as_array().into_iter().flatten())
+        .filter_map(serde_json::Value::as_i64)
+        .collect();
+    let mut sorted = shares.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        vec![0, 1, 2, 3],
+        "split with no partition twice: {r}"
+    );
+    assert_eq!(r["last_share"], serde_json::json!([0, 1, 2, 3]), "{r}");
+    assert_eq!(r["late_read"], 40, "{r}");
+    assert_eq!(r["read"], 440, "{r}");
+    assert_eq!(r["read_twice"], 0, "{r}");
+    assert_eq!(r["commits_failed"], serde_json::json!([]), "{r}");
+    let (state, epoch, members) = server
+        .cluster()
+        .consumer_group_view("plt-848-readers")
+        .expect("a consumer-protocol group");
+    assert!(
+        members.is_empty() && state == "Empty" && epoch >= 3,
+        "{state} {epoch} {members:?}"
+    );
     passes(server);
 }
 

@@ -14,6 +14,14 @@
 // topic's min.insync.replicas and deletes the topic. Prints one JSON line
 // with what it saw; exits 0 when it ran, and the caller judges the line.
 //
+//     node platformatic_client.mjs consumer-protocol BOOTSTRAP TOPIC COUNT
+//
+// The same reading in the consumer group protocol (KIP-848,
+// `groupProtocol: 'consumer'`): creates TOPIC (4 partitions), produces
+// COUNT records, reads them in a group of two consumers (committing each
+// record) until both have their share, closes one, produces 40 more and
+// reads them on the other.
+//
 //     node platformatic_client.mjs transactions BOOTSTRAP TOPIC
 //
 // On TOPIC (2 partitions), three transactions of 10 records: committed,
@@ -202,9 +210,64 @@ async function transactions(out) {
   }
 }
 
+async function consumerProtocol(out) {
+  const admin = new Admin({ clientId: 'platformatic-check', bootstrapBrokers: brokers });
+  await admin.createTopics({ topics: [topic], partitions: 4, replicas: 3 });
+  const producer = new Producer({
+    clientId: 'platformatic-producer',
+    bootstrapBrokers: brokers,
+    serializers: stringSerializers,
+    acks: -1,
+  });
+  const produce = async (from, to) => {
+    const messages = [];
+    for (let i = from; i < to; i++) messages.push({ topic, value: `r-${i}`, partition: i % 4 });
+    await producer.send({ messages });
+  };
+  await produce(0, count);
+  const seen = new Map();
+  const failed = [];
+  const members = [0, 1].map((i) =>
+    consumer(`${topic}-readers`, `member-${i}`, { groupProtocol: 'consumer' }),
+  );
+  const streams = [];
+  for (const c of members) {
+    const stream = await c.consume({
+      autocommit: false,
+      topics: [topic],
+      mode: 'committed',
+      fallbackMode: 'earliest',
+    });
+    stream.on('data', (m) => {
+      seen.set(m.value, (seen.get(m.value) ?? 0) + 1);
+      Promise.resolve(m.commit()).catch((e) => failed.push(describe(e)));
+    });
+    streams.push(stream);
+  }
+  const share = (c) => (c.assignments ?? []).flatMap((a) => a.partitions).sort();
+  out.read_all = await waitFor(() => seen.size >= count, 30000);
+  out.both_assigned = await waitFor(() => members.every((c) => share(c).length > 0), 30000);
+  out.shares = members.map(share);
+  await streams[0].close();
+  await members[0].close();
+  await produce(count, count + 40);
+  const late = () => [...seen.keys()].filter((v) => parseInt(v.slice(2), 10) >= count).length;
+  await waitFor(() => late() >= 40, 30000);
+  out.late_read = late();
+  out.last_share = share(members[1]);
+  await streams[1].close();
+  await members[1].close();
+  await producer.close();
+  out.read = seen.size;
+  out.read_twice = [...seen.values()].filter((n) => n > 1).length;
+  out.commits_failed = failed.slice(0, 5);
+  await admin.close();
+}
+
 const out = {};
 try {
   if (mode === 'transactions') await transactions(out);
+  else if (mode === 'consumer-protocol') await consumerProtocol(out);
   else await groups(out);
 } catch (e) {
   out.error = describe(e);
