@@ -367,6 +367,11 @@ fn malformed_heartbeats_are_refused_with_kafkas_errors() {
     let mut r = m.request();
     r.member_id = s("");
     assert_eq!(m.send(r).error_code, ResponseError::InvalidRequest.code());
+    // Only a join makes a group; none of the refused ones did.
+    let mut r = m.request();
+    r.member_epoch = 3;
+    assert_eq!(m.send(r).error_code, ResponseError::GroupIdNotFound.code());
+    assert!(server.cluster().group_view(GROUP).is_none());
     // A heartbeat to a broker that does not coordinate the group.
     let other = server.addrs().iter().copied().find(|a| *a != addr).unwrap();
     let stray = Member::new(other, "member-a");

@@ -6,7 +6,9 @@
 use super::checks::Checks;
 use super::group_admin::GROUP_OPERATIONS;
 use super::group_service::text;
-use super::groups::{Beat, ConsumerGroup, GroupState, Partitions, Refusal, TopicsView, ASSIGNORS};
+use super::groups::{
+    Beat, ConsumerGroup, GroupState, Partitions, Refusal, TopicRegex, TopicsView, ASSIGNORS,
+};
 use super::service::BrokerService;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_response::{
@@ -26,12 +28,7 @@ use uuid::Uuid;
 
 /// Kafka's checks of a heartbeat's fields, before the group is looked at.
 fn invalid(r: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<Refusal> {
-    let bad = |message: &str| {
-        Some(Refusal {
-            error: ResponseError::InvalidRequest,
-            message: message.to_string(),
-        })
-    };
+    let bad = |message: &str| Some(Refusal::new(ResponseError::InvalidRequest, message));
     // From v1 the member makes its own id; before, the coordinator makes
     // it at the join.
     if (version >= 1 || r.member_epoch != 0) && r.member_id.is_empty() {
@@ -64,23 +61,10 @@ fn invalid(r: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<Refusal> {
     }
     if let Some(a) = &r.server_assignor {
         if !ASSIGNORS.contains(&a.as_str()) {
-            return Some(Refusal {
-                error: ResponseError::UnsupportedAssignor,
-                message: format!(
-                    "ServerAssignor {a} is not supported. Supported assignors: {}.",
-                    ASSIGNORS.join(", ")
-                ),
-            });
-        }
-    }
-    if let Some(regex) = &r.subscribed_topic_regex {
-        if !super::groups::valid_regex(regex) {
-            return Some(Refusal {
-                error: ResponseError::InvalidRegularExpression,
-                message: format!(
-                    "SubscribedTopicRegex `{regex}` is not a valid regular expression."
-                ),
-            });
+            let supported = ASSIGNORS.join(", ");
+            let message =
+                format!("ServerAssignor {a} is not supported. Supported assignors: {supported}.");
+            return Some(Refusal::new(ResponseError::UnsupportedAssignor, message));
         }
     }
     None
@@ -127,7 +111,28 @@ impl BrokerService {
         if let Some(refusal) = invalid(&r, version) {
             return refused(response, refusal);
         }
+        let topic_regex = match r
+            .subscribed_topic_regex
+            .map(|s| TopicRegex::new(s.to_string()))
+        {
+            Some(Err(refusal)) => return refused(response, refusal),
+            compiled => compiled.transpose().expect("errors returned above"),
+        };
         let groups = &self.cluster.groups;
+        // Only a join makes a group.
+        let group = match r.member_epoch {
+            0 => groups.group(&id),
+            _ => match groups.find(&id) {
+                Some(group) => group,
+                None => {
+                    let message = format!("Group {id} not found.");
+                    return refused(
+                        response,
+                        Refusal::new(ResponseError::GroupIdNotFound, message),
+                    );
+                }
+            },
+        };
         let member_id = if r.member_id.is_empty() {
             Uuid::new_v4().simple().to_string()
         } else {
@@ -144,7 +149,7 @@ impl BrokerService {
             topic_names: r
                 .subscribed_topic_names
                 .map(|names| names.into_iter().map(|n| n.0.to_string()).collect()),
-            topic_regex: r.subscribed_topic_regex.map(|s| s.to_string()),
+            topic_regex,
             assignor: r.server_assignor.map(|s| s.to_string()),
             owned: r
                 .topic_partitions
@@ -152,7 +157,6 @@ impl BrokerService {
             client_id: client_id.to_string(),
         };
         let topics = self.topics_view();
-        let group = groups.group(&id);
         let mut actions = Vec::new();
         let answer = {
             let mut g = group.lock();
@@ -163,13 +167,11 @@ impl BrokerService {
             if g.consumer.is_none() {
                 let classic_in_use =
                     !g.members.is_empty() || g.state != GroupState::Empty || g.join_in_purgatory;
-                if classic_in_use {
+                if classic_in_use || r.member_epoch != 0 {
+                    let message = format!("Group {id} is not a consumer group.");
                     return refused(
                         response,
-                        Refusal {
-                            error: ResponseError::GroupIdNotFound,
-                            message: format!("Group {id} is not a consumer group."),
-                        },
+                        Refusal::new(ResponseError::GroupIdNotFound, message),
                     );
                 }
                 // An empty classic group (or a new one) turns consumer.
@@ -289,7 +291,7 @@ impl BrokerService {
                         d.client_host = text("");
                         d.subscribed_topic_names =
                             m.topic_names.iter().map(|n| TopicName(text(n))).collect();
-                        d.subscribed_topic_regex = m.topic_regex.as_deref().map(text);
+                        d.subscribed_topic_regex = m.topic_regex.as_ref().map(|r| text(&r.source));
                         d.assignment = assignment(Some(&m.assigned));
                         d.target_assignment = assignment(c.target.get(member_id));
                         // 1: a member of the consumer protocol.

@@ -42,7 +42,7 @@ pub struct ConsumerMember {
     pub rebalance_timeout: Duration,
     pub session_timeout: Duration,
     pub topic_names: BTreeSet<String>,
-    pub topic_regex: Option<String>,
+    pub topic_regex: Option<TopicRegex>,
     pub assignor: Option<String>,
     pub epoch: i32,
     pub previous_epoch: i32,
@@ -72,7 +72,7 @@ pub struct Beat {
     pub rack_id: Option<String>,
     pub rebalance_timeout: Option<Duration>,
     pub topic_names: Option<Vec<String>>,
-    pub topic_regex: Option<String>,
+    pub topic_regex: Option<TopicRegex>,
     pub assignor: Option<String>,
     /// The partitions it owns, by topic id.
     pub owned: Option<Partitions>,
@@ -95,10 +95,12 @@ pub struct Refusal {
     pub message: String,
 }
 
-fn refuse(error: ResponseError, message: impl Into<String>) -> Refusal {
-    Refusal {
-        error,
-        message: message.into(),
+impl Refusal {
+    pub fn new(error: ResponseError, message: impl Into<String>) -> Refusal {
+        Refusal {
+            error,
+            message: message.into(),
+        }
     }
 }
 
@@ -124,15 +126,44 @@ pub struct ConsumerGroup {
     pub static_members: HashMap<String, String>,
 }
 
-/// Whether a topic called `name` matches `regex` (whole names, as
-/// Kafka's RE2/J `matches`). An invalid regex matches nothing.
-fn matches(regex: &str, name: &str) -> bool {
-    regex::Regex::new(&format!("^(?:{regex})$")).is_ok_and(|r| r.is_match(name))
+/// A regex subscription, compiled once: it matches whole topic names, as
+/// Kafka's RE2/J `matches` does.
+pub struct TopicRegex {
+    /// As the member sent it.
+    pub source: String,
+    whole: regex::Regex,
 }
 
-/// Whether `regex` compiles.
-pub fn valid_regex(regex: &str) -> bool {
-    regex::Regex::new(regex).is_ok()
+impl TopicRegex {
+    /// INVALID_REGULAR_EXPRESSION unless `source` compiles.
+    pub fn new(source: String) -> Result<TopicRegex, Refusal> {
+        match regex::Regex::new(&format!("^(?:{source})$")) {
+            Ok(whole) => Ok(TopicRegex { source, whole }),
+            Err(_) => Err(Refusal::new(
+                ResponseError::InvalidRegularExpression,
+                format!("SubscribedTopicRegex `{source}` is not a valid regular expression."),
+            )),
+        }
+    }
+}
+
+impl ConsumerMember {
+    /// Whether it subscribes to the topic called `name`.
+    fn subscribes(&self, name: &str) -> bool {
+        self.topic_names.contains(name)
+            || self
+                .topic_regex
+                .as_ref()
+                .is_some_and(|r| r.whole.is_match(name))
+    }
+
+    /// The partitions it owns and those it is giving up.
+    fn owns(&self) -> impl Iterator<Item = (Uuid, i32)> + '_ {
+        self.assigned
+            .iter()
+            .chain(&self.revoking)
+            .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+    }
 }
 
 fn is_subset(owned: Option<&Partitions>, of: &Partitions) -> bool {
@@ -200,6 +231,7 @@ impl ConsumerGroup {
         if beat.epoch == LEAVE || beat.epoch == LEAVE_STATIC {
             return self.leave(beat, actions);
         }
+
         let joining = beat.epoch == 0;
         let full = beat.rebalance_timeout.is_some()
             && (beat.topic_names.is_some() || beat.topic_regex.is_some())
@@ -207,7 +239,7 @@ impl ConsumerGroup {
         let id = beat.member_id.clone();
         match self.members.get(&id) {
             None if !joining => {
-                return Err(refuse(
+                return Err(Refusal::new(
                     ResponseError::UnknownMemberId,
                     format!("Member {id} is not a member of the group."),
                 ));
@@ -219,7 +251,7 @@ impl ConsumerGroup {
                         && (beat.epoch != m.previous_epoch
                             || !is_subset(beat.owned.as_ref(), &m.assigned)))
                 {
-                    return Err(refuse(
+                    return Err(Refusal::new(
                         ResponseError::FencedMemberEpoch,
                         format!(
                             "The member's epoch {} is not the coordinator's {}: it must \
@@ -250,10 +282,12 @@ impl ConsumerGroup {
             m.topic_names = names;
         }
         if let Some(regex) = beat.topic_regex {
-            let regex = Some(regex).filter(|r| !r.is_empty());
-            bump |= regex != m.topic_regex;
+            // An empty one matches no topic: not subscribed by regex.
+            let regex = Some(regex).filter(|r| !r.source.is_empty());
+            bump |= regex.as_ref().map(|r| &r.source) != m.topic_regex.as_ref().map(|r| &r.source);
             m.topic_regex = regex;
         }
+
         if let Some(s) = &m.session {
             actions.push(Action::Beat(s.clone(), m.session_timeout));
         }
@@ -286,7 +320,7 @@ impl ConsumerGroup {
         actions: &mut Vec<Action>,
     ) -> Result<(), Refusal> {
         let Some(rebalance_timeout) = beat.rebalance_timeout else {
-            return Err(refuse(
+            return Err(Refusal::new(
                 ResponseError::InvalidRequest,
                 "RebalanceTimeoutMs must be provided in first request.",
             ));
@@ -317,7 +351,7 @@ impl ConsumerGroup {
                     .get(&holder)
                     .expect("a static member is a member");
                 if !old.away {
-                    return Err(refuse(
+                    return Err(Refusal::new(
                         ResponseError::UnreleasedInstanceId,
                         format!("Static member {holder} with instance id {instance} is still in the group."),
                     ));
@@ -356,7 +390,7 @@ impl ConsumerGroup {
     fn leave(&mut self, beat: Beat, actions: &mut Vec<Action>) -> Result<BeatAnswer, Refusal> {
         let id = beat.member_id;
         let Some(m) = self.members.get_mut(&id) else {
-            return Err(refuse(
+            return Err(Refusal::new(
                 ResponseError::UnknownMemberId,
                 format!("Member {id} is not a member of the group."),
             ));
@@ -400,12 +434,7 @@ impl ConsumerGroup {
     fn subscribed_topics(&self, topics: &TopicsView) -> TopicsView {
         topics
             .iter()
-            .filter(|(name, _)| {
-                self.members.values().any(|m| {
-                    m.topic_names.contains(*name)
-                        || m.topic_regex.as_deref().is_some_and(|r| matches(r, name))
-                })
-            })
+            .filter(|(name, _)| self.members.values().any(|m| m.subscribes(name)))
             .map(|(name, &t)| (name.clone(), t))
             .collect()
     }
@@ -418,10 +447,7 @@ impl ConsumerGroup {
             .map(|(id, m)| {
                 let ids = topics
                     .iter()
-                    .filter(|(name, _)| {
-                        m.topic_names.contains(*name)
-                            || m.topic_regex.as_deref().is_some_and(|r| matches(r, name))
-                    })
+                    .filter(|(name, _)| m.subscribes(name))
                     .map(|(_, (id, _))| *id)
                     .collect();
                 (id.clone(), ids)
@@ -437,13 +463,12 @@ impl ConsumerGroup {
         self.assignment_epoch = self.epoch;
     }
 
-    /// The member that owns (or is giving up) each partition, but `except`.
+    /// The partitions the members but `except` own or are giving up.
     fn owners(&self, except: &str) -> BTreeSet<(Uuid, i32)> {
         self.members
             .iter()
             .filter(|(id, _)| id.as_str() != except)
-            .flat_map(|(_, m)| m.assigned.iter().chain(&m.revoking))
-            .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+            .flat_map(|(_, m)| m.owns())
             .collect()
     }
 
@@ -575,8 +600,7 @@ impl ConsumerGroup {
         let mut seen = BTreeSet::new();
         self.members
             .values()
-            .flat_map(|m| m.assigned.iter().chain(&m.revoking))
-            .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+            .flat_map(ConsumerMember::owns)
             .any(|tp| !seen.insert(tp))
     }
 }

@@ -2,7 +2,9 @@
 //! with no purgatory: the timers it asks for are read off its actions.
 
 use super::assignors::Partitions;
-use super::consumer_group::{Beat, ConsumerGroup, MemberState, TopicsView, LEAVE, LEAVE_STATIC};
+use super::consumer_group::{
+    Beat, ConsumerGroup, MemberState, TopicRegex, TopicsView, LEAVE, LEAVE_STATIC,
+};
 use super::group::Action;
 use kafka_protocol::error::ResponseError;
 use std::collections::BTreeSet;
@@ -212,7 +214,7 @@ fn new_partitions_and_regex_subscriptions_are_taken_up() {
     let mut run = Run::new(2);
     run.send(Beat {
         topic_names: Some(vec![]),
-        topic_regex: Some("ord.*".to_string()),
+        topic_regex: Some(TopicRegex::new("ord.*".to_string()).unwrap()),
         ..join("a")
     })
     .unwrap();

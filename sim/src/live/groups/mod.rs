@@ -19,7 +19,7 @@ mod group;
 mod ops;
 
 pub use assignors::{Partitions, ASSIGNORS};
-pub use consumer_group::{valid_regex, Beat, ConsumerGroup, MemberState, Refusal, TopicsView};
+pub use consumer_group::{Beat, ConsumerGroup, MemberState, Refusal, TopicRegex, TopicsView};
 pub use group::{Action, Group, GroupState, Member, Offsets};
 pub use ops::{DelayedHeartbeat, DelayedJoin, DelayedSync, JoinResult};
 
