@@ -432,11 +432,28 @@ impl ConsumerGroup {
     /// Every topic some member subscribes to, by name or by regex, that
     /// exists.
     fn subscribed_topics(&self, topics: &TopicsView) -> TopicsView {
-        topics
-            .iter()
-            .filter(|(name, _)| self.members.values().any(|m| m.subscribes(name)))
-            .map(|(name, &t)| (name.clone(), t))
-            .collect()
+        let mut out = TopicsView::new();
+        // Names are looked up; only regexes need every topic.
+        for m in self.members.values() {
+            for name in &m.topic_names {
+                if let Some((name, t)) = topics.get_key_value(name) {
+                    out.insert(name.clone(), *t);
+                }
+            }
+        }
+        let regexes: Vec<&TopicRegex> = self
+            .members
+            .values()
+            .filter_map(|m| m.topic_regex.as_ref())
+            .collect();
+        if !regexes.is_empty() {
+            for (name, t) in topics {
+                if regexes.iter().any(|r| r.whole.is_match(name)) {
+                    out.insert(name.clone(), *t);
+                }
+            }
+        }
+        out
     }
 
     /// A new target assignment for the group epoch.
