@@ -2,7 +2,9 @@
 //! run: 10,000 members in 1,000 groups join, sync and heartbeat every 3 s
 //! (the heartbeat purgatory holds 10,000 sessions, each pushed back by
 //! every heartbeat); then 100 whole groups fall silent and their sessions
-//! expire, for the lateness of the expiries.
+//! expire, for the lateness of the expiries. `--protocol consumer` runs
+//! the consumer group protocol (KIP-848) instead: each member joins and
+//! heartbeats with ConsumerGroupHeartbeat, and the coordinator assigns.
 //!
 //! ```sh
 //! cargo bench --bench groups
@@ -25,9 +27,13 @@ mod process;
 mod timer_arg;
 
 use clap::Parser;
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
-use kafka_protocol::messages::{GroupId, HeartbeatRequest, JoinGroupRequest, SyncGroupRequest};
+use kafka_protocol::messages::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, GroupId, HeartbeatRequest,
+    JoinGroupRequest, SyncGroupRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use process::{cpu_seconds, rss_bytes};
 use std::time::{Duration, Instant};
@@ -58,8 +64,19 @@ struct Args {
     /// Only this timer (wheel or delayqueue); both by default.
     #[arg(long, value_enum)]
     timer: Option<TimerArg>,
+    /// The group protocol the members speak.
+    #[arg(long, value_enum, default_value_t = Protocol::Classic)]
+    protocol: Protocol,
     #[arg(long, hide = true)]
     bench: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq)]
+enum Protocol {
+    /// JoinGroup, SyncGroup and Heartbeat; the leader assigns.
+    Classic,
+    /// ConsumerGroupHeartbeat (KIP-848); the coordinator assigns.
+    Consumer,
 }
 
 fn s(v: &str) -> StrBytes {
@@ -70,7 +87,72 @@ struct Group {
     client: Client,
     id: String,
     members: Vec<String>,
+    /// The classic generation, or each member's epoch (consumer protocol).
     generation: i32,
+    epochs: Vec<i32>,
+    /// What each member owns (consumer protocol), as its heartbeats say.
+    owned: Vec<Vec<TopicPartitions>>,
+}
+
+/// A consumer-protocol heartbeat of member `m` of `g`: a join (epoch 0,
+/// with its subscription), or one that says what it owns.
+fn consumer_beat(g: &Group, m: usize) -> ConsumerGroupHeartbeatRequest {
+    let mut r = ConsumerGroupHeartbeatRequest::default();
+    r.group_id = GroupId(s(&g.id));
+    r.member_id = s(&g.members[m]);
+    r.member_epoch = g.epochs[m];
+    r.rebalance_timeout_ms = -1;
+    r.topic_partitions = Some(g.owned[m].clone());
+    if g.epochs[m] == 0 {
+        r.rebalance_timeout_ms = 30_000;
+        r.subscribed_topic_names = Some(vec![TopicName(s("orders"))]);
+    }
+    r
+}
+
+/// Takes in member `m`'s answer: its epoch and (when sent) what it now
+/// owns. Whether either changed.
+fn consumer_answer(g: &mut Group, m: usize, r: &ConsumerGroupHeartbeatResponse) -> bool {
+    assert_eq!(r.error_code, 0, "consumer heartbeat: {:?}", r.error_message);
+    let mut changed = r.member_epoch != g.epochs[m];
+    g.epochs[m] = r.member_epoch;
+    if let Some(a) = &r.assignment {
+        let owned: Vec<TopicPartitions> = a
+            .topic_partitions
+            .iter()
+            .map(|t| {
+                let mut o = TopicPartitions::default();
+                o.topic_id = t.topic_id;
+                o.partitions = t.partitions.clone();
+                o
+            })
+            .collect();
+        changed |= owned != g.owned[m];
+        g.owned[m] = owned;
+    }
+    changed
+}
+
+/// Every member of every group heartbeats (pipelined per group) until a
+/// whole pass changes no member's epoch: the groups have settled.
+fn settle_consumers(groups: &mut [Group]) {
+    for _ in 0..50 {
+        let mut changed = false;
+        for g in groups.iter_mut() {
+            for m in 0..g.members.len() {
+                let r = consumer_beat(g, m);
+                g.client.send(&r, 1);
+            }
+            for m in 0..g.members.len() {
+                let (_, r) = g.client.recv::<ConsumerGroupHeartbeatRequest>(1);
+                changed |= consumer_answer(g, m, &r);
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+    panic!("the consumer groups did not settle");
 }
 
 fn join_all(server: &Server, args: &Args) -> Vec<Group> {
@@ -81,8 +163,21 @@ fn join_all(server: &Server, args: &Args) -> Vec<Group> {
             id: format!("group-{g}"),
             members: Vec::new(),
             generation: 0,
+            epochs: Vec::new(),
+            owned: Vec::new(),
         })
         .collect();
+    if args.protocol == Protocol::Consumer {
+        for (i, g) in groups.iter_mut().enumerate() {
+            g.members = (0..args.members)
+                .map(|m| format!("member-{i}-{m}"))
+                .collect();
+            g.epochs = vec![0; g.members.len()];
+            g.owned = vec![Vec::new(); g.members.len()];
+        }
+        settle_consumers(&mut groups);
+        return groups;
+    }
     for g in &mut groups {
         for _ in 0..args.members {
             let mut p = JoinGroupRequestProtocol::default();
@@ -143,6 +238,18 @@ fn heartbeat_round(groups: &mut [Group], interval: Duration) -> u64 {
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
+        if !g.epochs.is_empty() {
+            for m in 0..g.members.len() {
+                let r = consumer_beat(g, m);
+                g.client.send(&r, 1);
+            }
+            for m in 0..g.members.len() {
+                let (_, r) = g.client.recv::<ConsumerGroupHeartbeatRequest>(1);
+                consumer_answer(g, m, &r);
+                sent += 1;
+            }
+            continue;
+        }
         for m in &g.members {
             let mut r = HeartbeatRequest::default();
             r.group_id = GroupId(s(&g.id));
@@ -173,8 +280,12 @@ fn main() {
     let args = Args::parse();
     let timers = timers(args.timer);
     let interval = Duration::from_millis(args.heartbeat_ms);
+    let protocol = match args.protocol {
+        Protocol::Classic => "classic",
+        Protocol::Consumer => "consumer",
+    };
     println!(
-        "{} groups x {} members, heartbeat every {} ms, session {} ms; {} rounds, then {} groups fall silent",
+        "{} groups x {} members ({protocol} protocol), heartbeat every {} ms, session {} ms; {} rounds, then {} groups fall silent",
         args.groups, args.members, args.heartbeat_ms, args.session_ms, args.rounds, args.groups / 10
     );
     println!(
@@ -199,6 +310,7 @@ fn main() {
                 groups: GroupConfig {
                     initial_rebalance_delay: Duration::from_secs(1),
                     min_session_timeout: Duration::from_millis(100),
+                    consumer_session_timeout: Duration::from_millis(args.session_ms),
                     ..GroupConfig::default()
                 },
                 ..LiveConfig::default()
