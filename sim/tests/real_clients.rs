@@ -675,6 +675,61 @@ fn consumer_protocol_members_are_assigned_by_the_coordinator_and_hand_over_incre
 }
 
 #[test]
+fn a_static_consumer_protocol_member_restarts_into_its_place_and_a_duplicate_is_refused() {
+    if !confluent() {
+        return;
+    }
+    let server = start(quick_groups(), &[("statics", 4)]);
+    let r = confluent_client(&[
+        "static",
+        &bootstrap(&server),
+        "statics",
+        "fixed-848",
+        "consumer",
+    ]);
+    let events = &r["events"];
+    let last = |name: &str| {
+        let e = events[name].as_array().cloned().unwrap_or_default();
+        e.last().cloned().unwrap_or_default()
+    };
+    // "a" joined first and gave half up to "b"; it closed (leaving with
+    // epoch -2) holding the rest, and kept its place.
+    let (a_share, b_share) = (last("a")[1].clone(), last("b")[1].clone());
+    assert_eq!(last("a")[0], "revoked", "{r}");
+    assert_eq!(a_share.as_array().map(Vec::len), Some(2), "{r}");
+    assert_eq!(
+        r["described_while_away"],
+        serde_json::json!(["a", "b"]),
+        "{r}"
+    );
+    // Back as a new process: the same partitions, "b" untouched.
+    assert_eq!(
+        events["a2"],
+        serde_json::json!([["assigned", a_share]]),
+        "{r}"
+    );
+    assert_eq!(
+        events["b"],
+        serde_json::json!([["assigned", b_share]]),
+        "{r}"
+    );
+    // A third process with the same instance is refused
+    // (UNRELEASED_INSTANCE_ID, fatal to it) while the second runs.
+    assert_eq!(events["a3"], serde_json::json!([]), "{r}");
+    assert_eq!(r["errors"]["a3"], serde_json::json!(["_FATAL"]), "{r}");
+    assert_eq!(r["errors"]["a2"], serde_json::json!([]), "{r}");
+    assert_eq!(
+        (r["read"].as_u64(), r["read_twice"].as_u64()),
+        (Some(200), Some(0)),
+        "{r}"
+    );
+    // Two epochs: a's join and b's; the return raised none.
+    let (_, epoch, _) = server.cluster().consumer_group_view("fixed-848").unwrap();
+    assert_eq!(epoch, 2, "{r}");
+    passes(server);
+}
+
+#[test]
 fn a_static_confluent_consumer_restarts_into_its_place_and_a_duplicate_is_fenced() {
     if !confluent() {
         return;

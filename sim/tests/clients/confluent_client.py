@@ -223,7 +223,7 @@ def regex(bootstrap, prefix):
     print(json.dumps({"listed": listed, "assignments": assignments, "read": len(read)}))
 
 
-def static(bootstrap, topic, group_id):
+def static(bootstrap, topic, group_id, protocol="classic"):
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     admin = AdminClient({"bootstrap.servers": bootstrap})
     read = []
@@ -233,15 +233,20 @@ def static(bootstrap, topic, group_id):
 
     def consumer(name, instance):
         events[name], errors[name] = [], []
-        c = Consumer({
+        config = {
             "bootstrap.servers": bootstrap,
             "group.id": group_id,
             "group.instance.id": instance,
-            "session.timeout.ms": 10000,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 100,
-        })
+        }
+        if protocol == "consumer":
+            # The session timeout is the coordinator's in this protocol.
+            config["group.protocol"] = "consumer"
+        else:
+            config["session.timeout.ms"] = 10000
+        c = Consumer(config)
         c.subscribe(
             [topic],
             on_assign=lambda _, ps: events[name].append(["assigned", sorted(p.partition for p in ps)]),
@@ -291,9 +296,14 @@ def static(bootstrap, topic, group_id):
     poll([a2, b], lambda: assigned("a2"), 20)
     produce("second", 100)
     poll([a2, b], lambda: len(read) >= 200, 20)
-    # A second process with the same instance fences the first.
+    # A second process with the same instance: in the classic protocol it
+    # fences the first; in the consumer protocol it is refused while the
+    # first is there.
     a3 = consumer("a3", "a")
-    poll([a3, a2, b], lambda: assigned("a3") and "_FATAL" in errors["a2"], 20)
+    if protocol == "consumer":
+        poll([a3, a2, b], lambda: errors["a3"], 20)
+    else:
+        poll([a3, a2, b], lambda: assigned("a3") and "_FATAL" in errors["a2"], 20)
     before_close = json.loads(json.dumps(events))
     for c in (a3, b, a2):
         c.close()
@@ -435,7 +445,7 @@ if __name__ == "__main__":
     elif mode == "transactions":
         transactions(bootstrap, topic)
     elif mode == "static":
-        static(bootstrap, topic, sys.argv[4])
+        static(bootstrap, topic, *sys.argv[4:6])
     elif mode == "produce":
         produce(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
     elif mode == "group":
