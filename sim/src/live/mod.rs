@@ -4,7 +4,8 @@
 //! simulated followers that replicate them and move the high watermark.
 //! It answers decoded requests (the [`Service`](crate::wire::Service)
 //! behind the wire front: `service.rs` for data, `group_service.rs` and
-//! `group_admin.rs` for consumer groups, `txn_service.rs` for
+//! `group_admin.rs` for consumer groups, `consumer_group_service.rs` for
+//! the consumer group protocol (KIP-848), `txn_service.rs` for
 //! transactions, `admin.rs` for producer ids and topics) and knows
 //! nothing of sockets.
 

@@ -5,7 +5,11 @@
 //! member's session is a DelayedHeartbeat that every heartbeat pushes back.
 //! A static member (`group.instance.id`) that restarts takes its old
 //! place back: its old session is ended and a new one started, in O(1)
-//! each, with no rebalance round in a Stable group.
+//! each, with no rebalance round in a Stable group. A group of the
+//! consumer group protocol (KIP-848, `consumer_group.rs`) has no rounds:
+//! its members' sessions are DelayedHeartbeats in the same purgatory, and
+//! so is each member's rebalance timeout while it has partitions to give
+//! up.
 //!
 //! Lock order: a group's lock is taken by the operations' callbacks, so
 //! the coordinator never calls into a purgatory while it holds one; state
