@@ -1788,3 +1788,56 @@ fn acl_requests_are_answered_security_disabled_as_without_an_authorizer() {
     c.call(&MetadataRequest::default(), METADATA_V);
     passes(server);
 }
+
+#[test]
+fn describe_cluster_names_a_live_controller_and_crashed_brokers_as_fenced() {
+    use kafka_protocol::messages::DescribeClusterRequest;
+    let server = server(Duration::from_millis(5), &[("orders", 3)]);
+    let describe = |addr, version: i16, fenced: bool| {
+        let mut r = DescribeClusterRequest::default();
+        if version >= 1 {
+            r.endpoint_type = 1;
+        }
+        r.include_fenced_brokers = fenced && version >= 2;
+        r.include_cluster_authorized_operations = true;
+        let got = Client::connect(addr).call(&r, version);
+        assert_eq!(got.error_code, 0, "v{version}");
+        assert_eq!(got.cluster_id.as_str(), "broker-sim");
+        assert_ne!(got.cluster_authorized_operations, i32::MIN);
+        let brokers: Vec<(i32, bool)> = got
+            .brokers
+            .iter()
+            .map(|b| (b.broker_id.0, b.is_fenced))
+            .collect();
+        (got.controller_id.0, brokers)
+    };
+    let live = server.addrs()[1];
+    for version in 0..=2 {
+        let all = vec![(0, false), (1, false), (2, false)];
+        assert_eq!(describe(live, version, true), (0, all));
+    }
+    // The controller crashes: another live broker is named, in Metadata
+    // too, and the crashed one is listed only when fenced ones are asked for.
+    server.cluster().crash(0);
+    assert_eq!(describe(live, 2, false), (1, vec![(1, false), (2, false)]));
+    assert_eq!(
+        describe(live, 2, true),
+        (1, vec![(0, true), (1, false), (2, false)])
+    );
+    assert_eq!(
+        describe(live, 1, true).1.len(),
+        2,
+        "v1 has no fenced brokers"
+    );
+    let metadata = Client::connect(live).call(&MetadataRequest::default(), METADATA_V);
+    assert_eq!(metadata.controller_id.0, 1);
+    // A broker does not describe the controllers.
+    let mut r = DescribeClusterRequest::default();
+    r.endpoint_type = 2;
+    let got = Client::connect(live).call(&r, 1);
+    assert_eq!(
+        got.error_code,
+        ResponseError::UnsupportedEndpointType.code()
+    );
+    passes(server);
+}

@@ -79,13 +79,13 @@ mod well_formed {
         AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AlterConfigsRequest, ApiKey, BrokerId,
         ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, CreateAclsRequest,
         CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest,
-        DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeConfigsRequest,
-        DescribeGroupsRequest, DescribeLogDirsRequest, EndTxnRequest, FetchRequest,
-        FindCoordinatorRequest, GroupId, HeartbeatRequest, IncrementalAlterConfigsRequest,
-        InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-        ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-        OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader, SyncGroupRequest, TopicName,
-        TransactionalId, TxnOffsetCommitRequest,
+        DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest,
+        DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, EndTxnRequest,
+        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+        IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+        ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+        OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader,
+        SyncGroupRequest, TopicName, TransactionalId, TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -697,6 +697,15 @@ mod well_formed {
                         owned.topic_id = uuid::Uuid::from_u128(7);
                         owned.partitions = vec![0, 2];
                         r.topic_partitions = Some(vec![owned]);
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DescribeCluster => {
+                        let mut r = DescribeClusterRequest::default();
+                        r.include_cluster_authorized_operations = true;
+                        if version >= 1 {
+                            r.endpoint_type = 1;
+                        }
+                        r.include_fenced_brokers = version >= 2;
                         frame(api, version, &r)
                     }
                     ApiKey::ConsumerGroupDescribe => {

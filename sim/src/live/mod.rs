@@ -16,6 +16,7 @@ mod checks;
 mod configs;
 mod consumer_group_service;
 mod delete_records;
+mod describe_cluster;
 mod group_admin;
 mod group_service;
 mod groups;
@@ -614,6 +615,13 @@ impl LiveCluster {
         let g = g.lock();
         let c = g.consumer.as_ref()?;
         Some((c.state(), c.epoch, c.members.keys().cloned().collect()))
+    }
+
+    /// The broker named as the controller: the first live one (a KRaft
+    /// broker names a live broker to clients, which send it what old
+    /// clusters' controllers took, such as CreateTopics).
+    pub fn controller(&self) -> Option<u32> {
+        (0..self.cfg.brokers).find(|&b| self.brokers[b as usize].alive.load(Ordering::Acquire))
     }
 
     /// The broker coordinating `group`: the first live replica of its

@@ -56,7 +56,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 33] = [
+pub const APIS: [(ApiKey, i16, i16); 34] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -90,7 +90,11 @@ pub const APIS: [(ApiKey, i16, i16); 33] = [
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
 ];
+
+/// The cluster's id, as Metadata and DescribeCluster give it.
+pub(crate) const CLUSTER_ID: &str = "broker-sim";
 
 /// What Metadata answers for a topic asked for and not served: the name
 /// or (v10 and later) the id it was asked by, and the error.
@@ -196,6 +200,9 @@ impl Service for BrokerService {
             RequestKind::DescribeAcls(r) => Some(ResponseKind::DescribeAcls(self.describe_acls(r))),
             RequestKind::CreateAcls(r) => Some(ResponseKind::CreateAcls(self.create_acls(r))),
             RequestKind::DeleteAcls(r) => Some(ResponseKind::DeleteAcls(self.delete_acls(r))),
+            RequestKind::DescribeCluster(r) => Some(ResponseKind::DescribeCluster(
+                self.describe_cluster(r, version),
+            )),
             RequestKind::DescribeLogDirs(r) => {
                 Some(ResponseKind::DescribeLogDirs(self.describe_log_dirs(r)))
             }
@@ -265,8 +272,9 @@ impl BrokerService {
                 .collect(),
         };
         let mut response = MetadataResponse::default();
-        response.cluster_id = Some(StrBytes::from_static_str("broker-sim"));
-        response.controller_id = BrokerId(0);
+        response.cluster_id = Some(StrBytes::from_static_str(CLUSTER_ID));
+        // A live broker, as KRaft brokers name one to clients.
+        response.controller_id = BrokerId(cluster.controller().map_or(-1, |b| b as i32));
         response.brokers = cluster
             .endpoints()
             .into_iter()
