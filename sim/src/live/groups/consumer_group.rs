@@ -60,6 +60,10 @@ pub struct ConsumerMember {
     pub revocation: Option<SessionCompleter>,
     /// When it was last heard from.
     pub last_beat: Instant,
+    /// Which joining under its id this is: the member chooses its id and
+    /// keeps it when it joins again, so a timer of an earlier joining
+    /// that fires late must not touch this one.
+    pub incarnation: u64,
 }
 
 /// A ConsumerGroupHeartbeat, its fields read (`None`: not sent, "no
@@ -124,6 +128,8 @@ pub struct ConsumerGroup {
     pub subscribed: TopicsView,
     /// `group.instance.id` -> the member id holding it.
     pub static_members: HashMap<String, String>,
+    /// The last member incarnation handed out.
+    incarnations: u64,
 }
 
 /// A regex subscription, compiled once: it matches whole topic names, as
@@ -343,6 +349,10 @@ impl ConsumerGroup {
             session: None,
             revocation: None,
             last_beat: Instant::now(),
+            incarnation: {
+                self.incarnations += 1;
+                self.incarnations
+            },
         };
         if let Some(instance) = &beat.instance_id {
             if let Some(holder) = self.static_members.get(instance).cloned() {
@@ -379,9 +389,11 @@ impl ConsumerGroup {
             self.static_members
                 .insert(instance.clone(), beat.member_id.clone());
         }
-        actions.push(Action::StartSession {
+        actions.push(Action::StartConsumerTimer {
             member: beat.member_id.clone(),
+            incarnation: member.incarnation,
             timeout: session_timeout,
+            revoking_at: None,
         });
         self.members.insert(beat.member_id.clone(), member);
         Ok(())
@@ -559,10 +571,11 @@ impl ConsumerGroup {
             }
         }
         if revoking && again {
-            actions.push(Action::StartRevocation {
+            actions.push(Action::StartConsumerTimer {
                 member: id.to_string(),
-                epoch: m.epoch,
+                incarnation: m.incarnation,
                 timeout: m.rebalance_timeout,
+                revoking_at: Some(m.epoch),
             });
         }
     }

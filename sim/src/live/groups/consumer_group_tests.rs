@@ -93,7 +93,15 @@ impl Run {
     fn revocations(&self) -> usize {
         self.actions
             .iter()
-            .filter(|a| matches!(a, Action::StartRevocation { .. }))
+            .filter(|a| {
+                matches!(
+                    a,
+                    Action::StartConsumerTimer {
+                        revoking_at: Some(_),
+                        ..
+                    }
+                )
+            })
             .count()
     }
 }

@@ -134,12 +134,15 @@ pub enum Action {
     /// End a member's session (it left, or was dropped from a round), or
     /// a consumer-protocol member's rebalance timeout.
     EndSession(SessionCompleter),
-    /// Start a consumer-protocol member's rebalance timeout: fenced unless
-    /// it has given up its partitions by then (and left `epoch`).
-    StartRevocation {
+    /// Start a timer of a consumer-protocol member (of this `incarnation`
+    /// of it): its session, or, with `revoking_at`, its rebalance timeout,
+    /// which fences it unless it has given up its partitions (and left
+    /// that epoch) by then.
+    StartConsumerTimer {
         member: String,
-        epoch: i32,
+        incarnation: u64,
         timeout: Duration,
+        revoking_at: Option<i32>,
     },
 }
 

@@ -216,17 +216,19 @@ impl GroupCoordinator {
                 Action::EndSession(session) => {
                     session.force_complete();
                 }
-                Action::StartRevocation {
+                Action::StartConsumerTimer {
                     member,
-                    epoch,
+                    incarnation,
                     timeout,
-                } => self.start_timer(group, &member, timeout, Some(epoch)),
+                    revoking_at,
+                } => self.start_timer(group, (&member, incarnation), timeout, revoking_at),
             }
         }
     }
 
     fn start_session(&self, group: &Arc<str>, member: &str, timeout: Duration) {
-        self.start_timer(group, member, timeout, None);
+        // A classic member: its ids are never used twice.
+        self.start_timer(group, (member, 0), timeout, None);
     }
 
     /// Puts a member's session (`revoking_at` unset) or rebalance timeout
@@ -234,7 +236,7 @@ impl GroupCoordinator {
     fn start_timer(
         &self,
         group: &Arc<str>,
-        member: &str,
+        (member, incarnation): (&str, u64),
         timeout: Duration,
         revoking_at: Option<i32>,
     ) {
@@ -246,6 +248,7 @@ impl GroupCoordinator {
             checks: Arc::clone(&self.checks),
             answered: false,
             revoking_at,
+            incarnation,
         };
         let key = session_key(group, member);
         // Refused only while shutting down: the member then has no timer.
@@ -260,6 +263,7 @@ impl GroupCoordinator {
                     .consumer
                     .as_mut()
                     .and_then(|c| c.members.get_mut(member))
+                    .filter(|m| m.incarnation == incarnation)
                     .and_then(|m| {
                         match revoking_at {
                             None => Some(&mut m.session),
@@ -285,7 +289,13 @@ impl GroupCoordinator {
     /// A consumer-protocol member kept partitions it had to give up past
     /// its rebalance timeout: it is fenced, unless it has moved on from
     /// `epoch` meanwhile.
-    pub(crate) fn revocation_late(&self, id: &Arc<str>, member: &str, epoch: i32) {
+    pub(crate) fn revocation_late(
+        &self,
+        id: &Arc<str>,
+        member: &str,
+        incarnation: u64,
+        epoch: i32,
+    ) {
         let group = self.group(id);
         let timers = {
             let mut g = group.lock();
@@ -293,7 +303,10 @@ impl GroupCoordinator {
                 return;
             };
             match c.members.get(member) {
-                Some(m) if m.epoch == epoch && m.state == MemberState::UnrevokedPartitions => {}
+                Some(m)
+                    if m.incarnation == incarnation
+                        && m.epoch == epoch
+                        && m.state == MemberState::UnrevokedPartitions => {}
                 _ => return,
             }
             c.remove(member)
@@ -377,14 +390,14 @@ impl GroupCoordinator {
 
     /// A member's session ended: it expired, or the member left (its
     /// session was ended by hand). Removes the member if it is still there.
-    pub(crate) fn member_gone(&self, id: &Arc<str>, member: &str, expired: bool) {
+    pub(crate) fn member_gone(&self, id: &Arc<str>, member: &str, incarnation: u64, expired: bool) {
         let group = self.group(id);
         let mut actions = Vec::new();
         let waiter = {
             let mut g = group.lock();
             if g.consumer.is_some() {
                 drop(g);
-                return self.consumer_member_gone(id, &group, member, expired);
+                return self.consumer_member_gone(id, &group, (member, incarnation), expired);
             }
             let Some(m) = g.members.get_mut(member) else {
                 return;
@@ -438,14 +451,19 @@ impl GroupCoordinator {
         &self,
         id: &Arc<str>,
         group: &Mutex<Group>,
-        member: &str,
+        (member, incarnation): (&str, u64),
         expired: bool,
     ) {
         let mut g = group.lock();
         let Some(c) = g.consumer.as_mut() else {
             return;
         };
-        let Some(m) = c.members.get_mut(member) else {
+        // Gone, or joined again since this session began.
+        let Some(m) = c
+            .members
+            .get_mut(member)
+            .filter(|m| m.incarnation == incarnation)
+        else {
             return;
         };
         let since = m.last_beat.elapsed();
@@ -453,7 +471,8 @@ impl GroupCoordinator {
             m.session = None;
             let timeout = m.session_timeout - since;
             drop(g);
-            return self.start_session(id, member, timeout);
+            let again = (member, incarnation);
+            return self.start_timer(id, again, timeout, None);
         }
         if expired {
             let late = since.saturating_sub(m.session_timeout).as_micros() as u64;
@@ -563,7 +582,68 @@ impl GroupCoordinator {
 
 #[cfg(test)]
 mod tests {
-    use super::java_hash;
+    use super::*;
+
+    /// Member `m` of `g` joins, or leaves with `epoch` -1.
+    fn beat(c: &GroupCoordinator, g: &Arc<str>, m: &str, epoch: i32) -> i32 {
+        let group = c.group(g);
+        let mut actions = Vec::new();
+        let answer = {
+            let mut group = group.lock();
+            let consumer = group.consumer.get_or_insert_with(ConsumerGroup::default);
+            let beat = Beat {
+                member_id: m.to_string(),
+                epoch,
+                instance_id: None,
+                rack_id: None,
+                rebalance_timeout: Some(Duration::from_secs(30)),
+                topic_names: Some(Vec::new()),
+                topic_regex: None,
+                assignor: None,
+                owned: Some(Partitions::new()),
+                client_id: "test".to_string(),
+            };
+            let timeout = Duration::from_secs(45);
+            consumer.heartbeat(beat, &TopicsView::new(), timeout, &mut actions)
+        };
+        c.run(g, actions);
+        answer.unwrap().epoch
+    }
+
+    fn incarnation(c: &GroupCoordinator, g: &str, m: &str) -> Option<u64> {
+        let group = c.find(g)?;
+        let group = group.lock();
+        group
+            .consumer
+            .as_ref()?
+            .members
+            .get(m)
+            .map(|m| m.incarnation)
+    }
+
+    #[test]
+    fn a_late_timer_of_an_earlier_joining_leaves_a_member_that_joined_again_alone() {
+        let checks = Arc::new(Checks::default());
+        let c = GroupCoordinator::new(GroupConfig::default(), TimerKind::Wheel, checks);
+        let g: Arc<str> = Arc::from("g");
+        beat(&c, &g, "m", 0);
+        let first = incarnation(&c, &g, "m").unwrap();
+        assert_eq!(beat(&c, &g, "m", -1), -1);
+        assert_eq!(incarnation(&c, &g, "m"), None);
+        // The member chooses its id, and joins again under it.
+        let epoch = beat(&c, &g, "m", 0);
+        let second = incarnation(&c, &g, "m").unwrap();
+        assert_ne!(first, second);
+        // The first joining's session and rebalance timeout, ending late,
+        // find another joining and leave it be.
+        c.member_gone(&g, "m", first, false);
+        c.revocation_late(&g, "m", first, epoch);
+        assert_eq!(incarnation(&c, &g, "m"), Some(second));
+        // Its own session's end removes it.
+        c.member_gone(&g, "m", second, false);
+        assert_eq!(incarnation(&c, &g, "m"), None);
+        c.shutdown();
+    }
 
     #[test]
     fn group_ids_hash_as_in_java() {

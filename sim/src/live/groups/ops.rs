@@ -148,6 +148,9 @@ pub struct DelayedHeartbeat {
     /// Set for a consumer-protocol member's rebalance timeout rather than
     /// its session: the member epoch it must have left by then.
     pub revoking_at: Option<i32>,
+    /// The consumer-protocol member's incarnation this timer is for (0 for
+    /// a classic member, whose ids are never used twice).
+    pub incarnation: u64,
 }
 
 impl DelayedOperation for DelayedHeartbeat {
@@ -167,11 +170,12 @@ impl DelayedOperation for DelayedHeartbeat {
         }
         if let Some(c) = self.coordinator.upgrade() {
             let expired = outcome == Outcome::Expired;
+            let (group, member, incarnation) = (&self.group, &self.member, self.incarnation);
             match self.revoking_at {
-                Some(epoch) if expired => c.revocation_late(&self.group, &self.member, epoch),
+                Some(epoch) if expired => c.revocation_late(group, member, incarnation, epoch),
                 // Given up in time (or the member is gone).
                 Some(_) => {}
-                None => c.member_gone(&self.group, &self.member, expired),
+                None => c.member_gone(group, member, incarnation, expired),
             }
         }
     }
