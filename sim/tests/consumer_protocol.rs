@@ -381,3 +381,38 @@ fn malformed_heartbeats_are_refused_with_kafkas_errors() {
     );
     passes(server);
 }
+
+#[test]
+fn after_the_coordinator_crashes_members_rejoin_at_the_next_one() {
+    let server = server(Duration::from_secs(30));
+    let old = coordinator(&server, GROUP);
+    let mut a = Member::new(old, "member-a");
+    a.join(Duration::from_secs(30));
+    assert_eq!((a.epoch, a.owned.len()), (1, 4));
+    let broker = server.addrs().iter().position(|&x| x == old).unwrap();
+    server.cluster().crash(broker as u32);
+    // Another live broker coordinates the group now; it has not heard
+    // of the member, which joins again from epoch 0 and gets everything.
+    let mut r = FindCoordinatorRequest::default();
+    r.key = s(GROUP);
+    let live = server.addrs().iter().copied().find(|&x| x != old).unwrap();
+    let found = Client::connect(live).call(&r, 2);
+    let new: SocketAddr = format!("{}:{}", found.host.as_str(), found.port)
+        .parse()
+        .unwrap();
+    assert_ne!(new, old);
+    a.addr = new;
+    assert_eq!(a.beat().error_code, ResponseError::UnknownMemberId.code());
+    a.epoch = 0;
+    a.owned.clear();
+    assert_eq!(a.join(Duration::from_secs(30)).error_code, 0);
+    assert_eq!(a.owned.len(), 4);
+    assert_eq!(
+        described(new),
+        (
+            "Stable".to_string(),
+            vec![("member-a".to_string(), a.epoch)]
+        )
+    );
+    passes(server);
+}
