@@ -17,6 +17,7 @@ mod configs;
 mod consumer_group_service;
 mod delete_records;
 mod describe_cluster;
+mod fetch_sessions;
 mod group_admin;
 mod group_service;
 mod groups;
@@ -115,6 +116,8 @@ pub struct Broker {
     pub fetch: Purgatory<u32, WireFetch>,
     /// Parked DeleteRecords requests, watched by partition key.
     pub delete_records: Purgatory<u32, WireDeleteRecords>,
+    /// Its consumers' incremental fetch sessions (KIP-227).
+    pub fetch_sessions: fetch_sessions::FetchSessions,
     /// Batches on their way to this broker's follower replicas.
     followers: FollowerQueue,
 }
@@ -196,6 +199,7 @@ impl LiveCluster {
                     .driver(driver)
                     .build()
                     .expect("a valid purgatory configuration"),
+                fetch_sessions: fetch_sessions::FetchSessions::default(),
                 followers: FollowerQueue::default(),
             })
             .collect();

@@ -5,6 +5,7 @@
 //! handle.
 
 use super::checks::Checks;
+use super::fetch_sessions::{Asked, Told};
 use super::leader_hints::{self, node_endpoints, LeaderHints};
 use super::log::{transactional_producer, AppendError};
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
@@ -639,17 +640,28 @@ impl BrokerService {
         let max_bytes = usize::try_from(r.max_bytes).unwrap_or(0);
         let max_wait = Duration::from_millis(u64::try_from(r.max_wait_ms).unwrap_or(0));
         let min_bytes = u64::try_from(r.min_bytes).unwrap_or(0);
+        let sessions = &self.cluster.brokers[self.id as usize].fetch_sessions;
+        let (context, asked) = match sessions.begin(&r, version) {
+            Ok(begun) => begun,
+            Err(error) => {
+                let mut response = FetchResponse::default();
+                response.error_code = error;
+                return response;
+            }
+        };
         // Valid partitions wait; the others are answered with their error.
         let mut parts = Vec::new();
         let mut errors: Vec<((TopicName, Uuid), i32, i16, i64)> = Vec::new();
         // From v13 topics are named by id (KIP-516), and answered by id.
         let by_id = version >= 13;
         let mut ids: Vec<(Arc<str>, Uuid)> = Vec::new();
-        for topic in &r.topics {
+        for (topic, q) in &asked {
             let name = if by_id {
                 let found = self.cluster.topic_by_id(topic.topic_id);
                 if let Some(t) = &found {
-                    ids.push((Arc::clone(&t.name), t.id));
+                    if !ids.iter().any(|(_, id)| *id == t.id) {
+                        ids.push((Arc::clone(&t.name), t.id));
+                    }
                 }
                 found
                     .map(|t| topic_name(&t.name))
@@ -657,17 +669,17 @@ impl BrokerService {
             } else {
                 Ok(topic.topic.clone())
             };
-            for q in &topic.partitions {
+            {
                 let checked = name
                     .clone()
-                    .and_then(|name| self.partition(&name.0, q.partition));
+                    .and_then(|name| self.partition(&name.0, topic.partition));
                 let checked = checked.and_then(|p| {
                     let log = p.log.lock();
                     if log.deleted {
                         Err(code(ResponseError::UnknownTopicOrPartition))
                     } else if log.leader != Some(self.id) {
                         Err(code(ResponseError::NotLeaderOrFollower))
-                    } else if q.fetch_offset < log.log_start || q.fetch_offset > log.log_end() {
+                    } else if q.offset < log.log_start || q.offset > log.log_end() {
                         Err(code(ResponseError::OffsetOutOfRange))
                     } else {
                         drop(log);
@@ -677,8 +689,8 @@ impl BrokerService {
                 match checked {
                     Ok(p) => parts.push(FetchPart {
                         partition: p,
-                        offset: q.fetch_offset,
-                        max_bytes: usize::try_from(q.partition_max_bytes).unwrap_or(0),
+                        offset: q.offset,
+                        max_bytes: usize::try_from(q.max_bytes).unwrap_or(0),
                         committed_only: r.isolation_level == 1,
                         error: 0,
                         records: Bytes::new(),
@@ -689,7 +701,7 @@ impl BrokerService {
                     }),
                     Err(e) => {
                         let name = name.clone().unwrap_or_default();
-                        errors.push(((name, topic.topic_id), q.partition, e, -1));
+                        errors.push(((name, topic.topic_id), topic.partition, e, -1));
                     }
                 }
             }
@@ -743,7 +755,7 @@ impl BrokerService {
         };
         let mut response = FetchResponse::default();
         let mut hints = LeaderHints::new(self);
-        response.session_id = 0;
+        response.session_id = context.session_id();
         let committed_only = r.isolation_level == 1;
         let answered = done.parts.into_iter().map(|p| {
             let aborted = p.aborted.iter().map(|a| {
@@ -771,6 +783,24 @@ impl BrokerService {
         for (topic, index, error, (hw, last_stable, log_start), records, aborted) in
             answered.chain(errored)
         {
+            // The partition as the request named it: by id from v13.
+            let asked = Asked {
+                topic: if by_id {
+                    TopicName::default()
+                } else {
+                    topic.0.clone()
+                },
+                topic_id: if by_id { topic.1 } else { Uuid::nil() },
+                partition: index,
+            };
+            let told = Told {
+                high_watermark: hw,
+                last_stable,
+                log_start,
+            };
+            if !sessions.answer(context, &asked, told, !records.is_empty(), error) {
+                continue;
+            }
             let mut d = PartitionData::default();
             d.partition_index = index;
             d.error_code = error;
