@@ -144,7 +144,8 @@ impl FetchSessions {
         version: i16,
     ) -> Result<(Context, Vec<(Asked, Position)>), i16> {
         let asked = named(r);
-        if version < SESSIONS_V {
+        // Most fetches have no session: no lock for them.
+        if version < SESSIONS_V || (r.session_id, r.session_epoch) == (0, -1) {
             return Ok((Context::Sessionless, asked));
         }
         let mut cache = self.cache.lock();
