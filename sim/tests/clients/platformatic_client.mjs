@@ -48,6 +48,12 @@ async function waitFor(condition, ms) {
   return condition();
 }
 
+// A consumer's stream of `topic`: from the group's committed offsets, the
+// earliest where none is; committed by hand.
+function fromCommitted(c) {
+  return c.consume({ autocommit: false, topics: [topic], mode: 'committed', fallbackMode: 'earliest' });
+}
+
 function consumer(groupId, clientId, extra = {}) {
   return new Consumer({
     groupId,
@@ -105,13 +111,7 @@ async function groups(out) {
   const members = [consumer(group, 'member-0'), consumer(group, 'member-1')];
   const streams = [];
   for (const c of members) {
-    // From the group's committed offsets, the earliest where none is.
-    const stream = await c.consume({
-      autocommit: false,
-      topics: [topic],
-      mode: 'committed',
-      fallbackMode: 'earliest',
-    });
+    const stream = await fromCommitted(c);
     stream.on('data', read);
     streams.push(stream);
   }
@@ -232,12 +232,7 @@ async function consumerProtocol(out) {
   );
   const streams = [];
   for (const c of members) {
-    const stream = await c.consume({
-      autocommit: false,
-      topics: [topic],
-      mode: 'committed',
-      fallbackMode: 'earliest',
-    });
+    const stream = await fromCommitted(c);
     stream.on('data', (m) => {
       seen.set(m.value, (seen.get(m.value) ?? 0) + 1);
       Promise.resolve(m.commit()).catch((e) => failed.push(describe(e)));
