@@ -237,7 +237,6 @@ impl ConsumerGroup {
         if beat.epoch == LEAVE || beat.epoch == LEAVE_STATIC {
             return self.leave(beat, actions);
         }
-
         let joining = beat.epoch == 0;
         let full = beat.rebalance_timeout.is_some()
             && (beat.topic_names.is_some() || beat.topic_regex.is_some())
@@ -271,6 +270,8 @@ impl ConsumerGroup {
         let mut bump = self.epoch == 0;
         let m = self.members.get_mut(&id).expect("added above");
         m.last_beat = Instant::now();
+        // A static member that said it was leaving for a while is back.
+        m.away = false;
         m.client_id = beat.client_id;
         if let Some(rack) = beat.rack_id {
             m.rack_id = Some(rack);
@@ -293,7 +294,6 @@ impl ConsumerGroup {
             bump |= regex.as_ref().map(|r| &r.source) != m.topic_regex.as_ref().map(|r| &r.source);
             m.topic_regex = regex;
         }
-
         if let Some(s) = &m.session {
             actions.push(Action::Beat(s.clone(), m.session_timeout));
         }

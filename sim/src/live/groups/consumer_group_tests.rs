@@ -257,3 +257,22 @@ fn commits_come_from_members_at_their_epoch() {
     assert_eq!(run.group.validate_fetch(Some("a"), 0), Err(stale));
     assert_eq!(run.group.validate_fetch(None, -1), Ok(()));
 }
+
+#[test]
+fn a_static_member_that_heartbeats_again_after_saying_it_was_leaving_is_back() {
+    let mut run = Run::new(2);
+    let with_instance = |b: Beat| Beat {
+        instance_id: Some("host-1".to_string()),
+        ..b
+    };
+    run.send(with_instance(join("a"))).unwrap();
+    run.send(with_instance(beat("a", LEAVE_STATIC, &[0, 1])))
+        .unwrap();
+    assert!(run.group.members["a"].away);
+    // It did not go after all: its session is its own again.
+    assert_eq!(
+        run.send(with_instance(beat("a", 1, &[0, 1]))),
+        Ok((1, None))
+    );
+    assert!(!run.group.members["a"].away);
+}
