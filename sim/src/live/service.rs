@@ -655,9 +655,11 @@ impl BrokerService {
         // From v13 topics are named by id (KIP-516), and answered by id.
         let by_id = version >= 13;
         let mut ids: Vec<(Arc<str>, Uuid)> = Vec::new();
-        for (topic, q) in &asked {
+        // The partitions asked for: named in this fetch, or (an incremental
+        // fetch) those of its session.
+        for (part, at) in &asked {
             let name = if by_id {
-                let found = self.cluster.topic_by_id(topic.topic_id);
+                let found = self.cluster.topic_by_id(part.topic_id);
                 if let Some(t) = &found {
                     if !ids.iter().any(|(_, id)| *id == t.id) {
                         ids.push((Arc::clone(&t.name), t.id));
@@ -667,42 +669,40 @@ impl BrokerService {
                     .map(|t| topic_name(&t.name))
                     .ok_or(code(ResponseError::UnknownTopicId))
             } else {
-                Ok(topic.topic.clone())
+                Ok(part.topic.clone())
             };
-            {
-                let checked = name
-                    .clone()
-                    .and_then(|name| self.partition(&name.0, topic.partition));
-                let checked = checked.and_then(|p| {
-                    let log = p.log.lock();
-                    if log.deleted {
-                        Err(code(ResponseError::UnknownTopicOrPartition))
-                    } else if log.leader != Some(self.id) {
-                        Err(code(ResponseError::NotLeaderOrFollower))
-                    } else if q.offset < log.log_start || q.offset > log.log_end() {
-                        Err(code(ResponseError::OffsetOutOfRange))
-                    } else {
-                        drop(log);
-                        Ok(p)
-                    }
-                });
-                match checked {
-                    Ok(p) => parts.push(FetchPart {
-                        partition: p,
-                        offset: q.offset,
-                        max_bytes: usize::try_from(q.max_bytes).unwrap_or(0),
-                        committed_only: r.isolation_level == 1,
-                        error: 0,
-                        records: Bytes::new(),
-                        hw: 0,
-                        last_stable: 0,
-                        log_start: 0,
-                        aborted: Vec::new(),
-                    }),
-                    Err(e) => {
-                        let name = name.clone().unwrap_or_default();
-                        errors.push(((name, topic.topic_id), topic.partition, e, -1));
-                    }
+            let checked = name
+                .clone()
+                .and_then(|name| self.partition(&name.0, part.partition));
+            let checked = checked.and_then(|p| {
+                let log = p.log.lock();
+                if log.deleted {
+                    Err(code(ResponseError::UnknownTopicOrPartition))
+                } else if log.leader != Some(self.id) {
+                    Err(code(ResponseError::NotLeaderOrFollower))
+                } else if at.offset < log.log_start || at.offset > log.log_end() {
+                    Err(code(ResponseError::OffsetOutOfRange))
+                } else {
+                    drop(log);
+                    Ok(p)
+                }
+            });
+            match checked {
+                Ok(p) => parts.push(FetchPart {
+                    partition: p,
+                    offset: at.offset,
+                    max_bytes: usize::try_from(at.max_bytes).unwrap_or(0),
+                    committed_only: r.isolation_level == 1,
+                    error: 0,
+                    records: Bytes::new(),
+                    hw: 0,
+                    last_stable: 0,
+                    log_start: 0,
+                    aborted: Vec::new(),
+                }),
+                Err(e) => {
+                    let name = name.clone().unwrap_or_default();
+                    errors.push(((name, part.topic_id), part.partition, e, -1));
                 }
             }
         }
