@@ -706,6 +706,8 @@ impl BrokerService {
                 }
             }
         }
+        // Not kept while the fetch is parked.
+        drop(asked);
         let parked_at = Instant::now();
         let mut woken_at = None;
         // As Kafka: an error anywhere, or nothing to wait for, answers now.
