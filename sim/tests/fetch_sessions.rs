@@ -180,3 +180,44 @@ fn a_fetch_before_sessions_and_a_sessionless_one_are_answered_in_full() {
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
 }
+
+#[test]
+fn a_session_naming_topics_by_id_forgets_them_by_id() {
+    use kafka_protocol::messages::MetadataRequest;
+    let server = server();
+    let addr = server.addrs()[0];
+    let mut c = Client::connect(addr);
+    let mut all = MetadataRequest::default();
+    all.topics = None;
+    let id = c.call(&all, 12).topics[0].topic_id;
+    // From v13 a fetch names topics by id (their names left empty).
+    let by_id = |mut r: FetchRequest| {
+        for t in &mut r.topics {
+            (t.topic, t.topic_id) = (TopicName::default(), id);
+        }
+        for f in &mut r.forgotten_topics_data {
+            (f.topic, f.topic_id) = (TopicName::default(), id);
+        }
+        r
+    };
+    const BY_ID_V: i16 = 13;
+    let full = c.call(&by_id(fetch((0, 0), &[(0, 0), (1, 0)], &[], 0)), BY_ID_V);
+    let session = full.session_id;
+    assert_ne!(session, 0);
+    assert_eq!(full.responses[0].topic_id, id);
+    assert_eq!(answered(&full), [(0, false), (1, false)]);
+    // Partition 1 forgotten by id: a record there wakes nothing; one in
+    // partition 0 does, answered by id.
+    c.call(&by_id(fetch((session, 1), &[], &[1], 0)), BY_ID_V);
+    produce(addr, 1);
+    let start = Instant::now();
+    let quiet = c.call(&by_id(fetch((session, 2), &[], &[], 300)), BY_ID_V);
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    assert_eq!(answered(&quiet), []);
+    produce(addr, 0);
+    let woken = c.call(&by_id(fetch((session, 3), &[], &[], 5_000)), BY_ID_V);
+    assert_eq!(answered(&woken), [(0, true)]);
+    assert_eq!(woken.responses[0].topic_id, id);
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
