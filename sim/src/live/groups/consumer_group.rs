@@ -305,7 +305,7 @@ impl ConsumerGroup {
             self.subscribed = subscribed;
         }
         if self.epoch > self.assignment_epoch {
-            self.assign(topics);
+            self.assign();
         }
         let before = self.members[&id].assigned.clone();
         self.reconcile(&id, beat.owned.as_ref(), actions);
@@ -468,13 +468,15 @@ impl ConsumerGroup {
         out
     }
 
-    /// A new target assignment for the group epoch.
-    fn assign(&mut self, topics: &TopicsView) {
+    /// A new target assignment for the group epoch, over the subscribed
+    /// topics.
+    fn assign(&mut self) {
         let members: BTreeMap<String, BTreeSet<Uuid>> = self
             .members
             .iter()
             .map(|(id, m)| {
-                let ids = topics
+                let ids = self
+                    .subscribed
                     .iter()
                     .filter(|(name, _)| m.subscribes(name))
                     .map(|(_, (id, _))| *id)
