@@ -7,9 +7,10 @@ use super::checks::Checks;
 use super::group_admin::GROUP_OPERATIONS;
 use super::group_service::text;
 use super::groups::{
-    Beat, ConsumerGroup, GroupState, Partitions, Refusal, TopicRegex, TopicsView, ASSIGNORS,
+    Beat, ConsumerGroup, GroupState, Partitions, Refusal, TopicRegex, Topics, ASSIGNORS,
 };
 use super::service::BrokerService;
+use super::LiveCluster;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_response::{
     self as describe, DescribedGroup,
@@ -78,16 +79,22 @@ fn partitions(topics: impl Iterator<Item = (Uuid, Vec<i32>)>) -> Partitions {
     out
 }
 
-impl BrokerService {
-    /// Every topic of the cluster, as a consumer group sees it.
-    fn topics_view(&self) -> TopicsView {
-        self.cluster
-            .topics()
-            .into_iter()
-            .map(|t| (t.name.to_string(), (t.id, t.partitions.len() as u32)))
-            .collect()
+/// A heartbeat looks up its group's topics in the cluster's own map,
+/// copying none it does not need.
+impl Topics for LiveCluster {
+    fn topic(&self, name: &str) -> Option<(Uuid, u32)> {
+        let topics = self.topics.read();
+        topics.get(name).map(|t| (t.id, t.partitions.len() as u32))
     }
 
+    fn each(&self, f: &mut dyn FnMut(&str, Uuid, u32)) {
+        for t in self.topics.read().values() {
+            f(&t.name, t.id, t.partitions.len() as u32);
+        }
+    }
+}
+
+impl BrokerService {
     /// ConsumerGroupHeartbeat: what [`ConsumerGroup::heartbeat`] does,
     /// for the group this broker coordinates.
     pub(crate) fn consumer_group_heartbeat(
@@ -156,7 +163,6 @@ impl BrokerService {
                 .map(|t| partitions(t.into_iter().map(|t| (t.topic_id, t.partitions)))),
             client_id: client_id.to_string(),
         };
-        let topics = self.topics_view();
         let mut actions = Vec::new();
         let answer = {
             let mut g = group.lock();
@@ -182,7 +188,7 @@ impl BrokerService {
             let c = g.consumer.as_mut().expect("set above");
             let answer = c.heartbeat(
                 beat,
-                &topics,
+                &*self.cluster,
                 groups.cfg.consumer_session_timeout,
                 &mut actions,
             );
@@ -226,11 +232,9 @@ impl BrokerService {
         r: ConsumerGroupDescribeRequest,
     ) -> ConsumerGroupDescribeResponse {
         Checks::bump(&self.cluster.checks.group_requests);
-        let names: BTreeMap<Uuid, String> = self
-            .topics_view()
-            .into_iter()
-            .map(|(name, (id, _))| (id, name))
-            .collect();
+        let mut names: BTreeMap<Uuid, String> = BTreeMap::new();
+        self.cluster
+            .each(&mut |name, id, _| drop(names.insert(id, name.to_string())));
         let assignment = |a: Option<&Partitions>| {
             let mut out = describe::Assignment::default();
             out.topic_partitions = a

@@ -113,8 +113,29 @@ impl Refusal {
 pub const LEAVE: i32 = -1;
 pub const LEAVE_STATIC: i32 = -2;
 
-/// Every topic of the cluster: name -> (id, partition count).
+/// Topics by name: (id, partition count).
 pub type TopicsView = BTreeMap<String, (Uuid, u32)>;
+
+/// The cluster's topics as a group asks about them at each heartbeat: by
+/// name, and all of them only for a regex subscription.
+pub trait Topics {
+    /// The topic called `name`: its id and partition count.
+    fn topic(&self, name: &str) -> Option<(Uuid, u32)>;
+    /// Calls `f` with every topic's name, id and partition count.
+    fn each(&self, f: &mut dyn FnMut(&str, Uuid, u32));
+}
+
+impl Topics for TopicsView {
+    fn topic(&self, name: &str) -> Option<(Uuid, u32)> {
+        self.get(name).copied()
+    }
+
+    fn each(&self, f: &mut dyn FnMut(&str, Uuid, u32)) {
+        for (name, &(id, n)) in self {
+            f(name, id, n);
+        }
+    }
+}
 
 /// One consumer-protocol group.
 #[derive(Default)]
@@ -230,7 +251,7 @@ impl ConsumerGroup {
     pub fn heartbeat(
         &mut self,
         beat: Beat,
-        topics: &TopicsView,
+        topics: &dyn Topics,
         session_timeout: Duration,
         actions: &mut Vec<Action>,
     ) -> Result<BeatAnswer, Refusal> {
@@ -443,13 +464,13 @@ impl ConsumerGroup {
 
     /// Every topic some member subscribes to, by name or by regex, that
     /// exists.
-    fn subscribed_topics(&self, topics: &TopicsView) -> TopicsView {
+    fn subscribed_topics(&self, topics: &dyn Topics) -> TopicsView {
         let mut out = TopicsView::new();
         // Names are looked up; only regexes need every topic.
         for m in self.members.values() {
             for name in &m.topic_names {
-                if let Some((name, t)) = topics.get_key_value(name) {
-                    out.insert(name.clone(), *t);
+                if let Some(t) = topics.topic(name) {
+                    out.insert(name.clone(), t);
                 }
             }
         }
@@ -459,11 +480,11 @@ impl ConsumerGroup {
             .filter_map(|m| m.topic_regex.as_ref())
             .collect();
         if !regexes.is_empty() {
-            for (name, t) in topics {
+            topics.each(&mut |name, id, n| {
                 if regexes.iter().any(|r| r.whole.is_match(name)) {
-                    out.insert(name.clone(), *t);
+                    out.insert(name.to_string(), (id, n));
                 }
-            }
+            });
         }
         out
     }

@@ -23,7 +23,7 @@ mod group;
 mod ops;
 
 pub use assignors::{Partitions, ASSIGNORS};
-pub use consumer_group::{Beat, ConsumerGroup, MemberState, Refusal, TopicRegex, TopicsView};
+pub use consumer_group::{Beat, ConsumerGroup, MemberState, Refusal, TopicRegex, Topics};
 pub use group::{Action, Group, GroupState, Member, Offsets};
 pub use ops::{DelayedHeartbeat, DelayedJoin, DelayedSync, JoinResult};
 
@@ -604,7 +604,8 @@ mod tests {
                 client_id: "test".to_string(),
             };
             let timeout = Duration::from_secs(45);
-            consumer.heartbeat(beat, &TopicsView::new(), timeout, &mut actions)
+            let topics = consumer_group::TopicsView::new();
+            consumer.heartbeat(beat, &topics, timeout, &mut actions)
         };
         c.run(g, actions);
         answer.unwrap().epoch
