@@ -54,8 +54,7 @@ pub struct Told {
 pub enum Context {
     /// Every partition asked for, with no session (session id 0).
     Sessionless,
-    /// Every partition of a session just opened (or of none, 0, if the
-    /// cache could not take one).
+    /// Every partition of session `0`, just opened.
     Full(i32),
     /// The partitions of session `0` with something new.
     Incremental(i32),
@@ -229,10 +228,10 @@ impl FetchSessions {
         }
     }
 
-    /// Whether partition `asked`'s answer goes out in `context`, which is
-    /// so in every context but an incremental one, where only a partition
-    /// with records, an error or news (`told` unlike what its session last
-    /// told) is answered. Records what a session's answer tells.
+    /// Whether partition `asked`'s answer goes out in session `context`:
+    /// always in a full one, and in an incremental one only with records,
+    /// an error or news (`told` unlike what the session last told).
+    /// Records what the answer tells.
     pub fn answer(
         &self,
         context: Context,

@@ -5,7 +5,7 @@
 //! handle.
 
 use super::checks::Checks;
-use super::fetch_sessions::{Asked, Told};
+use super::fetch_sessions::{Asked, Context, Told};
 use super::leader_hints::{self, node_endpoints, LeaderHints};
 use super::log::{transactional_producer, AppendError};
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
@@ -785,23 +785,26 @@ impl BrokerService {
         for (topic, index, error, (hw, last_stable, log_start), records, aborted) in
             answered.chain(errored)
         {
-            // The partition as the request named it: by id from v13.
-            let asked = Asked {
-                topic: if by_id {
-                    TopicName::default()
-                } else {
-                    topic.0.clone()
-                },
-                topic_id: if by_id { topic.1 } else { Uuid::nil() },
-                partition: index,
-            };
-            let told = Told {
-                high_watermark: hw,
-                last_stable,
-                log_start,
-            };
-            if !sessions.answer(context, &asked, told, !records.is_empty(), error) {
-                continue;
+            // In a session, only what is new (a fetch with none answers all).
+            if context != Context::Sessionless {
+                // The partition as the request named it: by id from v13.
+                let asked = Asked {
+                    topic: if by_id {
+                        TopicName::default()
+                    } else {
+                        topic.0.clone()
+                    },
+                    topic_id: if by_id { topic.1 } else { Uuid::nil() },
+                    partition: index,
+                };
+                let told = Told {
+                    high_watermark: hw,
+                    last_stable,
+                    log_start,
+                };
+                if !sessions.answer(context, &asked, told, !records.is_empty(), error) {
+                    continue;
+                }
             }
             let mut d = PartitionData::default();
             d.partition_index = index;
