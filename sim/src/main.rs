@@ -314,6 +314,16 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Warnings and errors to stderr: a connection closed on a request the
+    // front does not serve, a panic caught in a delayed operation's
+    // callback. `RUST_LOG` (e.g. `RUST_LOG=debug`) asks for more.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     if args.list_scenarios {
         for s in SCENARIOS {
             println!("{:<14} {}", s.name, s.description);

@@ -36,6 +36,28 @@ proptest! {
     }
 }
 
+/// A refusal says in words what is served instead: the log line a user of
+/// an old client reads when its connection is closed.
+#[test]
+fn a_refused_version_names_the_versions_served() {
+    let header = |key: i16, version: i16| {
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&key.to_be_bytes());
+        frame.extend_from_slice(&version.to_be_bytes());
+        frame.extend_from_slice(&7i32.to_be_bytes());
+        Bytes::from(frame)
+    };
+    let said = |frame| decode_request(frame, &APIS).unwrap_err().to_string();
+    // OffsetCommit v1, as sarama 1.22 sends it with no retention set.
+    assert_eq!(
+        said(header(8, 1)),
+        "OffsetCommit v1 is not served (v2-9 are)"
+    );
+    // ElectLeaders (43), which Kafka defines and the front does not serve.
+    assert_eq!(said(header(43, 0)), "ElectLeaders is not served");
+    assert_eq!(said(header(999, 0)), "API key 999 is unknown");
+}
+
 mod well_formed {
     use broker_sim::live::APIS;
     use broker_sim::wire::decode_request;

@@ -146,6 +146,10 @@ async fn connection<S: Service>(
     stats: Arc<WireStats>,
     (mut stop, mut down): (Stop, Stop),
 ) {
+    // For the log line of a refused request: which client, which broker.
+    let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
+    let peer = stream.peer_addr().unwrap_or(unknown);
+    let local = stream.local_addr().unwrap_or(unknown);
     let (mut reader, mut writer) = stream.into_split();
     let (queue, mut responses) = mpsc::channel::<Pending>(limits.in_flight.max(1));
     let write_stats = Arc::clone(&stats);
@@ -193,7 +197,16 @@ async fn connection<S: Service>(
             Err(FrameError::Closed) => break,
             Err(e) => {
                 stats.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(error = ?e, "connection closed on a bad frame");
+                match e {
+                    FrameError::BadSize(size) => tracing::warn!(
+                        %peer,
+                        %local,
+                        size,
+                        max = limits.max_request_bytes,
+                        "connection closed: a request's size is out of bounds"
+                    ),
+                    _ => tracing::debug!(error = ?e, "connection closed inside a frame"),
+                }
                 break;
             }
         };
@@ -245,7 +258,9 @@ async fn connection<S: Service>(
                     stats.unsupported_versions.fetch_add(1, Ordering::Relaxed);
                 }
                 stats.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(?bad, "connection closed on a bad request");
+                // As a Kafka broker does, and as loudly: the client only
+                // sees its connection end.
+                tracing::warn!(%peer, %local, "connection closed: {bad}");
                 break;
             }
         }

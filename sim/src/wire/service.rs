@@ -51,11 +51,35 @@ pub enum BadRequest {
         api: ApiKey,
         /// The version asked for.
         version: i16,
+        /// The versions of the API that are served, if any.
+        served: Option<(i16, i16)>,
         /// The request's correlation id, for the answer.
         correlation_id: i32,
     },
     /// The header or body does not decode, or bytes are left after it.
     Malformed(String),
+}
+
+/// In words, for the log line of a closed connection, so that the user of
+/// a client on old versions learns what is served instead (sarama 1.22
+/// commits offsets at OffsetCommit v1 unless a retention is set, and Kafka
+/// 4 dropped v0-1, as this front does).
+impl std::fmt::Display for BadRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadRequest::UnknownApiKey(key) => write!(f, "API key {key} is unknown"),
+            BadRequest::UnsupportedVersion {
+                api,
+                version,
+                served: Some((lo, hi)),
+                ..
+            } => write!(f, "{api:?} v{version} is not served (v{lo}-{hi} are)"),
+            BadRequest::UnsupportedVersion {
+                api, served: None, ..
+            } => write!(f, "{api:?} is not served"),
+            BadRequest::Malformed(why) => write!(f, "malformed request: {why}"),
+        }
+    }
 }
 
 /// Decodes one frame into its header and request, checking the version
@@ -74,13 +98,15 @@ pub fn decode_request(
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
     let api = ApiKey::try_from(key).map_err(|_| BadRequest::UnknownApiKey(key))?;
-    let supported = advertised(apis)
+    let served = advertised(apis)
         .iter()
-        .any(|&(a, lo, hi)| a == api && (lo..=hi).contains(&version));
-    if !supported {
+        .find(|&&(a, _, _)| a == api)
+        .map(|&(_, lo, hi)| (lo, hi));
+    if !served.is_some_and(|(lo, hi)| (lo..=hi).contains(&version)) {
         return Err(BadRequest::UnsupportedVersion {
             api,
             version,
+            served,
             correlation_id,
         });
     }
