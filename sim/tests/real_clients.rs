@@ -1,7 +1,7 @@
 //! Unmodified Kafka clients against the served cluster: kcat (librdkafka),
 //! confluent-kafka for Python (its wheel bundles librdkafka), kafka-python,
-//! aiokafka, kafkajs and @platformatic/kafka (protocol implementations of
-//! their own). Each test says it was skipped, and why, when its client is
+//! aiokafka, kafkajs, @platformatic/kafka and sarama (protocol
+//! implementations of their own). Each test says it was skipped, and why, when its client is
 //! not installed here (`.ci/run` installs them); nothing else fails then.
 
 use broker_sim::config::Fault;
@@ -386,6 +386,90 @@ fn kafka_python_creates_a_topic_produces_idempotently_consumes_in_a_group_and_cl
         "{r}"
     );
     idempotent_and_deleted(server, &r, "from-python");
+}
+
+#[test]
+fn sarama_produces_idempotently_long_polls_and_a_group_of_two_commits_every_record() {
+    let Some(client) = sarama_client() else {
+        return;
+    };
+    let server = start(quick_groups(), &[("from-go", 3)]);
+    let out = Command::new(&client)
+        .args([&bootstrap(&server), "from-go", "sarama-readers", "600"])
+        .output()
+        .expect("the sarama client runs");
+    let r = json_line(&out);
+    assert!(r["error"].is_null(), "{r}");
+    assert_eq!(r["acked"], 600, "{r}");
+    assert_eq!(r["partitions"], 3, "{r}");
+    assert_eq!(r["read_back"], 600, "{r}");
+    // Its fetch waited up to 5 s for a byte: the produce's high watermark
+    // move completed it in the purgatory.
+    assert!(r["woken_after_ms"].as_i64().unwrap() < 1000, "{r}");
+    // The 600 records and the one that woke the fetch, every one read by
+    // the group, and every one committed (the sum of the next offsets).
+    assert_eq!(r["group_read"], 601, "{r}");
+    assert_eq!(r["group_members_with_claims"], 2, "{r}");
+    assert_eq!(r["committed"], 601, "{r}");
+    let topic = server.cluster().topic("from-go").unwrap();
+    let stored: i64 = topic
+        .partitions
+        .iter()
+        .map(|p| p.log.lock().log_end())
+        .sum();
+    assert_eq!(stored, 601, "each record stored once");
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    let refused = report
+        .counts
+        .iter()
+        .find(|(w, _)| w.starts_with("connections refused"))
+        .unwrap()
+        .1;
+    assert_eq!(refused, 0, "{}", report.human());
+}
+
+/// The sarama client (`tests/clients/sarama_client.go`) built with the
+/// machine's Go and Debian's sarama (a GOPATH of packaged sources), if
+/// both are installed; says the test is skipped if not.
+fn sarama_client() -> Option<std::path::PathBuf> {
+    const GOPATH: &str = "/usr/share/gocode";
+    let packaged = std::path::Path::new(GOPATH).join("src/github.com/Shopify/sarama");
+    let go = Command::new("go")
+        .arg("version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !go || !packaged.is_dir() {
+        eprintln!(
+            "skipped: Go with sarama is not installed (Debian packages 'golang-go' and \
+             'golang-github-shopify-sarama-dev'; .ci/run installs them)"
+        );
+        return None;
+    }
+    let source = format!(
+        "{}/tests/clients/sarama_client.go",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let target = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let binary = target.join("sarama_client");
+    let built = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .env("GO111MODULE", "off")
+        .env("GOPATH", GOPATH)
+        // Its build cache beside the binary: also where no HOME is set.
+        .env("GOCACHE", target.join("go-build"))
+        .output()
+        .expect("go runs");
+    assert!(
+        built.status.success(),
+        "the sarama client does not build: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    Some(binary)
 }
 
 #[test]
