@@ -79,6 +79,12 @@ struct Args {
     /// socket.request.max.bytes) [1024..=1073741824].
     #[arg(long, default_value_t = 104_857_600, value_parser = |s: &str| l::MAX_REQUEST_BYTES.parse_u64(s), requires = "serve")]
     max_request_bytes: u64,
+    /// With --serve: the most each partition keeps, in bytes (Kafka's
+    /// log.retention.bytes); past it the oldest batches below the high
+    /// watermark are deleted. The logs are kept in memory
+    /// [1048576..=1099511627776].
+    #[arg(long, default_value_t = broker_sim::live::DEFAULT_RETENTION_BYTES, value_parser = |s: &str| l::RETENTION_BYTES.parse_u64(s), requires = "serve")]
+    retention_bytes: u64,
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     json: bool,
@@ -235,6 +241,7 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
             cfg.latency * 2 + cfg.replica_fetch_wait.min(Duration::from_millis(1)),
         ],
         replica_lag: cfg.replica_lag_max,
+        retention_bytes: args.retention_bytes,
         timer: cfg.timer,
         faults: cfg.faults.clone(),
         ..LiveConfig::default()

@@ -1446,6 +1446,55 @@ fn delete_records_waits_until_every_live_replica_has_deleted() {
     passes(server);
 }
 
+#[test]
+fn a_partition_past_its_retention_deletes_its_oldest_batches_and_readers_start_after_them() {
+    let live = LiveConfig {
+        retention_bytes: 1 << 20,
+        ..one_broker()
+    };
+    let server = server_with(live, &[("kept", 1)], Limits::default());
+    let mut c = Client::connect(server.addrs()[0]);
+    let value = vec![b'r'; 64 << 10];
+    for _ in 0..40 {
+        let r = c.call(
+            &produce_request("kept", &[(0, batch(&[&value]))], -1, 5_000),
+            PRODUCE_V,
+        );
+        assert_eq!(partition_errors(&r)[0].1, 0);
+    }
+    let (start, bytes) = {
+        let topic = server.cluster().topic("kept").unwrap();
+        let log = topic.partitions[0].log.lock();
+        (log.log_start, log.bytes)
+    };
+    // 40 batches of 64 KiB into 1 MiB: the oldest went, whole batches, and
+    // what is left stays within the limit.
+    assert!(start >= 24, "{start}");
+    assert!(bytes <= 1 << 20, "{bytes}");
+    let below = c.call(&fetch("kept", &[(0, 0)], 0, 0), FETCH_V);
+    assert_eq!(fetched(&below)[0].1, ResponseError::OffsetOutOfRange.code());
+    let from = c.call(&fetch("kept", &[(0, start)], 0, 0), FETCH_V);
+    let p = &from.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.log_start_offset), (0, start));
+    assert_eq!(values(&p.records.clone().unwrap_or_default())[0].0, start);
+    // The limit is described as the broker's and the topic's setting.
+    let (_, configs) = describe_configs(&mut c, 2, "kept", Some(&["retention.bytes"]), 4);
+    // 4: the broker's configuration; 5: a long.
+    assert_eq!(
+        configs,
+        [("retention.bytes".into(), "1048576".into(), 4, 5)]
+    );
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    let moved = report
+        .counts
+        .iter()
+        .find(|(w, _)| w.starts_with("log starts moved by retention"))
+        .unwrap()
+        .1;
+    assert!(moved >= 2, "{}", report.human());
+}
+
 /// DescribeConfigs of one resource: (error, [(name, value, source, type)]).
 fn describe_configs(
     c: &mut Client,

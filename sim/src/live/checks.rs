@@ -56,6 +56,8 @@ pub struct Checks {
     /// Produce batches an idempotent producer sent again, answered with
     /// where they were first stored and not stored twice.
     pub duplicates: AtomicU64,
+    /// Times a partition's oldest batches were deleted for its retention.
+    pub retention_deletions: AtomicU64,
     /// Records acknowledged to `acks=all` producers.
     pub acked_records: AtomicU64,
     /// Produce partitions answered with an error, by none of the above.
@@ -196,6 +198,7 @@ impl Checks {
             ("  answered at shutdown", &self.shut_down),
             ("records acknowledged (acks=all)", &self.acked_records),
             ("resent batches stored once", &self.duplicates),
+            ("log starts moved by retention", &self.retention_deletions),
             ("produce partition errors", &self.produce_errors),
         ]
         .into_iter()

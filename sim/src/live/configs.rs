@@ -110,8 +110,8 @@ impl BrokerService {
             ("log.retention.ms", "-1".into(), DEFAULT_CONFIG, Kind::Long),
             (
                 "log.retention.bytes",
-                "-1".into(),
-                DEFAULT_CONFIG,
+                cfg.retention_bytes.to_string(),
+                set,
                 Kind::Long,
             ),
         ]
@@ -135,7 +135,12 @@ impl BrokerService {
             own(MIN_INSYNC_REPLICAS, cfg.min_insync.to_string()),
             own(MAX_MESSAGE_BYTES, cfg.message_max_bytes.to_string()),
             ("retention.ms", "-1".into(), DEFAULT_CONFIG, Kind::Long),
-            ("retention.bytes", "-1".into(), DEFAULT_CONFIG, Kind::Long),
+            (
+                "retention.bytes",
+                cfg.retention_bytes.to_string(),
+                STATIC_BROKER_CONFIG,
+                Kind::Long,
+            ),
             (
                 "message.timestamp.type",
                 "CreateTime".into(),

@@ -161,6 +161,33 @@ impl PartitionLog {
         Some(self.log_start)
     }
 
+    /// Size-based retention (Kafka's `retention.bytes`): once the log holds
+    /// more than `retention` bytes, its oldest batches go, down to seven
+    /// eighths of it, as Kafka deletes whole old segments rather than a
+    /// batch per append (so a batch is moved at most a few times by the
+    /// deletions, not once per append). Only batches below the high
+    /// watermark go: as in Kafka, nothing a consumer may not have read yet.
+    /// Returns the new log start offset, if it moved.
+    pub fn apply_retention(&mut self, retention: u64) -> Option<i64> {
+        if self.bytes <= retention {
+            return None;
+        }
+        let target = retention - retention / 8;
+        let mut left = self.bytes;
+        let mut start = self.log_start;
+        for b in &self.batches {
+            if left <= target || b.end > self.hw {
+                break;
+            }
+            left -= b.bytes.len() as u64;
+            start = b.end;
+        }
+        if start == self.log_start {
+            return None;
+        }
+        self.delete_records(start)
+    }
+
     /// The low watermark: the lowest log start offset among the replicas
     /// on live brokers (`alive`), as Kafka's leader computes it to answer
     /// DeleteRecords once every live replica has deleted.
@@ -842,5 +869,35 @@ mod tests {
         assert_eq!((log.batches.len(), log.log_end(), log.bytes), (0, 4, 0));
         log.append(&batch(&[b"e"]), 1 << 20, None).unwrap();
         assert_eq!(log.log_end(), 5);
+    }
+
+    #[test]
+    fn retention_deletes_the_oldest_batches_below_the_high_watermark_down_to_seven_eighths() {
+        let mut log = PartitionLog::new(vec![0, 1], Instant::now());
+        let value = [7u8; 1000];
+        for _ in 0..10 {
+            log.append(&batch(&[&value]), 1 << 20, None).unwrap();
+        }
+        let size = log.batches[0].bytes.len() as u64;
+        assert_eq!(log.bytes, 10 * size);
+        // Within the limit: nothing goes.
+        assert_eq!(log.apply_retention(10 * size), None);
+        // Past it, but the follower has nothing: the high watermark is 0,
+        // and nothing a consumer may not have read goes.
+        assert_eq!(log.apply_retention(4 * size), None);
+        log.replica_leo[1] = 8;
+        log.advance_hw();
+        // Down to 7/8 of 4 batches: 3 batches are left, were all below
+        // the high watermark...
+        assert_eq!(log.apply_retention(4 * size), Some(7));
+        assert_eq!((log.log_start, log.batches.len()), (7, 3));
+        assert_eq!(log.bytes, 3 * size);
+        assert_eq!(log.replica_log_start[0], 7);
+        // ...but no further than the high watermark when it is lower.
+        log.replica_leo[1] = 9;
+        log.advance_hw();
+        assert_eq!(log.apply_retention(size), Some(9));
+        assert_eq!((log.log_start, log.batches.len()), (9, 1));
+        assert_eq!(log.read(9, 1 << 20, 10), log.batches[0].bytes);
     }
 }

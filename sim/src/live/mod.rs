@@ -74,6 +74,10 @@ pub struct LiveConfig {
     pub replica_lag: Duration,
     /// `message.max.bytes`: the largest batch set accepted per partition.
     pub message_max_bytes: usize,
+    /// `log.retention.bytes`: the most each partition keeps; past it the
+    /// oldest batches below the high watermark are deleted (the logs are
+    /// in memory, so unlike Kafka's default of no limit there is one).
+    pub retention_bytes: u64,
     /// The purgatories' timer.
     pub timer: TimerChoice,
     /// Slow followers and crashes, timed from the start (other faults are
@@ -82,6 +86,9 @@ pub struct LiveConfig {
     /// The group coordinator's settings.
     pub groups: groups::GroupConfig,
 }
+
+/// Each partition's retention by default: 1 GiB, Kafka's segment size.
+pub const DEFAULT_RETENTION_BYTES: u64 = 1 << 30;
 
 impl Default for LiveConfig {
     fn default() -> Self {
@@ -94,6 +101,7 @@ impl Default for LiveConfig {
             follower_latency: vec![Duration::from_millis(2)],
             replica_lag: Duration::from_secs(30),
             message_max_bytes: 1024 * 1024 + 12,
+            retention_bytes: DEFAULT_RETENTION_BYTES,
             timer: TimerChoice::Wheel,
             faults: Vec::new(),
             groups: groups::GroupConfig::default(),

@@ -619,6 +619,9 @@ impl BrokerService {
             })?;
             if appended.duplicate {
                 Checks::bump(&self.checks().duplicates);
+            } else if log.apply_retention(cfg.retention_bytes).is_some() {
+                // The followers learn the new log start with this batch.
+                Checks::bump(&self.checks().retention_deletions);
             }
             // A resent batch adds nothing to replicate.
             let followers: Vec<u32> = if appended.duplicate {
