@@ -65,6 +65,59 @@ fn serve_prints_its_ports_and_a_passing_report_at_the_end_of_its_duration() {
     assert!(!out.contains("result: PASS"), "{out}");
 }
 
+/// With its file descriptors used up, the listener pauses between
+/// accepts (rather than spinning a core on the failure) and says so at most
+/// once a second; once connections close, it accepts again.
+#[test]
+fn out_of_file_descriptors_the_listener_pauses_and_recovers() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpStream;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -n 80 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_broker-sim"))
+        .args(["--serve", "--listen", "127.0.0.1:0", "--duration-s", "4"])
+        .arg("--no-sim-traffic")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sh runs");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let addr = first.trim().rsplit(' ').next().unwrap().to_string();
+    let open: Vec<TcpStream> = (0..120)
+        .map(|_| TcpStream::connect(&addr).expect("the backlog takes it"))
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    drop(open);
+    // ApiVersions v0 on a new connection is answered.
+    let mut c = TcpStream::connect(&addr).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(3)))
+        .unwrap();
+    let mut request = Vec::new();
+    request.extend_from_slice(&18i16.to_be_bytes()); // ApiVersions
+    request.extend_from_slice(&0i16.to_be_bytes()); // v0
+    request.extend_from_slice(&7i32.to_be_bytes()); // its correlation id
+    request.extend_from_slice(&(-1i16).to_be_bytes()); // no client id
+    c.write_all(&(request.len() as i32).to_be_bytes()).unwrap();
+    c.write_all(&request).unwrap();
+    let mut size = [0u8; 4];
+    c.read_exact(&mut size).expect("answered after the pause");
+    drop(c);
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let warnings = err.matches("accept failed").count();
+    assert!((1..=6).contains(&warnings), "{warnings} warnings: {err}");
+    assert!(status.success(), "{err}");
+}
+
 #[test]
 fn list_scenarios_names_every_scenario() {
     let (code, out, _) = sim(&["--list-scenarios"]);

@@ -24,6 +24,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -113,6 +114,7 @@ pub async fn serve<S: Service>(
     mut down: Stop,
 ) {
     let mut connections = JoinSet::new();
+    let mut failing = AcceptFailures::default();
     loop {
         tokio::select! {
             accepted = listener.listener.accept() => match accepted {
@@ -122,7 +124,14 @@ pub async fn serve<S: Service>(
                     let signals = (stop.clone(), down.clone());
                     connections.spawn(connection(stream, Arc::clone(&service), limits, Arc::clone(&stats), signals));
                 }
-                Err(e) => tracing::warn!(error = %e, "accept failed"),
+                Err(e) => {
+                    failing.note(&e, listener.addr);
+                    // Out of file descriptors, accept fails at once for as
+                    // long as the connection waits in the backlog: without
+                    // a pause this loop would spin a core (and log a line
+                    // per turn) until one closes.
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
+                }
             },
             // Reap finished connections as we go, so the set stays small.
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -132,6 +141,30 @@ pub async fn serve<S: Service>(
     }
     drop(listener);
     while connections.join_next().await.is_some() {}
+}
+
+/// How long the listener waits after a failed accept.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// Failed accepts, logged at most once a second with how many there were.
+#[derive(Default)]
+struct AcceptFailures {
+    last_logged: Option<Instant>,
+    since: u64,
+}
+
+impl AcceptFailures {
+    fn note(&mut self, e: &std::io::Error, addr: SocketAddr) {
+        self.since += 1;
+        if self
+            .last_logged
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
+        {
+            tracing::warn!(%addr, error = %e, failures = self.since, "accept failed; retrying every 100 ms");
+            self.last_logged = Some(Instant::now());
+            self.since = 0;
+        }
+    }
 }
 
 /// A response on its way: `Ok(None)` for a request that gets none, `Err`
