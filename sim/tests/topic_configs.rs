@@ -6,7 +6,7 @@
 
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::client::{batch, produce_request, Client};
+use broker_sim::wire::client::{batch, produce_request, timed_batch, Client};
 use broker_sim::wire::Limits;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -173,7 +173,7 @@ fn a_topics_min_insync_replicas_decides_which_acks_all_produces_are_taken() {
         "{configs:?}"
     );
     assert!(
-        configs.contains(&("retention.ms".into(), "-1".into(), 5, true)),
+        configs.contains(&("retention.ms".into(), "-1".into(), 5, false)),
         "{configs:?}"
     );
     assert_eq!(
@@ -242,19 +242,76 @@ fn a_topics_max_message_bytes_bounds_its_batches() {
 }
 
 #[test]
+fn a_topics_retention_deletes_its_oldest_records_by_size_and_by_age() {
+    let server = server();
+    let addr = server.addrs()[0];
+    let (error, configs) = create(addr, "aging", 3, &[("retention.bytes", "2048")]);
+    assert_eq!(error, 0);
+    assert!(
+        configs.contains(&("retention.bytes".into(), "2048".into(), TOPIC_SOURCE, false)),
+        "{configs:?}"
+    );
+    let at = leader(&server, "aging");
+    let start = || {
+        let topic = server.cluster().topic("aging").unwrap();
+        let log = topic.partitions[0].log.lock();
+        (log.log_start, log.log_end())
+    };
+    for _ in 0..10 {
+        assert_eq!(produce(at, "aging", -1, &[b'v'; 500]), 0);
+    }
+    // Past 2 KiB, the oldest went (acks=all: each below the high
+    // watermark when the next came).
+    let (by_size, end) = start();
+    assert!((5..10).contains(&by_size), "{by_size}");
+    // By age: the test client stamps its records 0 (1970), and they go
+    // within a sweep (100 ms) once the topic keeps a minute, though nothing
+    // more is appended, up to the first recent one.
+    let unlimited = [("retention.bytes", SET, Some("-1"))];
+    assert_eq!(alter(addr, TOPIC, "aging", &unlimited, false), 0);
+    let now = wall_clock_ms();
+    for (stamp, value) in [(now, &b"now"[..]), (now - 3_600_000, b"an hour ago")] {
+        let r = produce_request("aging", &[(0, timed_batch(&[(stamp, value)]))], -1, 5_000);
+        let got = Client::connect(at).call(&r, 9);
+        assert_eq!(got.responses[0].partition_responses[0].error_code, 0);
+    }
+    assert_eq!(
+        start().0,
+        by_size,
+        "kept for ever until retention.ms is set"
+    );
+    let minute = [("retention.ms", SET, Some("60000"))];
+    assert_eq!(alter(addr, TOPIC, "aging", &minute, false), 0);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // The walk stops at the first recent batch, "now" (offset `end`),
+    // which keeps the one of an hour ago after it, as Kafka keeps an old
+    // segment behind a newer one.
+    assert_eq!(start().0, end, "{:?}", start());
+    passes(server);
+}
+
+/// The wall clock in milliseconds since the epoch.
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[test]
 fn what_cannot_be_altered_is_refused_and_nothing_of_the_resource_changes() {
     let server = server();
     let addr = server.addrs()[0];
     assert_eq!(create(addr, "kept", 3, &[]).0, 0);
-    // Unknown to this broker at creation and later.
-    let (error, _) = create(addr, "aged", 3, &[("retention.ms", "1000")]);
+    // Not applied by this broker, at creation and later.
+    let (error, _) = create(addr, "aged", 3, &[("segment.ms", "1000")]);
     assert_eq!(error, ResponseError::InvalidConfig.code());
     assert!(server.cluster().topic("aged").is_none());
     let invalid_config = ResponseError::InvalidConfig.code();
     // A good change beside a bad one: neither is made.
     let mixed = [
         ("min.insync.replicas", SET, Some("3")),
-        ("retention.ms", SET, Some("1000")),
+        ("retention.ms", SET, Some("-2")),
     ];
     assert_eq!(alter(addr, TOPIC, "kept", &mixed, false), invalid_config);
     let append = [("min.insync.replicas", APPEND, Some("3"))];

@@ -1521,9 +1521,15 @@ fn describe_configs(
         .configs
         .iter()
         .map(|e| {
-            // A topic's own two settings can change; nothing else can.
+            // A topic's own four settings can change; nothing else can.
             let alterable = kind == 2
-                && ["min.insync.replicas", "max.message.bytes"].contains(&e.name.as_str());
+                && [
+                    "min.insync.replicas",
+                    "max.message.bytes",
+                    "retention.bytes",
+                    "retention.ms",
+                ]
+                .contains(&e.name.as_str());
             assert_eq!(e.read_only, !alterable, "{}", e.name.as_str());
             assert_eq!(e.synonyms.len(), 1, "itself, at its source");
             (

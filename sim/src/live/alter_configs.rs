@@ -1,6 +1,7 @@
 //! IncrementalAlterConfigs and AlterConfigs: a topic's own settings
 //! changed by an admin client, for the topic configs this broker applies
-//! (`min.insync.replicas`, `max.message.bytes`). As in Kafka, a resource's
+//! (`min.insync.replicas`, `max.message.bytes`, `retention.bytes`,
+//! `retention.ms`). As in Kafka, a resource's
 //! changes are checked together and made together or not at all, any
 //! broker answers for a topic, and `validate_only` checks without changing.
 //! The brokers' own settings are static here: refused, as Kafka refuses a
@@ -31,7 +32,7 @@ type Refusal = (ResponseError, String);
 
 /// One topic config's change: its name and new value (`None`: back to the
 /// broker's).
-type Change = (String, Option<u32>);
+type Change = (String, Option<i64>);
 
 impl BrokerService {
     pub(crate) fn incremental_alter_configs(
@@ -224,7 +225,7 @@ mod tests {
             ResponseError::InvalidConfig
         );
         assert_eq!(
-            refused(&[("retention.ms", DELETE, None)]),
+            refused(&[("segment.ms", DELETE, None)]),
             ResponseError::InvalidConfig
         );
         assert_eq!(

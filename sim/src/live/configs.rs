@@ -7,7 +7,9 @@
 
 use super::checks::Checks;
 use super::service::BrokerService;
-use super::topic_config::{self, TopicConfig, MAX_MESSAGE_BYTES, MIN_INSYNC_REPLICAS};
+use super::topic_config::{
+    self, TopicConfig, MAX_MESSAGE_BYTES, MIN_INSYNC_REPLICAS, RETENTION_BYTES, RETENTION_MS,
+};
 use super::txns::MAX_TIMEOUT;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_response::CreatableTopicConfigs;
@@ -121,10 +123,13 @@ impl BrokerService {
     /// it inherits them.
     fn topic_configs(&self, config: &TopicConfig) -> Vec<Entry> {
         let cfg = &self.cluster.cfg;
-        let own = |name: &'static str, broker: String| match config.get(name) {
-            Some(v) => (name, v.to_string(), DYNAMIC_TOPIC_CONFIG, Kind::Int),
-            None => (name, broker, STATIC_BROKER_CONFIG, Kind::Int),
+        // Its own value, else the broker's (or Kafka's default, where the
+        // broker has no setting of its own).
+        let own = |name: &'static str, broker: (String, i8), kind| match config.get(name) {
+            Some(v) => (name, v.to_string(), DYNAMIC_TOPIC_CONFIG, kind),
+            None => (name, broker.0, broker.1, kind),
         };
+        let broker = |value: String| (value, STATIC_BROKER_CONFIG);
         vec![
             (
                 "cleanup.policy",
@@ -132,13 +137,20 @@ impl BrokerService {
                 DEFAULT_CONFIG,
                 Kind::String,
             ),
-            own(MIN_INSYNC_REPLICAS, cfg.min_insync.to_string()),
-            own(MAX_MESSAGE_BYTES, cfg.message_max_bytes.to_string()),
-            ("retention.ms", "-1".into(), DEFAULT_CONFIG, Kind::Long),
-            (
-                "retention.bytes",
-                cfg.retention_bytes.to_string(),
-                STATIC_BROKER_CONFIG,
+            own(
+                MIN_INSYNC_REPLICAS,
+                broker(cfg.min_insync.to_string()),
+                Kind::Int,
+            ),
+            own(
+                MAX_MESSAGE_BYTES,
+                broker(cfg.message_max_bytes.to_string()),
+                Kind::Int,
+            ),
+            own(RETENTION_MS, ("-1".into(), DEFAULT_CONFIG), Kind::Long),
+            own(
+                RETENTION_BYTES,
+                broker(cfg.retention_bytes.to_string()),
                 Kind::Long,
             ),
             (

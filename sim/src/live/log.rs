@@ -161,22 +161,30 @@ impl PartitionLog {
         Some(self.log_start)
     }
 
-    /// Size-based retention (Kafka's `retention.bytes`): once the log holds
-    /// more than `retention` bytes, its oldest batches go, down to seven
-    /// eighths of it, as Kafka deletes whole old segments rather than a
-    /// batch per append (so a batch is moved at most a few times by the
-    /// deletions, not once per append). Only batches below the high
-    /// watermark go: as in Kafka, nothing a consumer may not have read yet.
-    /// Returns the new log start offset, if it moved.
-    pub fn apply_retention(&mut self, retention: u64) -> Option<i64> {
-        if self.bytes <= retention {
-            return None;
-        }
-        let target = retention - retention / 8;
+    /// Retention, Kafka's `retention.bytes` and `retention.ms` (`None`: no
+    /// limit). Past the size, the oldest batches go down to seven eighths
+    /// of it, as Kafka deletes whole old segments rather than a batch per
+    /// append (so each batch is moved a few times at most by the
+    /// deletions); past the time, the oldest batches whose newest record
+    /// is older than `retention_ms` before `now_ms` go, up to the first
+    /// that is not. Only batches below the high watermark go: as in
+    /// Kafka, nothing a consumer may not have read yet. Returns the new
+    /// log start offset, if it moved.
+    pub fn apply_retention(
+        &mut self,
+        retention_bytes: Option<u64>,
+        retention_ms: Option<u64>,
+        now_ms: i64,
+    ) -> Option<i64> {
+        let target = retention_bytes
+            .filter(|&limit| self.bytes > limit)
+            .map_or(u64::MAX, |limit| limit - limit / 8);
+        let cutoff = retention_ms.map(|ms| now_ms.saturating_sub_unsigned(ms));
         let mut left = self.bytes;
         let mut start = self.log_start;
         for b in &self.batches {
-            if left <= target || b.end > self.hw {
+            let too_old = cutoff.is_some_and(|c| header_i64(&b.bytes, MAX_TIMESTAMP) < c);
+            if b.end > self.hw || !(left > target || too_old) {
                 break;
             }
             left -= b.bytes.len() as u64;
@@ -546,14 +554,19 @@ pub fn transactional_producer(records: &[u8]) -> Option<(i64, i16)> {
     ))
 }
 
+/// The wall clock in milliseconds since the epoch, as record timestamps are.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// A control batch holding the marker that ends `producer_id`'s
 /// transaction: one record whose key is the marker's version (0) and type
 /// (0 ABORT, 1 COMMIT) and whose value is its version and the
 /// coordinator's epoch (0: one coordinator for the cluster's life).
 fn marker_batch(producer_id: i64, epoch: i16, commit: bool) -> Bytes {
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now_ms = now_ms();
     let marker = Record {
         transactional: true,
         control: true,
@@ -880,24 +893,47 @@ mod tests {
         }
         let size = log.batches[0].bytes.len() as u64;
         assert_eq!(log.bytes, 10 * size);
+        let by_size = |log: &mut PartitionLog, limit| log.apply_retention(Some(limit), None, 0);
         // Within the limit: nothing goes.
-        assert_eq!(log.apply_retention(10 * size), None);
+        assert_eq!(by_size(&mut log, 10 * size), None);
         // Past it, but the follower has nothing: the high watermark is 0,
         // and nothing a consumer may not have read goes.
-        assert_eq!(log.apply_retention(4 * size), None);
+        assert_eq!(by_size(&mut log, 4 * size), None);
         log.replica_leo[1] = 8;
         log.advance_hw();
         // Down to 7/8 of 4 batches: 3 batches are left, were all below
         // the high watermark...
-        assert_eq!(log.apply_retention(4 * size), Some(7));
+        assert_eq!(by_size(&mut log, 4 * size), Some(7));
         assert_eq!((log.log_start, log.batches.len()), (7, 3));
         assert_eq!(log.bytes, 3 * size);
         assert_eq!(log.replica_log_start[0], 7);
         // ...but no further than the high watermark when it is lower.
         log.replica_leo[1] = 9;
         log.advance_hw();
-        assert_eq!(log.apply_retention(size), Some(9));
+        assert_eq!(by_size(&mut log, size), Some(9));
         assert_eq!((log.log_start, log.batches.len()), (9, 1));
         assert_eq!(log.read(9, 1 << 20, 10), log.batches[0].bytes);
+    }
+
+    #[test]
+    fn retention_by_time_deletes_the_oldest_batches_until_one_is_recent_enough() {
+        let mut log = PartitionLog::new(vec![0], Instant::now());
+        for t in [1_000, 2_000, 5_000, 3_000, 9_000] {
+            log.append(&timed_batch(&[(t, b"v")]), 1 << 20, None)
+                .unwrap();
+        }
+        assert_eq!(log.hw, 5);
+        let by_time = |log: &mut PartitionLog, ms, now| log.apply_retention(None, Some(ms), now);
+        assert_eq!(by_time(&mut log, 10_000, 10_000), None);
+        // Older than 7.5 s at 10 s: the first two; the third (5 s) stops
+        // the walk, though the fourth (3 s) is older.
+        assert_eq!(by_time(&mut log, 7_500, 10_000), Some(2));
+        assert_eq!(by_time(&mut log, 1_000, 10_000), Some(4));
+        // No further than the high watermark.
+        log.append(&timed_batch(&[(1, b"late")]), 1 << 20, None)
+            .unwrap();
+        log.hw = 5;
+        assert_eq!(by_time(&mut log, 0, 100_000), Some(5));
+        assert_eq!(log.batches.len(), 1);
     }
 }

@@ -253,6 +253,7 @@ impl LiveCluster {
                     cluster.replicate(now);
                     if now.duration_since(last_isr_check) >= ISR_CHECK_EVERY {
                         cluster.check_isr(now);
+                        cluster.expire_by_time();
                         last_isr_check = now;
                     }
                     let wake = cluster
@@ -595,6 +596,26 @@ impl LiveCluster {
         }
         self.check_moved(moved);
         tracing::info!(broker = dead, "broker crashed");
+    }
+
+    /// Time-based retention on the partitions of topics that set
+    /// `retention.ms`, at the leader, also where nothing is appended (the
+    /// appends apply both retentions themselves).
+    fn expire_by_time(&self) {
+        let now = log::now_ms();
+        for topic in self.topics() {
+            let Some(ms) = topic.config.retention_ms() else {
+                continue;
+            };
+            let bytes = topic.config.retention_bytes(self.cfg.retention_bytes);
+            for p in &topic.partitions {
+                let mut log = p.log.lock();
+                let led = log.leader.is_some_and(|l| self.is_alive(l));
+                if led && !log.deleted && log.apply_retention(bytes, Some(ms), now).is_some() {
+                    Checks::bump(&self.checks.retention_deletions);
+                }
+            }
+        }
     }
 
     fn check_isr(&self, now: Instant) {

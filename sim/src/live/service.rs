@@ -7,7 +7,7 @@
 use super::checks::Checks;
 use super::fetch_sessions::{Asked, Context, Told};
 use super::leader_hints::{self, node_endpoints, LeaderHints};
-use super::log::{transactional_producer, AppendError};
+use super::log::{now_ms, transactional_producer, AppendError};
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::LiveCluster;
@@ -619,7 +619,14 @@ impl BrokerService {
             })?;
             if appended.duplicate {
                 Checks::bump(&self.checks().duplicates);
-            } else if log.apply_retention(cfg.retention_bytes).is_some() {
+            } else if log
+                .apply_retention(
+                    p.config.retention_bytes(cfg.retention_bytes),
+                    p.config.retention_ms(),
+                    now_ms(),
+                )
+                .is_some()
+            {
                 // The followers learn the new log start with this batch.
                 Checks::bump(&self.checks().retention_deletions);
             }

@@ -4,46 +4,64 @@
 //! partitions and read by every produce. A topic that sets none follows
 //! the broker's.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// `min.insync.replicas`: how many in-sync replicas an `acks=all` produce
 /// needs, when it is appended and when it is answered.
 pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
 /// `max.message.bytes`: the largest batch a produce may append.
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
+/// `retention.bytes`: the most a partition keeps (-1: no limit).
+pub const RETENTION_BYTES: &str = "retention.bytes";
+/// `retention.ms`: how long a batch is kept after its newest record's
+/// timestamp (-1: for ever).
+pub const RETENTION_MS: &str = "retention.ms";
 
 /// The topic configs this broker applies, by Kafka's names.
-pub const APPLIED: [&str; 2] = [MIN_INSYNC_REPLICAS, MAX_MESSAGE_BYTES];
+pub const APPLIED: [&str; 4] = [
+    MIN_INSYNC_REPLICAS,
+    MAX_MESSAGE_BYTES,
+    RETENTION_BYTES,
+    RETENTION_MS,
+];
 
-/// A topic's overrides; 0 stands for "the broker's" (neither setting may be
-/// 0, which `parse` refuses).
-#[derive(Debug, Default)]
+/// What stands for "the broker's" in a slot: no setting takes it.
+const UNSET: i64 = i64::MIN;
+
+/// A topic's overrides of the broker's settings.
+#[derive(Debug)]
 pub struct TopicConfig {
-    min_insync: AtomicU32,
-    max_message_bytes: AtomicU32,
+    slots: [AtomicI64; 4],
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            slots: std::array::from_fn(|_| AtomicI64::new(UNSET)),
+        }
+    }
 }
 
 impl TopicConfig {
-    fn slot(&self, name: &str) -> Option<&AtomicU32> {
-        match name {
-            MIN_INSYNC_REPLICAS => Some(&self.min_insync),
-            MAX_MESSAGE_BYTES => Some(&self.max_message_bytes),
-            _ => None,
-        }
+    fn slot(&self, name: &str) -> Option<&AtomicI64> {
+        APPLIED
+            .iter()
+            .position(|&n| n == name)
+            .map(|i| &self.slots[i])
     }
 
     /// The topic's own value of `name`, if it sets one.
-    pub fn get(&self, name: &str) -> Option<u32> {
+    pub fn get(&self, name: &str) -> Option<i64> {
         let v = self.slot(name)?.load(Ordering::Acquire);
-        (v != 0).then_some(v)
+        (v != UNSET).then_some(v)
     }
 
     /// Sets `name` to `value`, or back to the broker's with `None`; `false`
     /// for a name this broker does not apply.
-    pub fn set(&self, name: &str, value: Option<u32>) -> bool {
+    pub fn set(&self, name: &str, value: Option<i64>) -> bool {
         match self.slot(name) {
             Some(slot) => {
-                slot.store(value.unwrap_or(0), Ordering::Release);
+                slot.store(value.unwrap_or(UNSET), Ordering::Release);
                 true
             }
             None => false,
@@ -53,13 +71,27 @@ impl TopicConfig {
     /// The `min.insync.replicas` in force, `broker`'s where the topic sets
     /// none.
     pub fn min_insync(&self, broker: u32) -> usize {
-        self.get(MIN_INSYNC_REPLICAS).unwrap_or(broker) as usize
+        self.get(MIN_INSYNC_REPLICAS)
+            .map_or(broker as usize, |v| v as usize)
     }
 
     /// The `max.message.bytes` in force, `broker`'s where the topic sets
     /// none.
     pub fn max_message_bytes(&self, broker: usize) -> usize {
         self.get(MAX_MESSAGE_BYTES).map_or(broker, |v| v as usize)
+    }
+
+    /// The `retention.bytes` in force (`None`: no limit), `broker`'s where
+    /// the topic sets none.
+    pub fn retention_bytes(&self, broker: u64) -> Option<u64> {
+        self.get(RETENTION_BYTES)
+            .map_or(Some(broker), |v| u64::try_from(v).ok())
+    }
+
+    /// The `retention.ms` in force (`None`: for ever); the broker applies
+    /// none of its own.
+    pub fn retention_ms(&self) -> Option<u64> {
+        self.get(RETENTION_MS).and_then(|v| u64::try_from(v).ok())
     }
 }
 
@@ -69,24 +101,34 @@ pub fn applied(name: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "'{name}' is not a topic config this broker applies; it applies {} and {}.",
-            APPLIED[0], APPLIED[1]
+            "'{name}' is not a topic config this broker applies; it applies {}.",
+            APPLIED.join(", ")
         ))
+    }
+}
+
+/// The values Kafka takes for `name`: `min.insync.replicas` from 1,
+/// `max.message.bytes` from 0 in Kafka but from 1 here (a batch always has
+/// bytes, so 0 would refuse every produce), both at most `i32::MAX` (ints);
+/// the retentions longs from -1 (no limit).
+fn bounds(name: &str) -> (i64, i64) {
+    match name {
+        RETENTION_BYTES | RETENTION_MS => (-1, i64::MAX),
+        _ => (1, i64::from(i32::MAX)),
     }
 }
 
 /// A value for the topic config `name`, or why it is refused
 /// (INVALID_CONFIG): a name this broker does not apply, or a value that is
-/// not a whole number from 1 up (`max.message.bytes` from 0 in Kafka;
-/// here a batch always has bytes, so 0 would refuse every produce).
-pub fn parse(name: &str, value: Option<&str>) -> Result<u32, String> {
+/// not a whole number within its bounds.
+pub fn parse(name: &str, value: Option<&str>) -> Result<i64, String> {
     applied(name)?;
     let value = value.ok_or_else(|| format!("'{name}' needs a value."))?;
-    match value.trim().parse::<u32>() {
-        Ok(v) if v >= 1 && v <= i32::MAX as u32 => Ok(v),
+    let (min, max) = bounds(name);
+    match value.trim().parse::<i64>() {
+        Ok(v) if (min..=max).contains(&v) => Ok(v),
         _ => Err(format!(
-            "'{value}' is not a valid value for '{name}': a whole number from 1 to {}.",
-            i32::MAX
+            "'{value}' is not a valid value for '{name}': a whole number from {min} to {max}."
         )),
     }
 }
@@ -104,17 +146,24 @@ mod tests {
         assert_eq!((c.min_insync(2), c.max_message_bytes(1000)), (3, 500));
         assert!(c.set(MIN_INSYNC_REPLICAS, None));
         assert_eq!((c.min_insync(2), c.get(MIN_INSYNC_REPLICAS)), (2, None));
-        assert!(!c.set("retention.ms", Some(1)));
+        assert!(c.set(RETENTION_BYTES, Some(-1)));
+        assert_eq!(c.retention_bytes(1 << 30), None);
+        assert_eq!(c.retention_ms(), None);
+        assert!(c.set(RETENTION_MS, Some(60_000)));
+        assert_eq!(c.retention_ms(), Some(60_000));
+        assert!(!c.set("cleanup.policy", Some(1)));
     }
 
     #[test]
-    fn only_whole_numbers_from_one_of_applied_names_are_taken() {
+    fn only_whole_numbers_within_bounds_of_applied_names_are_taken() {
         assert_eq!(parse(MIN_INSYNC_REPLICAS, Some(" 2 ")), Ok(2));
         assert!(parse(MIN_INSYNC_REPLICAS, Some("0")).is_err());
         assert!(parse(MAX_MESSAGE_BYTES, Some("-1")).is_err());
         assert!(parse(MAX_MESSAGE_BYTES, Some("3000000000")).is_err());
         assert!(parse(MAX_MESSAGE_BYTES, None).is_err());
-        assert!(parse("retention.ms", Some("1000"))
+        assert_eq!(parse(RETENTION_MS, Some("-1")), Ok(-1));
+        assert!(parse(RETENTION_BYTES, Some("-2")).is_err());
+        assert!(parse("segment.bytes", Some("1000"))
             .unwrap_err()
             .contains("not a topic config this broker applies"));
     }
