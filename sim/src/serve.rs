@@ -217,6 +217,15 @@ impl Server {
 }
 
 impl ServeReport {
+    /// The count of the first line whose name starts with `what` (the
+    /// names as the human report prints them), if there is one.
+    pub fn count(&self, what: &str) -> Option<u64> {
+        self.counts
+            .iter()
+            .find(|(name, _)| name.starts_with(what))
+            .map(|&(_, n)| n)
+    }
+
     /// The human report.
     pub fn human(&self) -> String {
         let mut out = format!(

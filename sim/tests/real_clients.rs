@@ -420,12 +420,7 @@ fn sarama_produces_idempotently_long_polls_and_a_group_of_two_commits_every_reco
     assert_eq!(stored, 601, "each record stored once");
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
-    let refused = report
-        .counts
-        .iter()
-        .find(|(w, _)| w.starts_with("connections refused"))
-        .unwrap()
-        .1;
+    let refused = report.count("connections refused").unwrap();
     assert_eq!(refused, 0, "{}", report.human());
 }
 

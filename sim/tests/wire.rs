@@ -522,12 +522,7 @@ fn a_client_that_disconnects_leaves_nothing_parked() {
     ));
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
-    let dropped = report
-        .counts
-        .iter()
-        .find(|(w, _)| w.starts_with("responses to closed"))
-        .unwrap()
-        .1;
+    let dropped = report.count("responses to closed").unwrap();
     assert!(dropped <= 50);
 }
 
@@ -1150,14 +1145,7 @@ fn a_crashed_broker_closes_its_connections_unanswered_and_refuses_new_ones() {
     assert_eq!(brokers, [0, 2]);
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
-    let count = |what: &str| {
-        report
-            .counts
-            .iter()
-            .find(|(w, _)| w.starts_with(what))
-            .unwrap()
-            .1
-    };
+    let count = |what: &str| report.count(what).unwrap();
     assert_eq!(count("responses to closed"), 2);
 }
 
@@ -1486,12 +1474,7 @@ fn a_partition_past_its_retention_deletes_its_oldest_batches_and_readers_start_a
     );
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
-    let moved = report
-        .counts
-        .iter()
-        .find(|(w, _)| w.starts_with("log starts moved by retention"))
-        .unwrap()
-        .1;
+    let moved = report.count("log starts moved by retention").unwrap();
     assert!(moved >= 2, "{}", report.human());
 }
 
