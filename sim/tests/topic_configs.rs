@@ -23,6 +23,7 @@ const BROKER: i8 = 4;
 const SET: i8 = 0;
 const DELETE: i8 = 1;
 const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
 /// Kafka's config sources: a topic's own, the broker's file.
 const TOPIC_SOURCE: i8 = 1;
 const BROKER_SOURCE: i8 = 4;
@@ -287,6 +288,62 @@ fn a_topics_retention_deletes_its_oldest_records_by_size_and_by_age() {
     // which keeps the one of an hour ago after it, as Kafka keeps an old
     // segment behind a newer one.
     assert_eq!(start().0, end, "{:?}", start());
+    passes(server);
+}
+
+#[test]
+fn a_compacted_topic_keeps_every_record_until_its_policy_also_deletes() {
+    let server = server();
+    let addr = server.addrs()[0];
+    let configs = [("cleanup.policy", "compact"), ("retention.bytes", "1024")];
+    let (error, described_at_creation) = create(addr, "table", 3, &configs);
+    assert_eq!(error, 0);
+    assert!(
+        described_at_creation.contains(&(
+            "cleanup.policy".into(),
+            "compact".into(),
+            TOPIC_SOURCE,
+            false
+        )),
+        "{described_at_creation:?}"
+    );
+    let at = leader(&server, "table");
+    let log_start = || {
+        server.cluster().topic("table").unwrap().partitions[0]
+            .log
+            .lock()
+            .log_start
+    };
+    for _ in 0..6 {
+        assert_eq!(produce(at, "table", -1, &[b'v'; 500]), 0);
+    }
+    // Compacted, and this broker does not compact: every record stays,
+    // whatever retention.bytes says (Kafka applies it only with delete).
+    assert_eq!(log_start(), 0);
+    // A list: delete appended, the retention applies from the next append.
+    let append = [("cleanup.policy", APPEND, Some("delete"))];
+    assert_eq!(alter(addr, TOPIC, "table", &append, false), 0);
+    assert_eq!(
+        described(addr, TOPIC, "table", "cleanup.policy"),
+        ("compact,delete".into(), TOPIC_SOURCE, false)
+    );
+    assert_eq!(produce(at, "table", -1, &[b'v'; 500]), 0);
+    assert!(log_start() > 0);
+    // Subtracting both would leave it empty: refused, nothing changes.
+    let both = [("cleanup.policy", SUBTRACT, Some("compact,delete"))];
+    assert_eq!(
+        alter(addr, TOPIC, "table", &both, false),
+        ResponseError::InvalidConfig.code()
+    );
+    let unknown = [("cleanup.policy", SET, Some("compact,snapshot"))];
+    assert_eq!(
+        alter(addr, TOPIC, "table", &unknown, false),
+        ResponseError::InvalidConfig.code()
+    );
+    assert_eq!(
+        described(addr, TOPIC, "table", "cleanup.policy").0,
+        "compact,delete"
+    );
     passes(server);
 }
 

@@ -1504,13 +1504,14 @@ fn describe_configs(
         .configs
         .iter()
         .map(|e| {
-            // A topic's own four settings can change; nothing else can.
+            // A topic's own five settings can change; nothing else can.
             let alterable = kind == 2
                 && [
                     "min.insync.replicas",
                     "max.message.bytes",
                     "retention.bytes",
                     "retention.ms",
+                    "cleanup.policy",
                 ]
                 .contains(&e.name.as_str());
             assert_eq!(e.read_only, !alterable, "{}", e.name.as_str());

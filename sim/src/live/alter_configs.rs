@@ -1,7 +1,7 @@
 //! IncrementalAlterConfigs and AlterConfigs: a topic's own settings
 //! changed by an admin client, for the topic configs this broker applies
 //! (`min.insync.replicas`, `max.message.bytes`, `retention.bytes`,
-//! `retention.ms`). As in Kafka, a resource's
+//! `retention.ms`, `cleanup.policy`, a list). As in Kafka, a resource's
 //! changes are checked together and made together or not at all, any
 //! broker answers for a topic, and `validate_only` checks without changing.
 //! The brokers' own settings are static here: refused, as Kafka refuses a
@@ -30,9 +30,22 @@ const SUBTRACT: i8 = 3;
 /// Why a resource's changes are refused: the error and its message.
 type Refusal = (ResponseError, String);
 
-/// One topic config's change: its name and new value (`None`: back to the
-/// broker's).
-type Change = (String, Option<i64>);
+/// What a change asks of one topic config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Edit {
+    /// This value.
+    Set(i64),
+    /// Back to the broker's.
+    Reset,
+    /// A list's values added to what it holds (the broker's, if the topic
+    /// sets none).
+    Append(i64),
+    /// A list's values taken out of what it holds.
+    Subtract(i64),
+}
+
+/// One topic config's change: its name and what is asked of it.
+type Change = (String, Edit);
 
 impl BrokerService {
     pub(crate) fn incremental_alter_configs(
@@ -114,6 +127,10 @@ impl BrokerService {
         let checked = self
             .topic_to_alter(resource_type, name)
             .and_then(|topic| Ok((topic, incremental_changes(changes)?)));
+        let checked = checked.and_then(|(topic, changes)| {
+            let values = new_values(&topic, changes)?;
+            Ok((topic, values))
+        });
         let (topic, changes) = match checked {
             Ok(checked) => checked,
             Err((error, message)) => return (error.code(), Some(StrBytes::from_string(message))),
@@ -155,6 +172,26 @@ impl BrokerService {
     }
 }
 
+/// The value each change leaves its config with (`None`: the broker's),
+/// a list's appends and subtractions made against what `topic` holds now;
+/// or why one of them cannot be made.
+fn new_values(topic: &Topic, changes: Vec<Change>) -> Result<Vec<(String, Option<i64>)>, Refusal> {
+    changes
+        .into_iter()
+        .map(|(name, edit)| {
+            let current = || topic_config::current(&topic.config, &name);
+            let value = match edit {
+                Edit::Set(v) => Some(v),
+                Edit::Reset => None,
+                Edit::Append(v) => Some(topic_config::combine(&name, current(), v, true)?),
+                Edit::Subtract(v) => Some(topic_config::combine(&name, current(), v, false)?),
+            };
+            Ok((name, value))
+        })
+        .collect::<Result<_, String>>()
+        .map_err(|why| (ResponseError::InvalidConfig, why))
+}
+
 /// A resource's (name, operation, value) changes, checked together: each
 /// name at most once, a topic config this broker applies, a valid value
 /// to set; appending to or subtracting from a setting that is not a list
@@ -172,12 +209,15 @@ fn incremental_changes<'a>(
                 format!("'{name}' is named more than once."),
             ));
         }
-        let value = match operation {
-            SET => Some(topic_config::parse(name, value).map_err(invalid_config)?),
+        let parsed = || topic_config::parse(name, value).map_err(invalid_config);
+        let edit = match operation {
+            SET => Edit::Set(parsed()?),
             DELETE => {
                 topic_config::applied(name).map_err(invalid_config)?;
-                None
+                Edit::Reset
             }
+            APPEND if topic_config::is_list(name) => Edit::Append(parsed()?),
+            SUBTRACT if topic_config::is_list(name) => Edit::Subtract(parsed()?),
             APPEND | SUBTRACT => {
                 return Err(invalid_config(format!(
                     "'{name}' is not a list: it can be set or deleted, not appended to or subtracted from."
@@ -190,7 +230,7 @@ fn incremental_changes<'a>(
                 ))
             }
         };
-        checked.push((name.to_string(), value));
+        checked.push((name.to_string(), edit));
     }
     Ok(checked)
 }
@@ -208,8 +248,8 @@ mod tests {
         assert_eq!(
             incremental_changes(ok.into_iter()).unwrap(),
             [
-                ("min.insync.replicas".to_string(), Some(3)),
-                ("max.message.bytes".to_string(), None)
+                ("min.insync.replicas".to_string(), Edit::Set(3)),
+                ("max.message.bytes".to_string(), Edit::Reset)
             ]
         );
         let refused = |changes: &[(&'static str, i8, Option<&'static str>)]| {

@@ -8,7 +8,8 @@
 use super::checks::Checks;
 use super::service::BrokerService;
 use super::topic_config::{
-    self, TopicConfig, MAX_MESSAGE_BYTES, MIN_INSYNC_REPLICAS, RETENTION_BYTES, RETENTION_MS,
+    self, TopicConfig, CLEANUP_POLICY, MAX_MESSAGE_BYTES, MIN_INSYNC_REPLICAS, RETENTION_BYTES,
+    RETENTION_MS,
 };
 use super::txns::MAX_TIMEOUT;
 use kafka_protocol::error::ResponseError;
@@ -35,6 +36,7 @@ enum Kind {
     String = 2,
     Int = 3,
     Long = 5,
+    List = 7,
 }
 
 /// One setting: name, value, where it comes from, its type.
@@ -126,16 +128,20 @@ impl BrokerService {
         // Its own value, else the broker's (or Kafka's default, where the
         // broker has no setting of its own).
         let own = |name: &'static str, broker: (String, i8), kind| match config.get(name) {
-            Some(v) => (name, v.to_string(), DYNAMIC_TOPIC_CONFIG, kind),
+            Some(v) => (
+                name,
+                topic_config::show(name, v),
+                DYNAMIC_TOPIC_CONFIG,
+                kind,
+            ),
             None => (name, broker.0, broker.1, kind),
         };
         let broker = |value: String| (value, STATIC_BROKER_CONFIG);
         vec![
-            (
-                "cleanup.policy",
-                "delete".into(),
-                DEFAULT_CONFIG,
-                Kind::String,
+            own(
+                CLEANUP_POLICY,
+                ("delete".into(), DEFAULT_CONFIG),
+                Kind::List,
             ),
             own(
                 MIN_INSYNC_REPLICAS,

@@ -604,7 +604,11 @@ impl LiveCluster {
     fn expire_by_time(&self) {
         let now = log::now_ms();
         for topic in self.topics() {
-            let Some(ms) = topic.config.retention_ms() else {
+            let Some(ms) = topic
+                .config
+                .retention_ms()
+                .filter(|_| topic.config.deletes())
+            else {
                 continue;
             };
             let bytes = topic.config.retention_bytes(self.cfg.retention_bytes);

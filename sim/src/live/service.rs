@@ -619,13 +619,14 @@ impl BrokerService {
             })?;
             if appended.duplicate {
                 Checks::bump(&self.checks().duplicates);
-            } else if log
-                .apply_retention(
-                    p.config.retention_bytes(cfg.retention_bytes),
-                    p.config.retention_ms(),
-                    now_ms(),
-                )
-                .is_some()
+            } else if p.config.deletes()
+                && log
+                    .apply_retention(
+                        p.config.retention_bytes(cfg.retention_bytes),
+                        p.config.retention_ms(),
+                        now_ms(),
+                    )
+                    .is_some()
             {
                 // The followers learn the new log start with this batch.
                 Checks::bump(&self.checks().retention_deletions);

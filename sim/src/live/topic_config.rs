@@ -16,14 +16,22 @@ pub const RETENTION_BYTES: &str = "retention.bytes";
 /// `retention.ms`: how long a batch is kept after its newest record's
 /// timestamp (-1: for ever).
 pub const RETENTION_MS: &str = "retention.ms";
+/// `cleanup.policy`: a list of `delete` (the retentions apply) and
+/// `compact` (Kafka keeps at least each key's latest record).
+pub const CLEANUP_POLICY: &str = "cleanup.policy";
 
 /// The topic configs this broker applies, by Kafka's names.
-pub const APPLIED: [&str; 4] = [
+pub const APPLIED: [&str; 5] = [
     MIN_INSYNC_REPLICAS,
     MAX_MESSAGE_BYTES,
     RETENTION_BYTES,
     RETENTION_MS,
+    CLEANUP_POLICY,
 ];
+
+/// `cleanup.policy`'s values, as bits of its slot.
+const DELETE: i64 = 1;
+const COMPACT: i64 = 2;
 
 /// What stands for "the broker's" in a slot: no setting takes it.
 const UNSET: i64 = i64::MIN;
@@ -31,7 +39,7 @@ const UNSET: i64 = i64::MIN;
 /// A topic's overrides of the broker's settings.
 #[derive(Debug)]
 pub struct TopicConfig {
-    slots: [AtomicI64; 4],
+    slots: [AtomicI64; 5],
 }
 
 impl Default for TopicConfig {
@@ -93,6 +101,50 @@ impl TopicConfig {
     pub fn retention_ms(&self) -> Option<u64> {
         self.get(RETENTION_MS).and_then(|v| u64::try_from(v).ok())
     }
+
+    /// Whether the retentions apply: `cleanup.policy` holds `delete` (the
+    /// broker's default). A `compact`-only topic keeps every record, as
+    /// Kafka keeps a compacted topic's, whatever its size or age: this
+    /// broker does not compact, so all of each key's records stay, the
+    /// latest among them.
+    pub fn deletes(&self) -> bool {
+        self.get(CLEANUP_POLICY).is_none_or(|v| v & DELETE != 0)
+    }
+}
+
+/// The text of `name`'s value `v`, as DescribeConfigs gives it.
+pub fn show(name: &str, v: i64) -> String {
+    match (name, v) {
+        (CLEANUP_POLICY, DELETE) => "delete".into(),
+        (CLEANUP_POLICY, COMPACT) => "compact".into(),
+        (CLEANUP_POLICY, _) => "compact,delete".into(),
+        _ => v.to_string(),
+    }
+}
+
+/// Whether `name` is a list (IncrementalAlterConfigs may append to and
+/// subtract from it).
+pub fn is_list(name: &str) -> bool {
+    name == CLEANUP_POLICY
+}
+
+/// The value of `name` in force for a topic of `config` where the broker
+/// has no setting of its own: the topic's, else Kafka's default (a list's
+/// appends and subtractions start from it).
+pub fn current(config: &TopicConfig, name: &str) -> i64 {
+    config
+        .get(name)
+        .unwrap_or(if name == CLEANUP_POLICY { DELETE } else { 0 })
+}
+
+/// `current` with `v`'s values added (`add`) or taken out, or why not: a
+/// list left empty is refused.
+pub fn combine(name: &str, current: i64, v: i64, add: bool) -> Result<i64, String> {
+    let combined = if add { current | v } else { current & !v };
+    if combined == 0 {
+        return Err(format!("'{name}' cannot be left empty."));
+    }
+    Ok(combined)
 }
 
 /// Whether this broker applies the topic config `name`, or why not.
@@ -120,10 +172,14 @@ fn bounds(name: &str) -> (i64, i64) {
 
 /// A value for the topic config `name`, or why it is refused
 /// (INVALID_CONFIG): a name this broker does not apply, or a value that is
-/// not a whole number within its bounds.
+/// not a whole number within its bounds (for `cleanup.policy`, a
+/// comma-separated list of `delete` and `compact`).
 pub fn parse(name: &str, value: Option<&str>) -> Result<i64, String> {
     applied(name)?;
     let value = value.ok_or_else(|| format!("'{name}' needs a value."))?;
+    if name == CLEANUP_POLICY {
+        return parse_policy(value);
+    }
     let (min, max) = bounds(name);
     match value.trim().parse::<i64>() {
         Ok(v) if (min..=max).contains(&v) => Ok(v),
@@ -131,6 +187,24 @@ pub fn parse(name: &str, value: Option<&str>) -> Result<i64, String> {
             "'{value}' is not a valid value for '{name}': a whole number from {min} to {max}."
         )),
     }
+}
+
+/// `cleanup.policy`'s list as bits; Kafka's own validator takes the same
+/// two names, in any order, repeated or not.
+fn parse_policy(value: &str) -> Result<i64, String> {
+    let mut bits = 0;
+    for item in value.split(',').map(str::trim) {
+        bits |= match item {
+            "delete" => DELETE,
+            "compact" => COMPACT,
+            _ => {
+                return Err(format!(
+                    "'{value}' is not a valid value for '{CLEANUP_POLICY}': a list of delete and compact."
+                ))
+            }
+        };
+    }
+    Ok(bits)
 }
 
 #[cfg(test)]
@@ -151,7 +225,13 @@ mod tests {
         assert_eq!(c.retention_ms(), None);
         assert!(c.set(RETENTION_MS, Some(60_000)));
         assert_eq!(c.retention_ms(), Some(60_000));
-        assert!(!c.set("cleanup.policy", Some(1)));
+        assert!(c.deletes());
+        assert!(c.set(
+            CLEANUP_POLICY,
+            Some(parse(CLEANUP_POLICY, Some("compact")).unwrap())
+        ));
+        assert!(!c.deletes());
+        assert!(!c.set("segment.bytes", Some(1)));
     }
 
     #[test]
@@ -163,6 +243,14 @@ mod tests {
         assert!(parse(MAX_MESSAGE_BYTES, None).is_err());
         assert_eq!(parse(RETENTION_MS, Some("-1")), Ok(-1));
         assert!(parse(RETENTION_BYTES, Some("-2")).is_err());
+        let policy = |v| parse(CLEANUP_POLICY, Some(v)).map(|bits| show(CLEANUP_POLICY, bits));
+        assert_eq!(policy("delete"), Ok("delete".into()));
+        assert_eq!(policy(" delete , compact"), Ok("compact,delete".into()));
+        assert!(policy("").is_err());
+        assert!(policy("compact,snapshot").is_err());
+        assert_eq!(combine(CLEANUP_POLICY, DELETE, COMPACT, true), Ok(3));
+        assert_eq!(combine(CLEANUP_POLICY, 3, DELETE, false), Ok(COMPACT));
+        assert!(combine(CLEANUP_POLICY, DELETE, DELETE, false).is_err());
         assert!(parse("segment.bytes", Some("1000"))
             .unwrap_err()
             .contains("not a topic config this broker applies"));
