@@ -444,9 +444,12 @@ impl PartitionLog {
         }
     }
 
-    /// The last stable offset: a committed reader reads below it.
+    /// The last stable offset: a committed reader reads below it. Never
+    /// below the log start, as in Kafka: a transaction still open whose
+    /// first records were deleted (DeleteRecords, retention) holds it at
+    /// the log start, not at an offset no reader may ask for.
     pub fn last_stable(&self) -> i64 {
-        self.txns.last_stable(self.hw)
+        self.txns.last_stable(self.hw).max(self.log_start)
     }
 
     /// The highest offset a reader may read below: the high watermark, or
@@ -935,5 +938,18 @@ mod tests {
         log.hw = 5;
         assert_eq!(by_time(&mut log, 0, 100_000), Some(5));
         assert_eq!(log.batches.len(), 1);
+    }
+
+    #[test]
+    fn an_open_transaction_deleted_under_holds_the_last_stable_offset_at_the_log_start() {
+        let mut log = PartitionLog::new(vec![0], Instant::now());
+        let open = transactional_batch(&[b"t"], 7, 0, 0);
+        log.append(&open, 1 << 20, Some((7, 0))).unwrap();
+        log.append(&batch(&[b"a"]), 1 << 20, None).unwrap();
+        log.append(&batch(&[b"b"]), 1 << 20, None).unwrap();
+        assert_eq!((log.hw, log.last_stable()), (3, 0));
+        assert_eq!(log.delete_records(2), Some(2));
+        assert_eq!(log.last_stable(), 2);
+        assert_eq!(log.read_limit(true), 2);
     }
 }
