@@ -56,8 +56,6 @@ pub struct Checks {
     /// Produce batches an idempotent producer sent again, answered with
     /// where they were first stored and not stored twice.
     pub duplicates: AtomicU64,
-    /// Times a partition's oldest batches were deleted for its retention.
-    pub retention_deletions: AtomicU64,
     /// Records acknowledged to `acks=all` producers.
     pub acked_records: AtomicU64,
     /// Produce partitions answered with an error, by none of the above.
@@ -70,6 +68,8 @@ pub struct Checks {
     pub expired_early: AtomicU64,
     /// Violation: a partition assigned to two members of a group at once.
     pub assigned_twice: AtomicU64,
+    /// Times a partition's oldest batches were deleted for its retention.
+    pub retention_deletions: AtomicU64,
     /// How late each expired session was, in microseconds past its
     /// deadline (the last heartbeat plus the session timeout).
     pub session_lateness_us: parking_lot::Mutex<Vec<u64>>,

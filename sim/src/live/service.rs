@@ -7,7 +7,7 @@
 use super::checks::Checks;
 use super::fetch_sessions::{Asked, Context, Told};
 use super::leader_hints::{self, node_endpoints, LeaderHints};
-use super::log::{now_ms, transactional_producer, AppendError};
+use super::log::{now_ms, transactional_producer, AppendError, PartitionLog};
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::LiveCluster;
@@ -619,15 +619,7 @@ impl BrokerService {
             })?;
             if appended.duplicate {
                 Checks::bump(&self.checks().duplicates);
-            } else if p.config.deletes()
-                && log
-                    .apply_retention(
-                        p.config.retention_bytes(cfg.retention_bytes),
-                        p.config.retention_ms(),
-                        now_ms(),
-                    )
-                    .is_some()
-            {
+            } else if retention_moved(p, &mut log, cfg.retention_bytes) {
                 // The followers learn the new log start with this batch.
                 Checks::bump(&self.checks().retention_deletions);
             }
@@ -866,4 +858,17 @@ impl BrokerService {
             Checks::bump(&checks.expired_early);
         }
     }
+}
+
+/// Applies `p`'s retentions to its `log` after an append (`broker`: the
+/// broker's retention.bytes); whether the log start moved.
+fn retention_moved(p: &Partition, log: &mut PartitionLog, broker: u64) -> bool {
+    if !p.config.deletes() {
+        return false;
+    }
+    let by_age = p.config.retention_ms();
+    // The clock only for a topic that keeps records by age.
+    let now = by_age.map_or(0, |_| now_ms());
+    let by_size = p.config.retention_bytes(broker);
+    log.apply_retention(by_size, by_age, now).is_some()
 }

@@ -29,6 +29,13 @@ pub const APPLIED: [&str; 5] = [
     CLEANUP_POLICY,
 ];
 
+/// Each applied config's place in [`APPLIED`], and so its slot.
+const MIN_INSYNC_AT: usize = 0;
+const MAX_MESSAGE_BYTES_AT: usize = 1;
+const RETENTION_BYTES_AT: usize = 2;
+const RETENTION_MS_AT: usize = 3;
+const CLEANUP_POLICY_AT: usize = 4;
+
 /// `cleanup.policy`'s values, as bits of its slot.
 const DELETE: i64 = 1;
 const COMPACT: i64 = 2;
@@ -64,6 +71,13 @@ impl TopicConfig {
         (v != UNSET).then_some(v)
     }
 
+    /// The topic's own value of `APPLIED[i]`: what every produce reads,
+    /// without looking its name up (`slots_follow_the_applied_names`).
+    fn at(&self, i: usize) -> Option<i64> {
+        let v = self.slots[i].load(Ordering::Acquire);
+        (v != UNSET).then_some(v)
+    }
+
     /// Sets `name` to `value`, or back to the broker's with `None`; `false`
     /// for a name this broker does not apply.
     pub fn set(&self, name: &str, value: Option<i64>) -> bool {
@@ -79,27 +93,27 @@ impl TopicConfig {
     /// The `min.insync.replicas` in force, `broker`'s where the topic sets
     /// none.
     pub fn min_insync(&self, broker: u32) -> usize {
-        self.get(MIN_INSYNC_REPLICAS)
+        self.at(MIN_INSYNC_AT)
             .map_or(broker as usize, |v| v as usize)
     }
 
     /// The `max.message.bytes` in force, `broker`'s where the topic sets
     /// none.
     pub fn max_message_bytes(&self, broker: usize) -> usize {
-        self.get(MAX_MESSAGE_BYTES).map_or(broker, |v| v as usize)
+        self.at(MAX_MESSAGE_BYTES_AT).map_or(broker, |v| v as usize)
     }
 
     /// The `retention.bytes` in force (`None`: no limit), `broker`'s where
     /// the topic sets none.
     pub fn retention_bytes(&self, broker: u64) -> Option<u64> {
-        self.get(RETENTION_BYTES)
+        self.at(RETENTION_BYTES_AT)
             .map_or(Some(broker), |v| u64::try_from(v).ok())
     }
 
     /// The `retention.ms` in force (`None`: for ever); the broker applies
     /// none of its own.
     pub fn retention_ms(&self) -> Option<u64> {
-        self.get(RETENTION_MS).and_then(|v| u64::try_from(v).ok())
+        self.at(RETENTION_MS_AT).and_then(|v| u64::try_from(v).ok())
     }
 
     /// Whether the retentions apply: `cleanup.policy` holds `delete` (the
@@ -108,7 +122,7 @@ impl TopicConfig {
     /// broker does not compact, so all of each key's records stay, the
     /// latest among them.
     pub fn deletes(&self) -> bool {
-        self.get(CLEANUP_POLICY).is_none_or(|v| v & DELETE != 0)
+        self.at(CLEANUP_POLICY_AT).is_none_or(|v| v & DELETE != 0)
     }
 }
 
@@ -210,6 +224,19 @@ fn parse_policy(value: &str) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_follow_the_applied_names() {
+        for (at, name) in [
+            (MIN_INSYNC_AT, MIN_INSYNC_REPLICAS),
+            (MAX_MESSAGE_BYTES_AT, MAX_MESSAGE_BYTES),
+            (RETENTION_BYTES_AT, RETENTION_BYTES),
+            (RETENTION_MS_AT, RETENTION_MS),
+            (CLEANUP_POLICY_AT, CLEANUP_POLICY),
+        ] {
+            assert_eq!(APPLIED[at], name);
+        }
+    }
 
     #[test]
     fn a_topic_follows_the_broker_until_it_sets_its_own() {
