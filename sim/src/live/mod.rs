@@ -602,15 +602,16 @@ impl LiveCluster {
     /// `retention.ms`, at the leader, also where nothing is appended (the
     /// appends apply both retentions themselves).
     fn expire_by_time(&self) {
+        // Most topics keep records for ever: those are not even cloned.
+        let aging: Vec<(Arc<Topic>, u64)> = self
+            .topics
+            .read()
+            .values()
+            .filter(|t| t.config.deletes())
+            .filter_map(|t| Some((Arc::clone(t), t.config.retention_ms()?)))
+            .collect();
         let now = log::now_ms();
-        for topic in self.topics() {
-            let Some(ms) = topic
-                .config
-                .retention_ms()
-                .filter(|_| topic.config.deletes())
-            else {
-                continue;
-            };
+        for (topic, ms) in aging {
             let bytes = topic.config.retention_bytes(self.cfg.retention_bytes);
             for p in &topic.partitions {
                 let mut log = p.log.lock();
