@@ -424,6 +424,40 @@ fn sarama_produces_idempotently_long_polls_and_a_group_of_two_commits_every_reco
     assert_eq!(refused, 0, "{}", report.human());
 }
 
+#[test]
+fn sarama_keeps_producing_and_consuming_across_a_leaders_crash() {
+    let Some(client) = sarama_client() else {
+        return;
+    };
+    // Its 6,000 synchronous sends take about ten seconds here: the crash
+    // falls among them.
+    let crash_at = Duration::from_millis(1500);
+    let server = crashing_at(crash_at, "crashy-go");
+    let out = Command::new(&client)
+        .args([&bootstrap(&server), "crashy-go", "sarama-crash", "6000"])
+        .output()
+        .expect("the sarama client runs");
+    let r = json_line(&out);
+    assert!(r["error"].is_null(), "{r}");
+    // Started with the server: its sends went on past the crash.
+    assert!(
+        r["produce_ms"].as_u64().unwrap() > crash_at.as_millis() as u64,
+        "{r}"
+    );
+    assert_eq!(r["acked"], 6000, "{r}");
+    assert_eq!(r["read_back"], 6000, "{r}");
+    assert_eq!(r["group_read"], 6001, "{r}");
+    assert_eq!(r["committed"], 6001, "{r}");
+    let topic = server.cluster().topic("crashy-go").unwrap();
+    let stored: i64 = topic
+        .partitions
+        .iter()
+        .map(|p| p.log.lock().log_end())
+        .sum();
+    assert_eq!(stored, 6001, "each record stored once");
+    passes(server);
+}
+
 /// The sarama client (`tests/clients/sarama_client.go`) built with the
 /// machine's Go and Debian's sarama (a GOPATH of packaged sources), if
 /// both are installed; says the test is skipped if not.

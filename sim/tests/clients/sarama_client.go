@@ -23,6 +23,7 @@ import (
 
 type result struct {
 	Acked          int    `json:"acked"`
+	ProduceMs      int64  `json:"produce_ms"`
 	Partitions     int    `json:"partitions"`
 	ReadBack       int    `json:"read_back"`
 	WokenAfterMs   int64  `json:"woken_after_ms"`
@@ -107,6 +108,7 @@ func run(brokers []string, topic, group string, n int, r *result) error {
 	if err != nil {
 		return fmt.Errorf("producer: %w", err)
 	}
+	started := time.Now()
 	for i := 0; i < n; i++ {
 		msg := &sarama.ProducerMessage{
 			Topic: topic,
@@ -118,6 +120,7 @@ func run(brokers []string, topic, group string, n int, r *result) error {
 		}
 		r.Acked++
 	}
+	r.ProduceMs = time.Since(started).Milliseconds()
 
 	consumer, err := sarama.NewConsumer(brokers, cfg)
 	if err != nil {
