@@ -460,8 +460,27 @@ fn sarama_keeps_producing_and_consuming_across_a_leaders_crash() {
 
 /// The sarama client (`tests/clients/sarama_client.go`) built with the
 /// machine's Go and Debian's sarama (a GOPATH of packaged sources), if
-/// both are installed; says the test is skipped if not.
+/// both are installed; says the test is skipped if not. Built once for the
+/// tests that run it side by side: two builds writing the one binary while
+/// a test runs it would race.
 fn sarama_client() -> Option<std::path::PathBuf> {
+    static BUILT: std::sync::OnceLock<Result<Option<std::path::PathBuf>, String>> =
+        std::sync::OnceLock::new();
+    match BUILT.get_or_init(build_sarama_client) {
+        Ok(Some(binary)) => Some(binary.clone()),
+        Ok(None) => {
+            eprintln!(
+                "skipped: Go with sarama is not installed (Debian packages 'golang-go' and \
+                 'golang-github-shopify-sarama-dev'; .ci/run installs them)"
+            );
+            None
+        }
+        Err(why) => panic!("the sarama client does not build: {why}"),
+    }
+}
+
+/// Builds the sarama client: `None` where Go or sarama is missing.
+fn build_sarama_client() -> Result<Option<std::path::PathBuf>, String> {
     const GOPATH: &str = "/usr/share/gocode";
     let packaged = std::path::Path::new(GOPATH).join("src/github.com/Shopify/sarama");
     let go = Command::new("go")
@@ -471,11 +490,7 @@ fn sarama_client() -> Option<std::path::PathBuf> {
         .status()
         .is_ok_and(|s| s.success());
     if !go || !packaged.is_dir() {
-        eprintln!(
-            "skipped: Go with sarama is not installed (Debian packages 'golang-go' and \
-             'golang-github-shopify-sarama-dev'; .ci/run installs them)"
-        );
-        return None;
+        return Ok(None);
     }
     let source = format!(
         "{}/tests/clients/sarama_client.go",
@@ -492,13 +507,11 @@ fn sarama_client() -> Option<std::path::PathBuf> {
         // Its build cache beside the binary: also where no HOME is set.
         .env("GOCACHE", target.join("go-build"))
         .output()
-        .expect("go runs");
-    assert!(
-        built.status.success(),
-        "the sarama client does not build: {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    Some(binary)
+        .map_err(|e| format!("go does not run: {e}"))?;
+    if !built.status.success() {
+        return Err(String::from_utf8_lossy(&built.stderr).into_owned());
+    }
+    Ok(Some(binary))
 }
 
 #[test]
