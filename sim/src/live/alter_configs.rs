@@ -179,12 +179,11 @@ fn new_values(topic: &Topic, changes: Vec<Change>) -> Result<Vec<(String, Option
     changes
         .into_iter()
         .map(|(name, edit)| {
-            let current = || topic_config::current(&topic.config, &name);
             let value = match edit {
                 Edit::Set(v) => Some(v),
                 Edit::Reset => None,
-                Edit::Append(v) => Some(topic_config::combine(&name, current(), v, true)?),
-                Edit::Subtract(v) => Some(topic_config::combine(&name, current(), v, false)?),
+                Edit::Append(v) => Some(topic_config::combine(&topic.config, &name, v, true)?),
+                Edit::Subtract(v) => Some(topic_config::combine(&topic.config, &name, v, false)?),
             };
             Ok((name, value))
         })

@@ -142,18 +142,12 @@ pub fn is_list(name: &str) -> bool {
     name == CLEANUP_POLICY
 }
 
-/// The value of `name` in force for a topic of `config` where the broker
-/// has no setting of its own: the topic's, else Kafka's default (a list's
-/// appends and subtractions start from it).
-pub fn current(config: &TopicConfig, name: &str) -> i64 {
-    config
-        .get(name)
-        .unwrap_or(if name == CLEANUP_POLICY { DELETE } else { 0 })
-}
-
-/// `current` with `v`'s values added (`add`) or taken out, or why not: a
-/// list left empty is refused.
-pub fn combine(name: &str, current: i64, v: i64, add: bool) -> Result<i64, String> {
+/// The list `name` (`cleanup.policy`, the one list) of a topic of
+/// `config` with `v`'s values added (`add`) or taken out, starting from
+/// the default, `delete`, where the topic sets none; or why not: a list
+/// left empty is refused.
+pub fn combine(config: &TopicConfig, name: &str, v: i64, add: bool) -> Result<i64, String> {
+    let current = config.get(name).unwrap_or(DELETE);
     let combined = if add { current | v } else { current & !v };
     if combined == 0 {
         return Err(format!("'{name}' cannot be left empty."));
@@ -275,9 +269,21 @@ mod tests {
         assert_eq!(policy(" delete , compact"), Ok("compact,delete".into()));
         assert!(policy("").is_err());
         assert!(policy("compact,snapshot").is_err());
-        assert_eq!(combine(CLEANUP_POLICY, DELETE, COMPACT, true), Ok(3));
-        assert_eq!(combine(CLEANUP_POLICY, 3, DELETE, false), Ok(COMPACT));
-        assert!(combine(CLEANUP_POLICY, DELETE, DELETE, false).is_err());
+        let holding = |v| {
+            let c = TopicConfig::default();
+            c.set(CLEANUP_POLICY, v);
+            c
+        };
+        // From the default, delete.
+        assert_eq!(
+            combine(&holding(None), CLEANUP_POLICY, COMPACT, true),
+            Ok(3)
+        );
+        assert_eq!(
+            combine(&holding(Some(3)), CLEANUP_POLICY, DELETE, false),
+            Ok(COMPACT)
+        );
+        assert!(combine(&holding(Some(DELETE)), CLEANUP_POLICY, DELETE, false).is_err());
         assert!(parse("segment.bytes", Some("1000"))
             .unwrap_err()
             .contains("not a topic config this broker applies"));
