@@ -171,12 +171,53 @@ impl Partition {
         let leader = candidates
             .copied()
             .find(|&r| r != dead && alive[r as usize]);
+        change.hw_moved = self.hand_over(leader, now);
+        (true, change)
+    }
+
+    /// `back` has restarted: it leads if nobody does (every replica was
+    /// down) and it holds every committed record; otherwise it is a
+    /// follower that rejoins the ISR once it has caught up. Its log needs
+    /// no cut here: each leader change cut every replica's, its own
+    /// included, to the new leader's log end. Returns whether it took the
+    /// leadership.
+    pub fn rejoin(&mut self, back: u32, now: u64) -> bool {
+        if self.leader.is_some()
+            || !self.replicas.contains(&back)
+            || self.leo[back as usize] < self.hw
+        {
+            return false;
+        }
+        self.isr = vec![back];
+        self.hand_over(Some(back), now);
+        true
+    }
+
+    /// Kafka's preferred leader election: if the first replica is up and in
+    /// sync but does not lead, it takes over from the leader (up too: a
+    /// dead one was replaced when it died). Returns the leader it took
+    /// over from, and whether the HW moved.
+    pub fn elect_preferred(&mut self, alive: &[bool], now: u64) -> Option<(u32, bool)> {
+        let preferred = *self.replicas.first()?;
+        let old = self.leader?;
+        if old == preferred || !alive[preferred as usize] || !self.isr.contains(&preferred) {
+            return None;
+        }
+        Some((old, self.hand_over(Some(preferred), now)))
+    }
+
+    /// Leadership moves to `leader` (`None`: offline) in a new epoch; an
+    /// out-of-sync leader is in sync alone (an unclean election); every
+    /// replica is cut to the new leader's log end. Returns whether the HW
+    /// moved.
+    fn hand_over(&mut self, leader: Option<u32>, now: u64) -> bool {
         self.leader = leader;
         self.epoch += 1;
+        let mut hw_moved = false;
         if let Some(l) = leader {
             let leader_leo = self.leo[l as usize];
             if !self.isr.contains(&l) {
-                self.isr = vec![l]; // unclean: only the new leader is in sync
+                self.isr = vec![l];
             }
             for r in self.replicas.clone() {
                 let r = r as usize;
@@ -185,10 +226,10 @@ impl Partition {
                 self.served_leo[r] = 0;
                 self.caught_up_at[r] = now;
             }
-            change.hw_moved = self.recompute_hw().hw_moved;
+            hw_moved = self.recompute_hw().hw_moved;
         }
         self.publish();
-        (true, change)
+        hw_moved
     }
 }
 
@@ -239,5 +280,44 @@ mod tests {
         assert_eq!(p.epoch, 1);
         assert!(p.hw >= 80);
         assert_eq!(p.isr, vec![0, 2]);
+    }
+
+    #[test]
+    fn a_restarted_preferred_replica_leads_again_once_in_sync() {
+        let mut p = Partition::new(0, vec![1, 0, 2], 3);
+        p.append(100);
+        p.follower_fetched(0, 100, 1);
+        p.follower_fetched(2, 100, 1);
+        p.leo[0] = 100;
+        p.leo[2] = 100;
+        let dead = [true, false, true];
+        p.remove_broker(1, &dead, 2);
+        assert_eq!(p.leader, Some(0));
+        // Broker 1 is back: not the leader before it is in sync.
+        let up = [true; 3];
+        assert!(!p.rejoin(1, 3));
+        assert_eq!(p.elect_preferred(&up, 3), None);
+        p.append(50);
+        p.served_leo[1] = 150;
+        assert!(p.follower_fetched(1, 150, 4).isr_changed);
+        assert_eq!(p.isr, vec![0, 2, 1]);
+        assert_eq!(p.elect_preferred(&up, 5), Some((0, false)));
+        assert_eq!((p.leader, p.epoch), (Some(1), 2));
+        // Nothing more to elect.
+        assert_eq!(p.elect_preferred(&up, 6), None);
+    }
+
+    #[test]
+    fn the_first_replica_back_with_every_committed_record_leads_a_partition_nobody_led() {
+        let mut p = Partition::new(0, vec![1, 2], 3);
+        p.append(100);
+        p.remove_broker(2, &[true, true, false], 1);
+        p.remove_broker(1, &[true, false, false], 2);
+        assert_eq!((p.leader, p.hw), (None, 100));
+        assert!(!p.rejoin(0, 3), "not a replica");
+        assert!(!p.rejoin(2, 3), "it lacks committed records");
+        assert_eq!(p.leader, None);
+        assert!(p.rejoin(1, 4));
+        assert_eq!((p.leader, p.isr.clone()), (Some(1), vec![1]));
     }
 }

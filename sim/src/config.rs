@@ -67,6 +67,18 @@ pub enum Fault {
         /// When.
         at: Duration,
     },
+    /// `broker`, crashed by an earlier [`Fault::Crash`], comes back at `at`:
+    /// it fetches what it missed, rejoins the ISR of each partition once it
+    /// has caught up, and then leads again the partitions it is the
+    /// preferred (first) replica of, as Kafka's automatic leader rebalance
+    /// hands them back. Requests parked at the leaders it takes over from
+    /// are answered with a not-leader error through `cancel_for_key`.
+    Restart {
+        /// The broker that comes back.
+        broker: u32,
+        /// When.
+        at: Duration,
+    },
     /// A `fraction` of the group's members stop heartbeating at `at`; their
     /// sessions expire.
     StopHeartbeats {
@@ -277,9 +289,9 @@ impl Config {
                 Fault::SlowFollower {
                     from, until, delay, ..
                 } => (vec![*from, *until], *delay),
-                Fault::Crash { at, .. } | Fault::StopHeartbeats { at, .. } => {
-                    (vec![*at], Duration::ZERO)
-                }
+                Fault::Crash { at, .. }
+                | Fault::Restart { at, .. }
+                | Fault::StopHeartbeats { at, .. } => (vec![*at], Duration::ZERO),
             };
             if times.iter().any(|t| *t > day) || delay > Duration::from_secs(3600) {
                 return fail(
@@ -318,6 +330,32 @@ impl Config {
                     }
                     if self.replication_factor < 2 {
                         return fail("a broker crash needs --replication-factor of at least 2 for leadership to move".into());
+                    }
+                }
+                Fault::Restart { broker, .. } => {
+                    // Each restart needs the broker down by then: its
+                    // faults, in time order, alternate crash and restart.
+                    let mut down = false;
+                    let mut own: Vec<(Duration, bool)> = self
+                        .faults
+                        .iter()
+                        .filter_map(|f| match *f {
+                            Fault::Crash { broker: b, at } if b == *broker => Some((at, true)),
+                            Fault::Restart { broker: b, at } if b == *broker => Some((at, false)),
+                            _ => None,
+                        })
+                        .collect();
+                    own.sort_by_key(|&(at, crash)| (at, !crash));
+                    for (when, crash) in own {
+                        if crash == down {
+                            return fail(format!(
+                                "broker {broker} {} at {} ms, but it is {} then",
+                                if crash { "crashes" } else { "restarts" },
+                                when.as_millis(),
+                                if down { "down" } else { "up" },
+                            ));
+                        }
+                        down = crash;
                     }
                 }
                 Fault::StopHeartbeats { fraction, .. } => {

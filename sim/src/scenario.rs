@@ -45,6 +45,17 @@ pub const SCENARIOS: &[Scenario] = &[
         },
     },
     Scenario {
+        name: "broker-restart",
+        description: "Broker 1 dies at 10 s and comes back at 15 s: leadership moves away from it, then, \
+                      once it has caught up and rejoined the ISR, back to it as the preferred replica, \
+                      from leaders that stay up; what was parked at them for those partitions is answered \
+                      with NOT_LEADER through cancel_for_key, and clients retry at the new leader. 30 s.",
+        build: |c| {
+            c.faults.push(Fault::Crash { broker: 1, at: Duration::from_secs(10) });
+            c.faults.push(Fault::Restart { broker: 1, at: Duration::from_secs(15) });
+        },
+    },
+    Scenario {
         name: "idle-fetch",
         description: "200 consumers long-poll the 32 quiet partitions, 6 or 7 on each as independent \
                       groups would (50 produces/s, min.bytes 1 MiB): almost every fetch waits its full \

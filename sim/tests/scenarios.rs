@@ -1,7 +1,7 @@
 //! Every scenario in simulated time, on both timers: all checks pass, the
 //! same seed gives the same result, and the two timers agree.
 
-use broker_sim::config::{ClockChoice, Config, TimerChoice};
+use broker_sim::config::{ClockChoice, Config, Fault, TimerChoice};
 use broker_sim::scenario::{scenario, SCENARIOS};
 use broker_sim::{report, run};
 use std::time::Duration;
@@ -66,6 +66,17 @@ fn the_scenarios_show_what_they_are_about() {
     assert!(crash["replication"]["cancelled_by_key"].as_u64().unwrap() > 0);
     // The dead broker leaves the ISR of every partition it was in.
     assert!(crash["replication"]["isr_shrinks"].as_u64().unwrap() >= 32);
+    // Every partition the restarted broker led moved away when it died,
+    // and back once it had caught up: twice the crash's leader changes.
+    let restart = run_json("broker-restart");
+    let leader_changes =
+        |json: &serde_json::Value| json["replication"]["leader_changes"].as_u64().unwrap();
+    assert_eq!(
+        leader_changes(&restart),
+        2 * leader_changes(&crash),
+        "{restart}"
+    );
+    assert!(restart["replication"]["isr_expands"].as_u64().unwrap() >= 32);
     let slow = run_json("slow-follower");
     assert!(slow["replication"]["isr_shrinks"].as_u64().unwrap() > 0);
     assert!(slow["replication"]["isr_expands"].as_u64().unwrap() > 0);
@@ -174,20 +185,45 @@ fn impossible_configurations_are_refused() {
 #[test]
 fn real_time_runs_pass_their_checks_on_both_timers() {
     for timer in [TimerChoice::Wheel, TimerChoice::DelayQueue] {
-        for name in ["default", "broker-crash"] {
+        for name in ["default", "broker-crash", "broker-restart"] {
             let mut cfg = scenario(name).unwrap();
             cfg.clock = ClockChoice::Real;
             cfg.timer = timer;
             cfg.duration = Duration::from_secs(2);
             cfg.produce_rate = 1_000.0;
-            // The crash must happen inside the short run.
+            // The crash (and the restart) must happen inside the short run.
             for fault in &mut cfg.faults {
-                if let broker_sim::config::Fault::Crash { at, .. } = fault {
-                    *at = Duration::from_secs(1);
+                match fault {
+                    Fault::Crash { at, .. } => *at = Duration::from_millis(700),
+                    Fault::Restart { at, .. } => *at = Duration::from_millis(1_000),
+                    _ => {}
                 }
             }
             let json = outcome(&cfg);
             assert_passes(&json, name);
         }
     }
+}
+
+#[test]
+fn a_broker_restarts_only_once_it_is_down() {
+    let with = |faults: Vec<Fault>| Config {
+        faults,
+        ..Config::default()
+    };
+    let crash = |at| Fault::Crash {
+        broker: 1,
+        at: Duration::from_secs(at),
+    };
+    let restart = |at| Fault::Restart {
+        broker: 1,
+        at: Duration::from_secs(at),
+    };
+    let refused = |faults| with(faults).validate().unwrap_err().to_string();
+    assert!(refused(vec![restart(5)]).contains("broker 1 restarts at 5000 ms, but it is up then"));
+    assert!(refused(vec![restart(5), crash(10)]).contains("restarts at 5000 ms"));
+    assert!(refused(vec![crash(1), restart(2), restart(3)]).contains("restarts at 3000 ms"));
+    assert!(with(vec![crash(1), restart(2), crash(3), restart(4)])
+        .validate()
+        .is_ok());
 }

@@ -1,7 +1,8 @@
-//! Faults (slow followers, silent members, broker crashes) and the end
-//! of arrivals.
+//! Faults (slow followers, silent members, broker crashes and restarts),
+//! the leader elections they lead to, and the end of arrivals.
 
 use super::{micros, Engine, Event};
+use crate::cluster::Change;
 use crate::config::Fault;
 
 impl Engine {
@@ -23,6 +24,7 @@ impl Engine {
                 }
             }
             Fault::Crash { broker, .. } => self.crash(broker),
+            Fault::Restart { broker, .. } => self.restart(broker),
         }
     }
 
@@ -35,18 +37,61 @@ impl Engine {
                 self.stats.isr_shrinks += 1;
             }
             if moved {
-                self.stats.leader_changes += 1;
-                // Everything parked on the dead leader for this partition is
-                // answered now, as NOT_LEADER, so clients move on at once.
-                let key = p as u32;
-                let broker = &self.brokers[dead as usize];
-                let cancelled =
-                    broker.produce.cancel_for_key(&key) + broker.fetch.cancel_for_key(&key);
-                self.stats.cancelled += cancelled as u64;
+                self.led_away(p as u32, dead);
             }
             self.hw_change(p as u32, change);
         }
         self.led_by = super::led_by(&self.partitions, self.cfg.brokers);
+    }
+
+    /// Leadership of `p` moved away from `old`: everything parked there for
+    /// it is answered now, as NOT_LEADER, so clients move on at once.
+    fn led_away(&mut self, p: u32, old: u32) {
+        self.stats.leader_changes += 1;
+        let broker = &self.brokers[old as usize];
+        let cancelled = broker.produce.cancel_for_key(&p) + broker.fetch.cancel_for_key(&p);
+        self.stats.cancelled += cancelled as u64;
+    }
+
+    /// `back` is up again: it leads the partitions nobody led, and follows
+    /// the others, fetching from their leaders until it is back in sync.
+    fn restart(&mut self, back: u32) {
+        if self.brokers[back as usize].alive {
+            return;
+        }
+        self.brokers[back as usize].alive = true;
+        for i in 0..self.replica_of[back as usize].len() {
+            let p = self.replica_of[back as usize][i];
+            if self.partitions[p as usize].rejoin(back, self.now) {
+                self.stats.leader_changes += 1;
+            }
+        }
+        self.led_by = super::led_by(&self.partitions, self.cfg.brokers);
+        self.schedule(self.now, Event::FollowerSend { follower: back });
+    }
+
+    /// Kafka's automatic leader rebalance, with no imbalance allowed: each
+    /// partition whose preferred replica is up and in sync is led by it.
+    pub(super) fn elect_preferred_leaders(&mut self) {
+        let alive: Vec<bool> = self.brokers.iter().map(|b| b.alive).collect();
+        let mut moved = false;
+        for p in 0..self.partitions.len() {
+            let Some((old, hw_moved)) = self.partitions[p].elect_preferred(&alive, self.now) else {
+                continue;
+            };
+            moved = true;
+            self.led_away(p as u32, old);
+            let change = Change {
+                hw_moved,
+                isr_changed: false,
+            };
+            self.hw_change(p as u32, change);
+            // The old leader follows it now.
+            self.schedule(self.now, Event::FollowerSend { follower: old });
+        }
+        if moved {
+            self.led_by = super::led_by(&self.partitions, self.cfg.brokers);
+        }
     }
 
     /// Ends arrivals: at the configured duration, when asked from outside,

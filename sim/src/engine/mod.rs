@@ -97,8 +97,8 @@ pub struct Engine {
     brokers: Vec<Broker>,
     partitions: Vec<Partition>,
     /// Per broker, the partitions it leads, in ascending order: what a
-    /// produce picks from. Leadership moves only when a broker crashes,
-    /// which rebuilds it; finding them by a walk over every partition at
+    /// produce picks from. Leadership moves only when a broker crashes or
+    /// restarts, or at a preferred leader election, each of which rebuilds it; finding them by a walk over every partition at
     /// each produce made a run of 100,000 partitions take half a minute a
     /// simulated second.
     led_by: Vec<Vec<u32>>,
@@ -282,7 +282,9 @@ impl Engine {
         for fault in self.cfg.faults.clone() {
             let at = match &fault {
                 Fault::SlowFollower { from, .. } => micros(*from),
-                Fault::Crash { at, .. } | Fault::StopHeartbeats { at, .. } => micros(*at),
+                Fault::Crash { at, .. }
+                | Fault::Restart { at, .. }
+                | Fault::StopHeartbeats { at, .. } => micros(*at),
             };
             self.schedule(at, Event::Fault(fault));
         }

@@ -65,6 +65,9 @@ impl Engine {
             for &(p, offset) in &parts {
                 let part = &mut self.partitions[p as usize];
                 if part.leader == Some(leader) {
+                    // A fetch sent before its broker crashed and restarted
+                    // may name an offset its log was cut below since.
+                    let offset = offset.min(part.leo[follower as usize]);
                     let change = part.follower_fetched(follower, offset, self.now);
                     if change.isr_changed {
                         self.stats.isr_expands += 1;
@@ -159,6 +162,7 @@ impl Engine {
             }
             self.hw_change(p as u32, change);
         }
+        self.elect_preferred_leaders();
         if !(self.stopping && self.outstanding == 0) {
             self.schedule(self.now + ISR_CHECK_EVERY, Event::IsrCheck);
         }
