@@ -114,7 +114,7 @@ impl Server {
                     opts.limits,
                     Arc::clone(&stats),
                     stopped.clone(),
-                    cluster.brokers[id].crashes(),
+                    cluster.brokers[id].lives(),
                 ))
             })
             .collect();

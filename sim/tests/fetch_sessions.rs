@@ -221,3 +221,41 @@ fn a_session_naming_topics_by_id_forgets_them_by_id() {
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
 }
+
+#[test]
+fn a_restarted_broker_has_no_sessions_and_leads_again_with_its_records() {
+    let server = server();
+    let addr = server.addrs()[0];
+    produce(addr, 0);
+    let mut c = Client::connect(addr);
+    let full = c.call(&fetch((0, 0), &[(0, 0)], &[], 0), FETCH_V);
+    let id = full.session_id;
+    assert_ne!(id, 0);
+    // The only replica of every partition goes down and comes back: it
+    // holds every committed record, so it leads them again.
+    server.cluster().crash(0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(addr).is_ok() {
+        assert!(Instant::now() < deadline, "still listening");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.cluster().restart(0);
+    let mut c = loop {
+        if let Ok(stream) = std::net::TcpStream::connect(addr) {
+            drop(stream);
+            break Client::connect(addr);
+        }
+        assert!(Instant::now() < deadline, "listening again");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let gone = c.call(&fetch((id, 1), &[], &[], 0), FETCH_V);
+    assert_eq!(
+        gone.error_code,
+        ResponseError::FetchSessionIdNotFound.code()
+    );
+    let again = c.call(&fetch((0, 0), &[(0, 0)], &[], 0), FETCH_V);
+    assert_eq!(again.error_code, 0);
+    assert_eq!(answered(&again), [(0, true)], "the record is still there");
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}

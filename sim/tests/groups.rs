@@ -551,7 +551,7 @@ fn requests_for_a_group_nobody_made_make_none_but_a_simple_commit_does() {
 }
 
 #[test]
-fn after_the_coordinators_broker_crashes_members_find_the_new_one() {
+fn after_the_coordinators_broker_crashes_members_find_the_new_one_and_follow_it_back() {
     let server = server(Duration::ZERO);
     let old = coordinator(&server, "movers");
     let joined = join(old, "movers", "");
@@ -576,6 +576,27 @@ fn after_the_coordinators_broker_crashes_members_find_the_new_one() {
     let rejoined = join(new, "movers", "");
     assert_eq!(rejoined.error_code, 0);
     assert_eq!(committed(new, "movers"), 5);
+    // It restarts: the group moves back to it, and its members rejoin
+    // there, as they do when Kafka's offsets partition moves back.
+    let (member, generation) = (rejoined.member_id.to_string(), rejoined.generation_id);
+    sync(new, "movers", &member, generation, &[(&member, b"all")]);
+    assert_eq!(commit(new, "movers", &member, generation, 8), 0);
+    server.cluster().restart(dead);
+    while std::net::TcpStream::connect(old).is_err() {
+        assert!(std::time::Instant::now() < deadline, "listening again");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(coordinator(&server, "movers"), old);
+    assert_eq!(
+        heartbeat(new, "movers", &member, generation),
+        ResponseError::NotCoordinator.code()
+    );
+    assert_eq!(
+        heartbeat(old, "movers", &member, generation),
+        ResponseError::UnknownMemberId.code()
+    );
+    assert_eq!(join(old, "movers", "").error_code, 0);
+    assert_eq!(committed(old, "movers"), 8);
     passes(server);
 }
 

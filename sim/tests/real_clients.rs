@@ -312,6 +312,63 @@ fn an_idempotent_producer_across_a_leader_crash_has_each_record_stored_once() {
 }
 
 #[test]
+fn across_a_broker_restart_leadership_moves_back_and_each_acknowledged_record_is_stored_once() {
+    if !confluent() {
+        return;
+    }
+    // Its 10,000 records take five seconds or more: broker 1 is down from
+    // 1.5 s to 3 s, and soon after takes its partitions back from leaders
+    // that stay up, while the producer goes on.
+    let (crash_at, restart_at) = (Duration::from_millis(1500), Duration::from_millis(3000));
+    let live = LiveConfig {
+        faults: vec![
+            Fault::Crash {
+                broker: 1,
+                at: crash_at,
+            },
+            Fault::Restart {
+                broker: 1,
+                at: restart_at,
+            },
+        ],
+        ..LiveConfig::default()
+    };
+    let server = start(live, &[("restarts", 6)]);
+    let r = confluent_client(&[
+        "idempotent",
+        &bootstrap(&server),
+        "restarts",
+        "10000",
+        "30000",
+    ]);
+    assert!(
+        r["produce_seconds"].as_f64().unwrap() > restart_at.as_secs_f64() + 0.5,
+        "{r}"
+    );
+    assert_eq!(r["acked"], 10000, "{r}");
+    assert_eq!(r["read_back"], 10000, "{r}");
+    assert_eq!(r["read_twice"], 0, "{r}");
+    let topic = server.cluster().topic("restarts").unwrap();
+    let preferred: Vec<_> = topic
+        .partitions
+        .iter()
+        .map(|p| p.log.lock())
+        .filter(|log| log.replicas[0] == 1)
+        .map(|log| (log.leader, log.isr.contains(&1)))
+        .collect();
+    assert!(!preferred.is_empty());
+    assert!(
+        preferred.iter().all(|&led| led == (Some(1), true)),
+        "broker 1 leads its partitions again: {preferred:?}"
+    );
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    // Each of them moved away at the crash and back after the restart.
+    let moved = report.count("partition leaders moved").unwrap();
+    assert_eq!(moved, 2 * preferred.len() as u64, "{}", report.human());
+}
+
+#[test]
 fn acks_all_to_a_lagging_follower_times_out_at_the_request_timeout() {
     if !confluent() {
         return;

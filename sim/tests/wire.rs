@@ -1829,7 +1829,7 @@ fn acl_requests_are_answered_security_disabled_as_without_an_authorizer() {
 }
 
 #[test]
-fn describe_cluster_names_a_live_controller_and_crashed_brokers_as_fenced() {
+fn describe_cluster_names_a_live_controller_and_crashed_brokers_as_fenced_until_they_restart() {
     use kafka_protocol::messages::DescribeClusterRequest;
     let server = server(Duration::from_millis(5), &[("orders", 3)]);
     let describe = |addr, version: i16, fenced: bool| {
@@ -1870,6 +1870,21 @@ fn describe_cluster_names_a_live_controller_and_crashed_brokers_as_fenced() {
     );
     let metadata = Client::connect(live).call(&MetadataRequest::default(), METADATA_V);
     assert_eq!(metadata.controller_id.0, 1);
+    // Down, it refuses connections; restarted, it listens at its address
+    // again, unfenced, and is the controller again.
+    let dead = server.addrs()[0];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(dead).is_ok() {
+        assert!(Instant::now() < deadline, "broker 0 stops listening");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.cluster().restart(0);
+    while std::net::TcpStream::connect(dead).is_err() {
+        assert!(Instant::now() < deadline, "broker 0 listens again");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let all = vec![(0, false), (1, false), (2, false)];
+    assert_eq!(describe(dead, 2, true), (0, all));
     // A broker does not describe the controllers.
     let mut r = DescribeClusterRequest::default();
     r.endpoint_type = 2;

@@ -76,6 +76,9 @@ pub struct Checks {
     /// Parked fetches woken by new data: from the high watermark's move
     /// that made their data readable to their response being built.
     pub fetch_wakeups: WakeUps,
+    /// Partitions whose leadership moved: from a broker that crashed, to
+    /// a broker back from a crash, or to the preferred replica.
+    pub leader_changes: AtomicU64,
 }
 
 /// A latency distribution in microseconds, in constant memory however long
@@ -199,6 +202,7 @@ impl Checks {
             ("records acknowledged (acks=all)", &self.acked_records),
             ("resent batches stored once", &self.duplicates),
             ("log starts moved by retention", &self.retention_deletions),
+            ("partition leaders moved", &self.leader_changes),
             ("produce partition errors", &self.produce_errors),
         ]
         .into_iter()

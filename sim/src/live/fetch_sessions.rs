@@ -96,6 +96,14 @@ pub struct FetchSessions {
     cache: Mutex<Cache>,
 }
 
+impl FetchSessions {
+    /// Forgets every session, as a broker that crashed has: its cache was
+    /// in its memory. Their consumers are refused and open new ones.
+    pub fn clear(&self) {
+        self.cache.lock().sessions.clear();
+    }
+}
+
 fn refused(e: ResponseError) -> i16 {
     e.code()
 }

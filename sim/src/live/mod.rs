@@ -115,9 +115,9 @@ pub struct Broker {
     pub id: u32,
     /// False while crashed.
     pub alive: AtomicBool,
-    /// Turns true when it crashes: its listener and connections close
-    /// (see [`Broker::crashes`]).
-    crashed: tokio::sync::watch::Sender<bool>,
+    /// Its lives: one more at each crash and each restart, odd while it
+    /// is down (see [`Broker::lives`]).
+    lives: tokio::sync::watch::Sender<u64>,
     /// Parked `acks=all` produces, watched by partition key.
     pub produce: Purgatory<u32, WireProduce>,
     /// Parked fetches, watched by partition key.
@@ -131,11 +131,17 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Tells when this broker crashes (the value turns true, and stays):
-    /// the wire front then closes its listener and every connection to
-    /// it, as a crashed Kafka broker's would be gone.
-    pub fn crashes(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.crashed.subscribe()
+    /// Tells when this broker crashes and restarts: the count of both,
+    /// odd while it is down. When it crashes, the wire front closes its
+    /// listener and every connection to it, as a crashed Kafka broker's
+    /// would be gone; when it restarts, the listener opens again.
+    pub fn lives(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.lives.subscribe()
+    }
+
+    /// Starts its next life: down if it was up, up if it was down.
+    fn next_life(&self) {
+        self.lives.send_modify(|life| *life += 1);
     }
 }
 
@@ -166,8 +172,9 @@ pub struct LiveCluster {
     /// The follower thread, to wake it for a batch due before it would.
     follower_thread: std::sync::OnceLock<std::thread::Thread>,
     started: Instant,
-    /// Crashes not yet done: (when, broker).
-    crashes: parking_lot::Mutex<Vec<(Duration, u32)>>,
+    /// Crashes and restarts not yet done: (when, broker, whether it
+    /// restarts), in time order.
+    faults: parking_lot::Mutex<Vec<(Duration, u32, bool)>>,
 }
 
 /// How often the ISR is checked; the follower thread sleeps at most this
@@ -191,7 +198,7 @@ impl LiveCluster {
             .map(|id| Broker {
                 id,
                 alive: AtomicBool::new(true),
-                crashed: tokio::sync::watch::Sender::new(false),
+                lives: tokio::sync::watch::Sender::new(0),
                 produce: Purgatory::builder(format!("Produce-{id}"))
                     .timer(kind)
                     .driver(driver)
@@ -214,14 +221,17 @@ impl LiveCluster {
         let checks = Arc::new(Checks::default());
         let groups = groups::GroupCoordinator::new(cfg.groups.clone(), kind, Arc::clone(&checks));
         let txns = txns::TxnCoordinator::new(kind, Arc::clone(&checks));
-        let crashes = cfg
+        let mut faults: Vec<(Duration, u32, bool)> = cfg
             .faults
             .iter()
             .filter_map(|f| match *f {
-                Fault::Crash { broker, at } if broker < cfg.brokers => Some((at, broker)),
+                Fault::Crash { broker, at } if broker < cfg.brokers => Some((at, broker, false)),
+                Fault::Restart { broker, at } if broker < cfg.brokers => Some((at, broker, true)),
                 _ => None,
             })
             .collect();
+        // A crash and a restart due at once happen in that order.
+        faults.sort_by_key(|&(at, _, up)| (at, up));
         let cluster = Arc::new(LiveCluster {
             cfg,
             brokers,
@@ -237,7 +247,7 @@ impl LiveCluster {
             replication: parking_lot::Mutex::new(None),
             follower_thread: std::sync::OnceLock::new(),
             started: Instant::now(),
-            crashes: parking_lot::Mutex::new(crashes),
+            faults: parking_lot::Mutex::new(faults),
         });
         let weak = Arc::downgrade(&cluster);
         let thread = std::thread::Builder::new()
@@ -249,10 +259,11 @@ impl LiveCluster {
                         break;
                     }
                     let now = Instant::now();
-                    cluster.crash_due(now);
+                    cluster.faults_due(now);
                     cluster.replicate(now);
                     if now.duration_since(last_isr_check) >= ISR_CHECK_EVERY {
                         cluster.check_isr(now);
+                        cluster.elect_preferred_leaders();
                         cluster.expire_by_time();
                         last_isr_check = now;
                     }
@@ -508,21 +519,26 @@ impl LiveCluster {
         self.check_moved(moved);
     }
 
-    /// Crashes the brokers whose time has come.
-    fn crash_due(&self, now: Instant) {
+    /// Crashes and restarts the brokers whose time has come, in the order
+    /// they were due.
+    fn faults_due(&self, now: Instant) {
         let since_start = now.duration_since(self.started);
-        let due: Vec<u32> = {
-            let mut crashes = self.crashes.lock();
-            let due = crashes
+        let due: Vec<(Duration, u32, bool)> = {
+            let mut faults = self.faults.lock();
+            let due = faults
                 .iter()
-                .filter(|(at, _)| *at <= since_start)
-                .map(|&(_, b)| b)
+                .filter(|(at, _, _)| *at <= since_start)
+                .copied()
                 .collect();
-            crashes.retain(|(at, _)| *at > since_start);
+            faults.retain(|(at, _, _)| *at > since_start);
             due
         };
-        for b in due {
-            self.crash(b);
+        for (_, b, up) in due {
+            if up {
+                self.restart(b);
+            } else {
+                self.crash(b);
+            }
         }
     }
 
@@ -537,20 +553,16 @@ impl LiveCluster {
         let Some(broker) = self.brokers.get(dead as usize) else {
             return;
         };
-        // Groups it coordinated move to the next live replica of their
-        // offsets partition; their members rejoin there.
-        let alive_before = |b: u32| self.brokers[b as usize].alive.load(Ordering::Acquire);
-        let coordinated: std::collections::HashSet<Arc<str>> = self
-            .groups
-            .group_ids()
-            .into_iter()
-            .filter(|g| self.coordinator_among(g, alive_before) == Some(dead))
-            .collect();
+        if !broker.alive.load(Ordering::Acquire) {
+            return;
+        }
+        let coordinators = self.coordinators();
         broker.alive.store(false, Ordering::Release);
-        broker.crashed.send_replace(true);
+        broker.next_life();
         broker.followers.clear();
-        self.groups.move_groups(|g| coordinated.contains(g));
-        let alive = |b: u32| self.brokers[b as usize].alive.load(Ordering::Acquire);
+        broker.fetch_sessions.clear();
+        self.move_groups_from(coordinators);
+        let alive = |b: u32| self.is_alive(b);
         let mut moved = Vec::new();
         let mut lost_leader = Vec::new();
         let mut rewritten = Vec::new();
@@ -561,41 +573,183 @@ impl LiveCluster {
                 if log.leader == Some(dead) {
                     lost_leader.push(p.key);
                     let next = log.isr.iter().copied().find(|&b| alive(b));
-                    log.leader = next;
-                    log.epoch += 1;
-                    if let Some(i) = next.and_then(|n| log.replica_index(n)) {
-                        let end = log.replica_leo[i];
-                        if log.truncate(end) {
-                            // A transaction marker written again at the new
-                            // leader goes to its followers.
-                            let followers: Vec<u32> = log
-                                .replicas
-                                .iter()
-                                .copied()
-                                .filter(|&r| Some(r) != log.leader && alive(r))
-                                .collect();
-                            rewritten.push((Arc::clone(p), followers, log.log_end()));
-                        }
-                    }
-                    if log.leader.is_none() {
-                        log.isr.clear();
-                    }
+                    rewritten.extend(self.hand_over(p, &mut log, next));
                 }
                 if log.advance_hw() {
                     moved.push(Arc::clone(p));
                 }
             }
         }
-        for key in lost_leader {
-            broker.produce.cancel_for_key(&key);
-            broker.fetch.cancel_for_key(&key);
-            broker.delete_records.cancel_for_key(&key);
-        }
+        self.cancel_parked(broker, lost_leader);
         for (p, followers, end) in rewritten {
             self.replicate_later(&p, &followers, end);
         }
         self.check_moved(moved);
         tracing::info!(broker = dead, "broker crashed");
+    }
+
+    /// Broker `back`, crashed before, starts again: its listener opens,
+    /// the groups whose coordinator it is move back to it, and it fetches
+    /// what it missed of each partition it holds a replica of, rejoining
+    /// the ISR once it has caught up (and then, as the preferred replica,
+    /// taking back its leaderships: `elect_preferred_leaders`). A
+    /// partition that nobody led gets it as leader if it holds every
+    /// committed record; otherwise it stays offline, as with Kafka's
+    /// unclean leader election off.
+    pub fn restart(&self, back: u32) {
+        let Some(broker) = self.brokers.get(back as usize) else {
+            return;
+        };
+        if broker.alive.load(Ordering::Acquire) {
+            return;
+        }
+        let coordinators = self.coordinators();
+        broker.alive.store(true, Ordering::Release);
+        self.move_groups_from(coordinators);
+        let mut catch_up = Vec::new();
+        let mut moved = Vec::new();
+        let mut rewritten = Vec::new();
+        for topic in self.topics() {
+            for p in &topic.partitions {
+                let mut log = p.log.lock();
+                let Some(i) = log.replica_index(back) else {
+                    continue;
+                };
+                if log.deleted {
+                    continue;
+                }
+                // Its log holds no more than the log it left: every leader
+                // change since cut each replica's, its own included. What
+                // was deleted meanwhile, it deletes too.
+                log.replica_log_start[i] = log.replica_log_start[i].max(log.log_start);
+                log.replica_leo[i] = log.replica_leo[i].max(log.log_start);
+                if log.leader.is_some() {
+                    catch_up.push((Arc::clone(p), log.log_end()));
+                } else if log.replica_leo[i] >= log.hw {
+                    log.isr = vec![back];
+                    rewritten.extend(self.hand_over(p, &mut log, Some(back)));
+                    if log.advance_hw() {
+                        moved.push(Arc::clone(p));
+                    }
+                }
+            }
+        }
+        for (p, end) in catch_up {
+            self.replicate_later(&p, &[back], end);
+        }
+        for (p, followers, end) in rewritten {
+            self.replicate_later(&p, &followers, end);
+        }
+        self.check_moved(moved);
+        // Last: a client that connects finds the broker's state ready.
+        broker.next_life();
+        tracing::info!(broker = back, "broker restarted");
+    }
+
+    /// Kafka's automatic leader rebalance, with no imbalance allowed: each
+    /// partition whose preferred (first) replica is up and in sync but
+    /// does not lead is handed to it, from a leader that is up. What was
+    /// parked at the old leader for it is answered with
+    /// NOT_LEADER_OR_FOLLOWER, and its clients go to the new one.
+    fn elect_preferred_leaders(&self) {
+        let mut moved = Vec::new();
+        let mut rewritten = Vec::new();
+        let mut led_away: Vec<(u32, u32)> = Vec::new();
+        for topic in self.topics() {
+            for p in &topic.partitions {
+                let mut log = p.log.lock();
+                let (Some(&preferred), Some(old)) = (log.replicas.first(), log.leader) else {
+                    continue;
+                };
+                if old == preferred
+                    || log.deleted
+                    || !self.is_alive(preferred)
+                    || !log.isr.contains(&preferred)
+                {
+                    continue;
+                }
+                led_away.push((old, p.key));
+                rewritten.extend(self.hand_over(p, &mut log, Some(preferred)));
+                if log.advance_hw() {
+                    moved.push(Arc::clone(p));
+                }
+            }
+        }
+        for (old, key) in led_away {
+            self.cancel_parked(&self.brokers[old as usize], vec![key]);
+        }
+        for (p, followers, end) in rewritten {
+            self.replicate_later(&p, &followers, end);
+        }
+        self.check_moved(moved);
+    }
+
+    /// Leadership of `p` moves to `next` (`None`: offline, and nobody is in
+    /// sync) in a new epoch; the log is cut back to what `next` has, which
+    /// holds every acknowledged record. Returns a transaction marker
+    /// written again at the new log end, for its followers.
+    fn hand_over(
+        &self,
+        p: &Arc<Partition>,
+        log: &mut PartitionLog,
+        next: Option<u32>,
+    ) -> Option<(Arc<Partition>, Vec<u32>, i64)> {
+        Checks::bump(&self.checks.leader_changes);
+        log.leader = next;
+        log.epoch += 1;
+        let Some(leader) = next else {
+            log.isr.clear();
+            return None;
+        };
+        let i = log.replica_index(leader)?;
+        let end = log.replica_leo[i];
+        if !log.truncate(end) {
+            return None;
+        }
+        let followers: Vec<u32> = log
+            .replicas
+            .iter()
+            .copied()
+            .filter(|&r| r != leader && self.is_alive(r))
+            .collect();
+        Some((Arc::clone(p), followers, log.log_end()))
+    }
+
+    /// Answers what `broker` holds parked for `keys`, which it no longer
+    /// leads (NOT_LEADER_OR_FOLLOWER).
+    fn cancel_parked(&self, broker: &Broker, keys: Vec<u32>) {
+        for key in keys {
+            broker.produce.cancel_for_key(&key);
+            broker.fetch.cancel_for_key(&key);
+            broker.delete_records.cancel_for_key(&key);
+        }
+    }
+
+    /// Each group's coordinator, to compare with after a broker stops or
+    /// starts.
+    fn coordinators(&self) -> Vec<(Arc<str>, Option<u32>)> {
+        self.groups
+            .group_ids()
+            .into_iter()
+            .map(|g| {
+                let at = self.coordinator_among(&g, |b| self.is_alive(b));
+                (g, at)
+            })
+            .collect()
+    }
+
+    /// Moves the groups whose coordinator is no longer the one in `before`
+    /// (it crashed, or the preferred one is back): their members rejoin
+    /// at the new one.
+    fn move_groups_from(&self, before: Vec<(Arc<str>, Option<u32>)>) {
+        let moved: std::collections::HashSet<Arc<str>> = before
+            .into_iter()
+            .filter(|(g, at)| self.coordinator_among(g, |b| self.is_alive(b)) != *at)
+            .map(|(g, _)| g)
+            .collect();
+        if !moved.is_empty() {
+            self.groups.move_groups(|g| moved.contains(g));
+        }
     }
 
     /// Time-based retention on the partitions of topics that set

@@ -9,11 +9,13 @@
 //! go on. (Kafka instead reads nothing more from the connection until the
 //! parked one is answered.)
 //!
-//! Two signals end a listener. A stop is orderly: nothing more is read,
+//! Two signals end connections. A stop is orderly: nothing more is read,
 //! and each connection writes the answers it owes before it closes. A
 //! listener's service going down (a crashed broker) is abrupt: the
 //! listener closes, so connecting is refused, and each connection is shut
-//! at once in both directions; the answers still owed are dropped unwritten.
+//! at once in both directions; the answers still owed are dropped
+//! unwritten. When the service comes back (the broker restarts), the
+//! listener binds its address again.
 
 use super::frame::{read_frame, FrameError};
 use super::service::{api_versions, decode_request, encode_response, BadRequest, Service};
@@ -72,17 +74,8 @@ pub struct WireStats {
     pub unencodable: AtomicU64,
 }
 
-/// Tells the listeners and connections to stop, or that their service
-/// went down: either happens when the value turns true.
+/// Tells the listeners and connections to stop, when the value turns true.
 pub type Stop = watch::Receiver<bool>;
-
-/// Returns once `signal` is true; never if its sender is gone first (no
-/// one can raise it then).
-async fn raised(signal: &mut Stop) {
-    if signal.wait_for(|raised| *raised).await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
 
 /// A bound listener for one broker.
 pub struct Listener {
@@ -101,46 +94,127 @@ impl Listener {
     }
 }
 
-/// Accepts connections until `stop` or `down`, then waits for each
-/// connection to finish. After a stop each writes the responses of the
-/// requests it had read (the service answers every parked request on its
-/// own shutdown); after `down` each is shut at once (see the module docs).
+/// A broker's lives: how many times it has crashed or restarted, odd
+/// while it is down. A connection belongs to the life it was accepted in,
+/// and ends with it: a counter rather than a flag, so that a crash and a
+/// restart in quick succession still end it.
+pub type Lives = watch::Receiver<u64>;
+
+/// Whether the broker is down in `life`.
+fn is_down(life: u64) -> bool {
+    life % 2 == 1
+}
+
+/// Returns once the broker's life is no longer `life`; never if the
+/// sender is gone first.
+async fn life_ends(lives: &mut Lives, life: u64) {
+    if lives.wait_for(|now| *now != life).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Returns once the broker is up: true, or false if the sender is gone.
+async fn comes_up(lives: &mut Lives) -> bool {
+    lives.wait_for(|now| !is_down(*now)).await.is_ok()
+}
+
+/// Accepts connections until `stop`, then waits for each connection to
+/// finish: each writes the responses of the requests it had read (the
+/// service answers every parked request on its own shutdown). While the
+/// broker is down (`lives`) the listener is closed and its connections
+/// are shut at once (see the module docs); when it restarts, the listener
+/// binds its address again.
 pub async fn serve<S: Service>(
     listener: Listener,
     service: Arc<S>,
     limits: Limits,
     stats: Arc<WireStats>,
     mut stop: Stop,
-    mut down: Stop,
+    mut lives: Lives,
 ) {
+    let addr = listener.addr;
+    let mut bound = Some(listener);
     let mut connections = JoinSet::new();
-    let mut failing = AcceptFailures::default();
-    loop {
-        tokio::select! {
-            accepted = listener.listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    stats.connections.fetch_add(1, Ordering::Relaxed);
-                    let _ = stream.set_nodelay(true);
-                    let signals = (stop.clone(), down.clone());
-                    connections.spawn(connection(stream, Arc::clone(&service), limits, Arc::clone(&stats), signals));
+    'lives: loop {
+        let life = *lives.borrow_and_update();
+        if !is_down(life) {
+            let listener = match bound.take() {
+                Some(listener) => listener,
+                None => match rebind(addr, &mut stop, &mut lives, life).await {
+                    Some(listener) => listener,
+                    None if *stop.borrow() => break 'lives,
+                    None => continue 'lives,
+                },
+            };
+            let mut failing = AcceptFailures::default();
+            loop {
+                tokio::select! {
+                    accepted = listener.listener.accept() => match accepted {
+                        Ok((stream, _)) => {
+                            stats.connections.fetch_add(1, Ordering::Relaxed);
+                            let _ = stream.set_nodelay(true);
+                            let signals = (stop.clone(), lives.clone(), life);
+                            connections.spawn(connection(stream, Arc::clone(&service), limits, Arc::clone(&stats), signals));
+                        }
+                        Err(e) => {
+                            failing.note(&e, listener.addr);
+                            // Out of file descriptors, accept fails at once for as
+                            // long as the connection waits in the backlog: without
+                            // a pause this loop would spin a core (and log a line
+                            // per turn) until one closes.
+                            tokio::time::sleep(ACCEPT_PAUSE).await;
+                        }
+                    },
+                    // Reap finished connections as we go, so the set stays small.
+                    Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                    _ = stop.changed() => break 'lives,
+                    _ = life_ends(&mut lives, life) => break,
                 }
-                Err(e) => {
-                    failing.note(&e, listener.addr);
-                    // Out of file descriptors, accept fails at once for as
-                    // long as the connection waits in the backlog: without
-                    // a pause this loop would spin a core (and log a line
-                    // per turn) until one closes.
-                    tokio::time::sleep(ACCEPT_PAUSE).await;
+            }
+            // Down: connecting is refused until the broker restarts.
+            drop(listener);
+        }
+        // Down, until the next life or a stop.
+        loop {
+            tokio::select! {
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                _ = stop.changed() => break 'lives,
+                up = comes_up(&mut lives) => {
+                    if up {
+                        continue 'lives;
+                    }
+                    // Nobody can restart it: wait for the stop.
+                    let _ = stop.changed().await;
+                    break 'lives;
                 }
-            },
-            // Reap finished connections as we go, so the set stays small.
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            _ = stop.changed() => break,
-            _ = raised(&mut down) => break,
+            }
         }
     }
-    drop(listener);
+    drop(bound);
     while connections.join_next().await.is_some() {}
+}
+
+/// Binds `addr` again for a restarted broker in `life`, retrying while
+/// the address is taken (by another process since the crash, or still
+/// held by the system); `None` once stopped, or down again first.
+async fn rebind(
+    addr: SocketAddr,
+    stop: &mut Stop,
+    lives: &mut Lives,
+    life: u64,
+) -> Option<Listener> {
+    let mut failing = AcceptFailures::default();
+    loop {
+        match Listener::bind(addr).await {
+            Ok(listener) => return Some(listener),
+            Err(e) => failing.note(&e, addr),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(ACCEPT_PAUSE) => {}
+            _ = stop.changed() => return None,
+            _ = life_ends(lives, life) => return None,
+        }
+    }
 }
 
 /// How long the listener waits after a failed accept.
@@ -177,7 +251,7 @@ async fn connection<S: Service>(
     service: Arc<S>,
     limits: Limits,
     stats: Arc<WireStats>,
-    (mut stop, mut down): (Stop, Stop),
+    (mut stop, mut lives, life): (Stop, Lives, u64),
 ) {
     // For the log line of a refused request: which client, which broker.
     let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
@@ -186,7 +260,7 @@ async fn connection<S: Service>(
     let (mut reader, mut writer) = stream.into_split();
     let (queue, mut responses) = mpsc::channel::<Pending>(limits.in_flight.max(1));
     let write_stats = Arc::clone(&stats);
-    let gone = down.clone();
+    let gone = lives.clone();
     let writing = tokio::spawn(async move {
         let mut broken = false;
         while let Some(pending) = responses.recv().await {
@@ -203,9 +277,9 @@ async fn connection<S: Service>(
                 }
             };
             // Read at each write, not only when the reader sees it: the
-            // service raises `down` before it answers what was parked, so
+            // service ends the life before it answers what was parked, so
             // none of those answers goes out.
-            broken |= *gone.borrow();
+            broken |= *gone.borrow() != life;
             if broken || writer.write_all(&bytes).await.is_err() {
                 // Keep draining, so every handler finishes; drop the bytes.
                 broken = true;
@@ -223,7 +297,7 @@ async fn connection<S: Service>(
         let frame = tokio::select! {
             frame = read_frame(&mut reader, limits.max_request_bytes) => frame,
             _ = stop.changed() => break,
-            _ = raised(&mut down) => break,
+            _ = life_ends(&mut lives, life) => break,
         };
         let frame = match frame {
             Ok(frame) => frame,
@@ -297,20 +371,20 @@ async fn connection<S: Service>(
                 break;
             }
         }
-        // Also while the writer is behind (a full queue): `down` does not
-        // wait for it. The send first: it is ready at once but for a full
-        // queue, and then `down` is not looked at (a lock and a waiter's
-        // registration) for every request.
+        // Also while the writer is behind (a full queue): the end of the
+        // life does not wait for it. The send first: it is ready at once
+        // but for a full queue, and then `lives` is not looked at (a lock
+        // and a waiter's registration) for every request.
         let queued = tokio::select! {
             biased;
             queued = queue.send(rx) => queued.is_ok(),
-            _ = raised(&mut down) => false,
+            _ = life_ends(&mut lives, life) => false,
         };
         if !queued {
             break;
         }
     }
-    if *down.borrow() {
+    if *lives.borrow() != life {
         // Both ways at once, whatever the writer is waiting for: the peer
         // sees the connection end, as with a crashed broker.
         let _ = socket2::SockRef::from(reader.as_ref()).shutdown(std::net::Shutdown::Both);
