@@ -369,6 +369,29 @@ fn across_a_broker_restart_leadership_moves_back_and_each_acknowledged_record_is
 }
 
 #[test]
+fn confluent_kafka_reads_a_log_append_time_topic_with_the_leaders_stamps() {
+    if !confluent() {
+        return;
+    }
+    let server = start(LiveConfig::default(), &[]);
+    let r = confluent_client(&["timestamps", &bootstrap(&server), "stamped"]);
+    assert_eq!(r["errors"], serde_json::json!([]), "{r}");
+    let (before, after) = (r["before"].as_i64().unwrap(), r["after"].as_i64().unwrap());
+    // librdkafka's TIMESTAMP_LOG_APPEND_TIME is 2; each one the broker's
+    // append time, not the producer's 1000.
+    for what in ["delivered", "read"] {
+        let stamps = r[what].as_array().unwrap();
+        assert_eq!(stamps.len(), 10, "{what}: {r}");
+        for stamp in stamps {
+            assert_eq!(stamp[0], 2, "{what}: {r}");
+            let at = stamp[1].as_i64().unwrap();
+            assert!((before..=after).contains(&at), "{what}: {r}");
+        }
+    }
+    passes(server);
+}
+
+#[test]
 fn acks_all_to_a_lagging_follower_times_out_at_the_request_timeout() {
     if !confluent() {
         return;

@@ -347,6 +347,61 @@ fn a_compacted_topic_keeps_every_record_until_its_policy_also_deletes() {
     passes(server);
 }
 
+#[test]
+fn a_log_append_time_topic_stamps_each_batch_with_its_append_time() {
+    let server = server();
+    let addr = server.addrs()[0];
+    let stamped = [("message.timestamp.type", "LogAppendTime")];
+    assert_eq!(create(addr, "stamped", 3, &stamped).0, 0);
+    assert_eq!(
+        described(addr, TOPIC, "stamped", "message.timestamp.type"),
+        ("LogAppendTime".into(), TOPIC_SOURCE, false)
+    );
+    let at = leader(&server, "stamped");
+    // A record from long ago: its batch says when the leader appended it.
+    let produce_old = || {
+        let r = produce_request(
+            "stamped",
+            &[(0, timed_batch(&[(1_000, b"old")]))],
+            -1,
+            5_000,
+        );
+        let got = Client::connect(at).call(&r, 9);
+        let p = &got.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, 0);
+        p.log_append_time_ms
+    };
+    let before = wall_clock_ms();
+    let appended_at = produce_old();
+    assert!(
+        (before..=wall_clock_ms()).contains(&appended_at),
+        "{appended_at}"
+    );
+    // The header's timestamp type and max timestamp (read off the log).
+    let header = |i: usize| {
+        let log = server.cluster().topic("stamped").unwrap().partitions[0]
+            .log
+            .lock()
+            .batches[i]
+            .bytes
+            .clone();
+        let max = i64::from_be_bytes(log[35..43].try_into().unwrap());
+        (log[22] & 0x08 != 0, max)
+    };
+    assert_eq!(header(0), (true, appended_at));
+    // Back to the producer's timestamps: the next batch keeps its own.
+    let create_time = [("message.timestamp.type", SET, Some("CreateTime"))];
+    assert_eq!(alter(addr, TOPIC, "stamped", &create_time, false), 0);
+    assert_eq!(produce_old(), -1);
+    assert_eq!(header(1), (false, 1_000));
+    let wrong = [("message.timestamp.type", SET, Some("logappendtime"))];
+    assert_eq!(
+        alter(addr, TOPIC, "stamped", &wrong, false),
+        ResponseError::InvalidConfig.code()
+    );
+    passes(server);
+}
+
 /// The wall clock in milliseconds since the epoch.
 fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()

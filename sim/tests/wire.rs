@@ -1504,7 +1504,7 @@ fn describe_configs(
         .configs
         .iter()
         .map(|e| {
-            // A topic's own five settings can change; nothing else can.
+            // A topic's own six settings can change; nothing else can.
             let alterable = kind == 2
                 && [
                     "min.insync.replicas",
@@ -1512,6 +1512,7 @@ fn describe_configs(
                     "retention.bytes",
                     "retention.ms",
                     "cleanup.policy",
+                    "message.timestamp.type",
                 ]
                 .contains(&e.name.as_str());
             assert_eq!(e.read_only, !alterable, "{}", e.name.as_str());

@@ -1,15 +1,14 @@
 //! DescribeConfigs: the served brokers' and topics' settings under Kafka's
 //! names, with the values this cluster really runs with (what its
 //! configuration says, a topic's own settings, and the fixed behaviour of
-//! what it does not configure: records are never deleted by age or size,
-//! timestamps are the producer's). Only the topic configs this broker
-//! applies can be altered; every other entry is read-only.
+//! what it does not configure). Only the topic configs this broker applies
+//! can be altered; every other entry is read-only.
 
 use super::checks::Checks;
 use super::service::BrokerService;
 use super::topic_config::{
-    self, TopicConfig, CLEANUP_POLICY, MAX_MESSAGE_BYTES, MIN_INSYNC_REPLICAS, RETENTION_BYTES,
-    RETENTION_MS,
+    self, TopicConfig, CLEANUP_POLICY, MAX_MESSAGE_BYTES, MESSAGE_TIMESTAMP_TYPE,
+    MIN_INSYNC_REPLICAS, RETENTION_BYTES, RETENTION_MS,
 };
 use super::txns::MAX_TIMEOUT;
 use kafka_protocol::error::ResponseError;
@@ -159,10 +158,9 @@ impl BrokerService {
                 broker(cfg.retention_bytes.to_string()),
                 Kind::Long,
             ),
-            (
-                "message.timestamp.type",
-                "CreateTime".into(),
-                DEFAULT_CONFIG,
+            own(
+                MESSAGE_TIMESTAMP_TYPE,
+                ("CreateTime".into(), DEFAULT_CONFIG),
                 Kind::String,
             ),
             (

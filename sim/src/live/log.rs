@@ -23,10 +23,14 @@ const MAX_TIMESTAMP: usize = 35;
 /// the producer's id and epoch.
 const MAGIC: usize = 16;
 const ATTRIBUTES: usize = 21;
+/// The CRC-32C of everything from the attributes on.
+const CRC: usize = 17;
 const PRODUCER_ID: usize = 43;
 const PRODUCER_EPOCH: usize = 51;
-/// The attributes' transactional bit.
+/// The attributes' transactional bit, and the one that says the max
+/// timestamp is the leader's append time (in the attributes' low byte).
 const TRANSACTIONAL: u8 = 0x10;
+const LOG_APPEND_TIME: u8 = 0x08;
 
 /// A batch as stored: its offsets and its bytes, base offset assigned.
 #[derive(Debug, Clone)]
@@ -53,6 +57,9 @@ pub struct Appended {
     /// The batch was stored before (an idempotent producer resent it):
     /// nothing was stored now, and `base..end` are where it was.
     pub duplicate: bool,
+    /// The leader's append time its batches were stamped with (a
+    /// `LogAppendTime` topic's; for a resent batch, the first time's).
+    pub log_append_time: Option<i64>,
 }
 
 /// Why an append was refused.
@@ -227,6 +234,7 @@ impl PartitionLog {
         records: &Bytes,
         max_bytes: usize,
         txn: Option<(i64, i16)>,
+        stamp: Option<i64>,
     ) -> Result<Appended, AppendError> {
         if records.len() > max_bytes {
             return Err(AppendError::TooLarge);
@@ -287,6 +295,7 @@ impl PartitionLog {
                         base,
                         end,
                         duplicate: true,
+                        log_append_time: self.append_time_at(base),
                     })
                 }
                 Err(SequenceError::OutOfOrder) => return Err(AppendError::OutOfOrderSequence),
@@ -295,27 +304,40 @@ impl PartitionLog {
         }
         let base = self.log_end();
         for (batch, count, producer, txn) in pieces {
-            self.store(batch, count, producer, txn);
+            self.store(batch, count, producer, txn, stamp);
         }
         let end = self.leader_appended();
         Ok(Appended {
             base,
             end,
             duplicate: false,
+            log_append_time: stamp,
         })
     }
 
-    /// Stores one batch at the log end; returns its base offset.
+    /// The append time the batch at `base` was stamped with, if it was.
+    fn append_time_at(&self, base: i64) -> Option<i64> {
+        let i = self.batches.binary_search_by_key(&base, |b| b.base).ok()?;
+        let b = &self.batches[i].bytes;
+        (b[ATTRIBUTES + 1] & LOG_APPEND_TIME != 0).then(|| header_i64(b, MAX_TIMESTAMP))
+    }
+
+    /// Stores one batch at the log end, stamped with `stamp` as its append
+    /// time if given; returns its base offset.
     fn store(
         &mut self,
         batch: Bytes,
         count: i64,
         producer: Option<ProducerBatch>,
         txn: Option<TxnBatch>,
+        stamp: Option<i64>,
     ) -> i64 {
         let base = self.log_end();
         let mut bytes = BytesMut::from(&batch[..]);
         bytes[..8].copy_from_slice(&base.to_be_bytes());
+        if let Some(now_ms) = stamp {
+            stamp_append_time(&mut bytes, now_ms);
+        }
         self.bytes += bytes.len() as u64;
         if let Some(p) = producer {
             self.producers.record(p, base, base + count);
@@ -371,6 +393,7 @@ impl PartitionLog {
             1,
             None,
             Some(marker),
+            None,
         );
         self.leader_appended()
     }
@@ -595,6 +618,18 @@ fn marker_batch(producer_id: i64, epoch: i16, commit: bool) -> Bytes {
     buf.freeze()
 }
 
+/// Stamps a v2 batch with the leader's append time, as Kafka does for a
+/// `LogAppendTime` topic: the attributes say so, the max timestamp is the
+/// append time (readers give it to every record of the batch), and the
+/// CRC, which covers both, is computed again. The first record's
+/// timestamp stays the producer's.
+fn stamp_append_time(bytes: &mut [u8], now_ms: i64) {
+    bytes[ATTRIBUTES + 1] |= LOG_APPEND_TIME;
+    bytes[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = crc32c::crc32c(&bytes[ATTRIBUTES..]);
+    bytes[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// The big-endian `i64` at `at` in a batch's header (its bytes were checked
 /// to hold a whole v2 header when it was stored).
 fn header_i64(bytes: &[u8], at: usize) -> i64 {
@@ -610,6 +645,10 @@ fn header_i64(bytes: &[u8], at: usize) -> i64 {
 /// offset and first timestamp, which may be earlier than asked (a consumer
 /// seeking by time then reads a few records more).
 fn first_record_at_or_after(batch: &StoredBatch, timestamp: i64) -> (i64, i64) {
+    // Stamped with its append time: every record has that timestamp.
+    if batch.bytes[ATTRIBUTES + 1] & LOG_APPEND_TIME != 0 {
+        return (batch.base, header_i64(&batch.bytes, MAX_TIMESTAMP));
+    }
     let mut bytes = batch.bytes.clone();
     let found = RecordBatchDecoder::decode(&mut bytes).ok().and_then(|set| {
         set.records
@@ -631,11 +670,12 @@ mod tests {
         let mut log = PartitionLog::new(vec![0, 1], now);
         let first = batch(&[b"a", b"b"]);
         assert_eq!(
-            log.append(&first, 1 << 20, None).map(|a| (a.base, a.end)),
+            log.append(&first, 1 << 20, None, None)
+                .map(|a| (a.base, a.end)),
             Ok((0, 2))
         );
         assert_eq!(
-            log.append(&batch(&[b"c"]), 1 << 20, None)
+            log.append(&batch(&[b"c"]), 1 << 20, None, None)
                 .map(|a| (a.base, a.end)),
             Ok((2, 3))
         );
@@ -681,20 +721,55 @@ mod tests {
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
         assert_eq!(
-            log.append(&bad.freeze(), 1 << 20, None),
+            log.append(&bad.freeze(), 1 << 20, None, None),
             Err(AppendError::Corrupt)
         );
         let truncated = good.slice(..good.len() - 3);
         assert_eq!(
-            log.append(&truncated, 1 << 20, None),
+            log.append(&truncated, 1 << 20, None, None),
             Err(AppendError::Corrupt)
         );
         assert_eq!(
-            log.append(&Bytes::new(), 1 << 20, None),
+            log.append(&Bytes::new(), 1 << 20, None, None),
             Err(AppendError::Corrupt)
         );
-        assert_eq!(log.append(&good, 4, None), Err(AppendError::TooLarge));
+        assert_eq!(log.append(&good, 4, None, None), Err(AppendError::TooLarge));
         assert!(log.batches.is_empty());
+    }
+
+    #[test]
+    fn a_stamped_batch_carries_the_append_time_and_a_crc_that_still_checks() {
+        let mut log = PartitionLog::new(vec![0], Instant::now());
+        let first = idempotent_batch(&[b"a", b"b"], 7, 0, 0);
+        let stamped = log.append(&first, 1 << 20, None, Some(5_000)).unwrap();
+        assert_eq!(stamped.log_append_time, Some(5_000));
+        // The decoder checks the CRC: a stale one would fail here. Readers
+        // give every record the header's max timestamp (this decoder does
+        // not: it reads it off the header).
+        let mut bytes = log.batches[0].bytes.clone();
+        assert_eq!(header_i64(&bytes, MAX_TIMESTAMP), 5_000);
+        let set = RecordBatchDecoder::decode(&mut bytes).expect("a valid batch");
+        assert!(set
+            .records
+            .iter()
+            .all(|r| r.timestamp_type == TimestampType::LogAppend));
+        assert_eq!(set.records.len(), 2);
+        // Found by that time, from its first record.
+        log.advance_hw();
+        assert_eq!(log.offset_for_timestamp(4_000), Some((0, 5_000)));
+        assert_eq!(log.offset_for_timestamp(5_001), None);
+        // A resend is answered with the first append's time.
+        let again = log.append(&first, 1 << 20, None, Some(9_000)).unwrap();
+        assert_eq!(
+            (again.duplicate, again.log_append_time),
+            (true, Some(5_000))
+        );
+        // Unstamped, the producer's timestamps stay.
+        let plain = log.append(&batch(&[b"c"]), 1 << 20, None, None).unwrap();
+        assert_eq!(plain.log_append_time, None);
+        let mut bytes = log.batches[1].bytes.clone();
+        let set = RecordBatchDecoder::decode(&mut bytes).expect("a valid batch");
+        assert_eq!(set.records[0].timestamp_type, TimestampType::Creation);
     }
 
     #[test]
@@ -703,39 +778,48 @@ mod tests {
         let first = idempotent_batch(&[b"a", b"b"], 42, 0, 0);
         let second = idempotent_batch(&[b"c"], 42, 0, 2);
         let stored = |a: Result<Appended, AppendError>| a.map(|a| (a.base, a.end, a.duplicate));
-        assert_eq!(stored(log.append(&first, 1 << 20, None)), Ok((0, 2, false)));
         assert_eq!(
-            stored(log.append(&second, 1 << 20, None)),
+            stored(log.append(&first, 1 << 20, None, None)),
+            Ok((0, 2, false))
+        );
+        assert_eq!(
+            stored(log.append(&second, 1 << 20, None, None)),
             Ok((2, 3, false))
         );
-        assert_eq!(stored(log.append(&first, 1 << 20, None)), Ok((0, 2, true)));
+        assert_eq!(
+            stored(log.append(&first, 1 << 20, None, None)),
+            Ok((0, 2, true))
+        );
         assert_eq!(log.batches.len(), 2);
         // Out of order, from a fenced epoch, transactional: nothing stored.
         let gap = idempotent_batch(&[b"x"], 42, 0, 5);
         assert_eq!(
-            log.append(&gap, 1 << 20, None),
+            log.append(&gap, 1 << 20, None, None),
             Err(AppendError::OutOfOrderSequence)
         );
         let old = idempotent_batch(&[b"x"], 42, 0, 3);
-        log.append(&idempotent_batch(&[b"d"], 42, 1, 0), 1 << 20, None)
+        log.append(&idempotent_batch(&[b"d"], 42, 1, 0), 1 << 20, None, None)
             .unwrap();
         assert_eq!(
-            log.append(&old, 1 << 20, None),
+            log.append(&old, 1 << 20, None, None),
             Err(AppendError::InvalidProducerEpoch)
         );
         assert_eq!(log.batches.len(), 3);
         // A new leader without the last two batches: the producer's state
         // is the first batch's again, so the second is new there.
         log.truncate(2);
-        assert_eq!(stored(log.append(&first, 1 << 20, None)), Ok((0, 2, true)));
         assert_eq!(
-            stored(log.append(&second, 1 << 20, None)),
+            stored(log.append(&first, 1 << 20, None, None)),
+            Ok((0, 2, true))
+        );
+        assert_eq!(
+            stored(log.append(&second, 1 << 20, None, None)),
             Ok((2, 3, false))
         );
         assert_eq!(log.producers.len(), 1);
         // A producer without idempotence is not tracked.
-        log.append(&batch(&[b"e"]), 1 << 20, None).unwrap();
-        log.append(&batch(&[b"e"]), 1 << 20, None).unwrap();
+        log.append(&batch(&[b"e"]), 1 << 20, None, None).unwrap();
+        log.append(&batch(&[b"e"]), 1 << 20, None, None).unwrap();
         assert_eq!(log.batches.len(), 4);
     }
 
@@ -746,10 +830,16 @@ mod tests {
             &timed_batch(&[(100, b"a"), (300, b"b"), (200, b"c")]),
             1 << 20,
             None,
+            None,
         )
         .unwrap();
-        log.append(&timed_batch(&[(250, b"d"), (400, b"e")]), 1 << 20, None)
-            .unwrap();
+        log.append(
+            &timed_batch(&[(250, b"d"), (400, b"e")]),
+            1 << 20,
+            None,
+            None,
+        )
+        .unwrap();
         // Nothing is committed yet: nothing is found.
         assert_eq!(log.offset_for_timestamp(0), None);
         assert_eq!(log.offset_of_max_timestamp(), None);
@@ -775,18 +865,20 @@ mod tests {
         // Only from the producer whose transaction holds the partition,
         // and never a control batch from a client.
         assert_eq!(
-            log.append(&txn, 1 << 20, None),
+            log.append(&txn, 1 << 20, None, None),
             Err(AppendError::Transactional)
         );
         assert_eq!(
-            log.append(&txn, 1 << 20, Some((5, 1))),
+            log.append(&txn, 1 << 20, Some((5, 1)), None),
             Err(AppendError::Transactional)
         );
         assert_eq!(transactional_producer(&txn), Some((5, 0)));
         assert_eq!(transactional_producer(&batch(&[b"x"])), None);
-        log.append(&batch(&[b"plain"]), 1 << 20, None).unwrap();
-        log.append(&txn, 1 << 20, Some((5, 0))).unwrap();
-        log.append(&batch(&[b"after"]), 1 << 20, None).unwrap();
+        log.append(&batch(&[b"plain"]), 1 << 20, None, None)
+            .unwrap();
+        log.append(&txn, 1 << 20, Some((5, 0)), None).unwrap();
+        log.append(&batch(&[b"after"]), 1 << 20, None, None)
+            .unwrap();
         log.replica_leo[1] = log.log_end();
         log.advance_hw();
         assert_eq!(log.hw, 4);
@@ -816,11 +908,11 @@ mod tests {
         // a marker at a newer epoch (an abort at its timeout) fences the
         // old one.
         let next = transactional_batch(&[b"t3"], 5, 0, 2);
-        log.append(&next, 1 << 20, Some((5, 0))).unwrap();
+        log.append(&next, 1 << 20, Some((5, 0)), None).unwrap();
         log.append_marker(5, 1, false);
         let late = transactional_batch(&[b"t4"], 5, 0, 3);
         assert_eq!(
-            log.append(&late, 1 << 20, Some((5, 0))),
+            log.append(&late, 1 << 20, Some((5, 0)), None),
             Err(AppendError::InvalidProducerEpoch)
         );
     }
@@ -829,7 +921,7 @@ mod tests {
     fn a_marker_cut_off_by_a_new_leader_is_written_again() {
         let mut log = PartitionLog::new(vec![0, 1], Instant::now());
         let txn = transactional_batch(&[b"t"], 9, 2, 0);
-        log.append(&txn, 1 << 20, Some((9, 2))).unwrap();
+        log.append(&txn, 1 << 20, Some((9, 2)), None).unwrap();
         log.replica_leo[1] = 1;
         log.advance_hw();
         log.append_marker(9, 2, true);
@@ -844,7 +936,7 @@ mod tests {
         assert_eq!(log.aborted_in(0, 2), vec![]);
         // Nothing is written again when the records went too.
         let mut log = PartitionLog::new(vec![0, 1], Instant::now());
-        log.append(&txn, 1 << 20, Some((9, 2))).unwrap();
+        log.append(&txn, 1 << 20, Some((9, 2)), None).unwrap();
         log.append_marker(9, 2, true);
         assert!(!log.truncate(0));
         assert_eq!(log.log_end(), 0);
@@ -854,7 +946,7 @@ mod tests {
     fn deleted_records_move_the_log_start_and_the_low_watermark_follows_the_replicas() {
         let mut log = PartitionLog::new(vec![0, 1, 2], Instant::now());
         for v in [b"a", b"b", b"c", b"d"] {
-            log.append(&batch(&[v]), 1 << 20, None).unwrap();
+            log.append(&batch(&[v]), 1 << 20, None, None).unwrap();
         }
         log.replica_leo = vec![4, 4, 3];
         log.advance_hw();
@@ -883,7 +975,7 @@ mod tests {
         log.advance_hw();
         assert_eq!(log.delete_records(-1), Some(4));
         assert_eq!((log.batches.len(), log.log_end(), log.bytes), (0, 4, 0));
-        log.append(&batch(&[b"e"]), 1 << 20, None).unwrap();
+        log.append(&batch(&[b"e"]), 1 << 20, None, None).unwrap();
         assert_eq!(log.log_end(), 5);
     }
 
@@ -892,7 +984,7 @@ mod tests {
         let mut log = PartitionLog::new(vec![0, 1], Instant::now());
         let value = [7u8; 1000];
         for _ in 0..10 {
-            log.append(&batch(&[&value]), 1 << 20, None).unwrap();
+            log.append(&batch(&[&value]), 1 << 20, None, None).unwrap();
         }
         let size = log.batches[0].bytes.len() as u64;
         assert_eq!(log.bytes, 10 * size);
@@ -922,7 +1014,7 @@ mod tests {
     fn retention_by_time_deletes_the_oldest_batches_until_one_is_recent_enough() {
         let mut log = PartitionLog::new(vec![0], Instant::now());
         for t in [1_000, 2_000, 5_000, 3_000, 9_000] {
-            log.append(&timed_batch(&[(t, b"v")]), 1 << 20, None)
+            log.append(&timed_batch(&[(t, b"v")]), 1 << 20, None, None)
                 .unwrap();
         }
         assert_eq!(log.hw, 5);
@@ -933,7 +1025,7 @@ mod tests {
         assert_eq!(by_time(&mut log, 7_500, 10_000), Some(2));
         assert_eq!(by_time(&mut log, 1_000, 10_000), Some(4));
         // No further than the high watermark.
-        log.append(&timed_batch(&[(1, b"late")]), 1 << 20, None)
+        log.append(&timed_batch(&[(1, b"late")]), 1 << 20, None, None)
             .unwrap();
         log.hw = 5;
         assert_eq!(by_time(&mut log, 0, 100_000), Some(5));
@@ -944,9 +1036,9 @@ mod tests {
     fn an_open_transaction_deleted_under_holds_the_last_stable_offset_at_the_log_start() {
         let mut log = PartitionLog::new(vec![0], Instant::now());
         let open = transactional_batch(&[b"t"], 7, 0, 0);
-        log.append(&open, 1 << 20, Some((7, 0))).unwrap();
-        log.append(&batch(&[b"a"]), 1 << 20, None).unwrap();
-        log.append(&batch(&[b"b"]), 1 << 20, None).unwrap();
+        log.append(&open, 1 << 20, Some((7, 0)), None).unwrap();
+        log.append(&batch(&[b"a"]), 1 << 20, None, None).unwrap();
+        log.append(&batch(&[b"b"]), 1 << 20, None, None).unwrap();
         assert_eq!((log.hw, log.last_stable()), (3, 0));
         assert_eq!(log.delete_records(2), Some(2));
         assert_eq!(log.last_stable(), 2);

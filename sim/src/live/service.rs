@@ -7,7 +7,7 @@
 use super::checks::Checks;
 use super::fetch_sessions::{Asked, Context, Told};
 use super::leader_hints::{self, node_endpoints, LeaderHints};
-use super::log::{now_ms, transactional_producer, AppendError, PartitionLog};
+use super::log::{now_ms, transactional_producer, AppendError, Appended, PartitionLog};
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::LiveCluster;
@@ -101,8 +101,9 @@ pub(crate) const CLUSTER_ID: &str = "broker-sim";
 /// or (v10 and later) the id it was asked by, and the error.
 type UnknownTopic = (Option<String>, Uuid, i16);
 
-/// A produced partition's index, and its base offset or error code.
-type PartitionAnswer = (i32, Result<i64, i16>);
+/// A produced partition's index, and its base offset and log append time
+/// (-1 but for a `LogAppendTime` topic), or its error code.
+type PartitionAnswer = (i32, Result<(i64, i64), i16>);
 
 fn code(e: ResponseError) -> i16 {
     e.code()
@@ -495,12 +496,9 @@ impl BrokerService {
                     .iter_mut()
                     .find(|(t, ..)| *t.0 == *part.partition.topic)
                     .and_then(|(.., ps)| ps.iter_mut().find(|(i, _)| *i == part.partition.index));
-                if let Some((_, slot)) = answer {
-                    *slot = if error == 0 {
-                        Ok(part.base)
-                    } else {
-                        Err(error)
-                    };
+                // Success keeps what the append answered.
+                if let Some((_, slot)) = answer.filter(|_| error != 0) {
+                    *slot = Err(error);
                 }
             }
         }
@@ -517,7 +515,10 @@ impl BrokerService {
                         p.index = index;
                         p.log_append_time_ms = -1;
                         match result {
-                            Ok(base) => p.base_offset = base,
+                            Ok((base, log_append_time)) => {
+                                p.base_offset = base;
+                                p.log_append_time_ms = log_append_time;
+                            }
                             Err(e) => {
                                 Checks::bump(&checks.produce_errors);
                                 p.error_code = e;
@@ -553,13 +554,13 @@ impl BrokerService {
         acks: i16,
         parked: &mut Vec<ProducePart>,
         moved: &mut Vec<Arc<Partition>>,
-    ) -> Result<i64, i16> {
+    ) -> Result<(i64, i64), i16> {
         let p = self.partition(topic, index)?;
         let records = records.ok_or(code(ResponseError::CorruptMessage))?;
         // A transactional producer's batches go in only while its
         // transaction holds the partition, and the transaction cannot end
         // (its marker be written) until they are in.
-        let (base, end, followers, hw_moved) = match transactional_producer(&records) {
+        let (appended, followers, hw_moved) = match transactional_producer(&records) {
             Some((producer_id, epoch)) => {
                 self.cluster
                     .txns
@@ -569,6 +570,7 @@ impl BrokerService {
             }
             None => self.append_locked(&p, &records, acks, None)?,
         };
+        let Appended { base, end, .. } = appended;
         if !followers.is_empty() {
             self.cluster.replicate_later(&p, &followers, end);
         }
@@ -583,18 +585,18 @@ impl BrokerService {
                 error: None,
             });
         }
-        Ok(base)
+        Ok((base, appended.log_append_time.unwrap_or(-1)))
     }
 
-    /// The append itself, under the partition's lock: (base offset, log
-    /// end, the followers to send it to, whether the high watermark moved).
+    /// The append itself, under the partition's lock: where it went, the
+    /// followers to send it to, and whether the high watermark moved.
     fn append_locked(
         &self,
         p: &Partition,
         records: &Bytes,
         acks: i16,
         txn: Option<(i64, i16)>,
-    ) -> Result<(i64, i64, Vec<u32>, bool), i16> {
+    ) -> Result<(Appended, Vec<u32>, bool), i16> {
         {
             let mut log = p.log.lock();
             if log.deleted {
@@ -609,14 +611,20 @@ impl BrokerService {
             }
             let hw = log.hw;
             let max_bytes = p.config.max_message_bytes(cfg.message_max_bytes);
-            let appended = log.append(records, max_bytes, txn).map_err(|e| match e {
-                AppendError::Corrupt => code(ResponseError::CorruptMessage),
-                AppendError::TooLarge => code(ResponseError::MessageTooLarge),
-                AppendError::OutOfOrderSequence => code(ResponseError::OutOfOrderSequenceNumber),
-                AppendError::InvalidProducerEpoch => code(ResponseError::InvalidProducerEpoch),
-                AppendError::Transactional => code(ResponseError::InvalidTxnState),
-                AppendError::Control => code(ResponseError::InvalidRecord),
-            })?;
+            // A LogAppendTime topic's batches carry this append's time.
+            let stamp = p.config.log_append_time().then(now_ms);
+            let appended = log
+                .append(records, max_bytes, txn, stamp)
+                .map_err(|e| match e {
+                    AppendError::Corrupt => code(ResponseError::CorruptMessage),
+                    AppendError::TooLarge => code(ResponseError::MessageTooLarge),
+                    AppendError::OutOfOrderSequence => {
+                        code(ResponseError::OutOfOrderSequenceNumber)
+                    }
+                    AppendError::InvalidProducerEpoch => code(ResponseError::InvalidProducerEpoch),
+                    AppendError::Transactional => code(ResponseError::InvalidTxnState),
+                    AppendError::Control => code(ResponseError::InvalidRecord),
+                })?;
             if appended.duplicate {
                 Checks::bump(&self.checks().duplicates);
             } else if retention_moved(p, &mut log, cfg.retention_bytes) {
@@ -633,7 +641,7 @@ impl BrokerService {
                     .filter(|&r| Some(r) != log.leader)
                     .collect()
             };
-            Ok((appended.base, appended.end, followers, log.hw != hw))
+            Ok((appended, followers, log.hw != hw))
         }
     }
 

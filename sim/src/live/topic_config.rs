@@ -19,14 +19,18 @@ pub const RETENTION_MS: &str = "retention.ms";
 /// `cleanup.policy`: a list of `delete` (the retentions apply) and
 /// `compact` (Kafka keeps at least each key's latest record).
 pub const CLEANUP_POLICY: &str = "cleanup.policy";
+/// `message.timestamp.type`: `CreateTime` (the producer's timestamps) or
+/// `LogAppendTime` (the leader stamps each batch with its append time).
+pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
 
 /// The topic configs this broker applies, by Kafka's names.
-pub const APPLIED: [&str; 5] = [
+pub const APPLIED: [&str; 6] = [
     MIN_INSYNC_REPLICAS,
     MAX_MESSAGE_BYTES,
     RETENTION_BYTES,
     RETENTION_MS,
     CLEANUP_POLICY,
+    MESSAGE_TIMESTAMP_TYPE,
 ];
 
 /// Each applied config's place in [`APPLIED`], and so its slot.
@@ -35,10 +39,15 @@ const MAX_MESSAGE_BYTES_AT: usize = 1;
 const RETENTION_BYTES_AT: usize = 2;
 const RETENTION_MS_AT: usize = 3;
 const CLEANUP_POLICY_AT: usize = 4;
+const MESSAGE_TIMESTAMP_TYPE_AT: usize = 5;
 
 /// `cleanup.policy`'s values, as bits of its slot.
 const DELETE: i64 = 1;
 const COMPACT: i64 = 2;
+
+/// `message.timestamp.type`'s values (Kafka's `TimestampType` ids).
+const CREATE_TIME: i64 = 0;
+const LOG_APPEND_TIME: i64 = 1;
 
 /// What stands for "the broker's" in a slot: no setting takes it.
 const UNSET: i64 = i64::MIN;
@@ -46,7 +55,7 @@ const UNSET: i64 = i64::MIN;
 /// A topic's overrides of the broker's settings.
 #[derive(Debug)]
 pub struct TopicConfig {
-    slots: [AtomicI64; 5],
+    slots: [AtomicI64; APPLIED.len()],
 }
 
 impl Default for TopicConfig {
@@ -124,6 +133,13 @@ impl TopicConfig {
     pub fn deletes(&self) -> bool {
         self.at(CLEANUP_POLICY_AT).is_none_or(|v| v & DELETE != 0)
     }
+
+    /// Whether the leader stamps each batch with its append time
+    /// (`LogAppendTime`); the broker's default is the producer's
+    /// timestamps (`CreateTime`), as Kafka's.
+    pub fn log_append_time(&self) -> bool {
+        self.at(MESSAGE_TIMESTAMP_TYPE_AT) == Some(LOG_APPEND_TIME)
+    }
 }
 
 /// The text of `name`'s value `v`, as DescribeConfigs gives it.
@@ -132,6 +148,8 @@ pub fn show(name: &str, v: i64) -> String {
         (CLEANUP_POLICY, DELETE) => "delete".into(),
         (CLEANUP_POLICY, COMPACT) => "compact".into(),
         (CLEANUP_POLICY, _) => "compact,delete".into(),
+        (MESSAGE_TIMESTAMP_TYPE, LOG_APPEND_TIME) => "LogAppendTime".into(),
+        (MESSAGE_TIMESTAMP_TYPE, _) => "CreateTime".into(),
         _ => v.to_string(),
     }
 }
@@ -181,12 +199,23 @@ fn bounds(name: &str) -> (i64, i64) {
 /// A value for the topic config `name`, or why it is refused
 /// (INVALID_CONFIG): a name this broker does not apply, or a value that is
 /// not a whole number within its bounds (for `cleanup.policy`, a
-/// comma-separated list of `delete` and `compact`).
+/// comma-separated list of `delete` and `compact`; for
+/// `message.timestamp.type`, `CreateTime` or `LogAppendTime`, spelt so,
+/// as Kafka's validator wants them).
 pub fn parse(name: &str, value: Option<&str>) -> Result<i64, String> {
     applied(name)?;
     let value = value.ok_or_else(|| format!("'{name}' needs a value."))?;
     if name == CLEANUP_POLICY {
         return parse_policy(value);
+    }
+    if name == MESSAGE_TIMESTAMP_TYPE {
+        return match value {
+            "CreateTime" => Ok(CREATE_TIME),
+            "LogAppendTime" => Ok(LOG_APPEND_TIME),
+            _ => Err(format!(
+                "'{value}' is not a valid value for '{name}': CreateTime or LogAppendTime."
+            )),
+        };
     }
     let (min, max) = bounds(name);
     match value.trim().parse::<i64>() {
@@ -227,6 +256,7 @@ mod tests {
             (RETENTION_BYTES_AT, RETENTION_BYTES),
             (RETENTION_MS_AT, RETENTION_MS),
             (CLEANUP_POLICY_AT, CLEANUP_POLICY),
+            (MESSAGE_TIMESTAMP_TYPE_AT, MESSAGE_TIMESTAMP_TYPE),
         ] {
             assert_eq!(APPLIED[at], name);
         }
@@ -284,6 +314,15 @@ mod tests {
             Ok(COMPACT)
         );
         assert!(combine(&holding(Some(DELETE)), CLEANUP_POLICY, DELETE, false).is_err());
+        let stamp =
+            |v| parse(MESSAGE_TIMESTAMP_TYPE, Some(v)).map(|t| show(MESSAGE_TIMESTAMP_TYPE, t));
+        assert_eq!(stamp("LogAppendTime"), Ok("LogAppendTime".into()));
+        assert_eq!(stamp("CreateTime"), Ok("CreateTime".into()));
+        assert!(stamp("logappendtime").is_err());
+        let c = TopicConfig::default();
+        assert!(!c.log_append_time());
+        c.set(MESSAGE_TIMESTAMP_TYPE, Some(LOG_APPEND_TIME));
+        assert!(c.log_append_time());
         assert!(parse("segment.bytes", Some("1000"))
             .unwrap_err()
             .contains("not a topic config this broker applies"));

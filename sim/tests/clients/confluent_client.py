@@ -46,6 +46,12 @@
         by committed and uncommitted readers (counted by prefix), the
         errors the fenced and the timed-out producers got, what the round
         read and wrote, and what the group reads after it.
+    confluent_client.py timestamps BOOTSTRAP TOPIC
+        Create TOPIC with message.timestamp.type=LogAppendTime, produce 10
+        records stamped 1000 (1970) with acks=all, and read them back
+        with check.crcs. Prints one JSON line: the wall clock before and
+        after (ms), and the timestamp types and timestamps the delivery
+        reports and the consumer gave.
 
 Exits 0 when it ran; the caller judges the output.
 """
@@ -438,6 +444,44 @@ def transactions(bootstrap, topic):
     }))
 
 
+def timestamps(bootstrap, topic):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"message.timestamp.type": "LogAppendTime"}
+    for f in admin.create_topics([NewTopic(topic, 1, config=config)]).values():
+        f.result()
+    before = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    delivered = []
+    for i in range(10):
+        producer.produce(topic, value=f"stamped-{i}".encode(), timestamp=1000,
+                         callback=lambda err, msg: delivered.append(msg.timestamp()))
+    producer.flush(30)
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "timestamps",
+        "check.crcs": True,
+    })
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    read, errors = [], []
+    deadline = time.time() + 20
+    while len(read) < 10 and time.time() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            errors.append(msg.error().name())
+            continue
+        read.append(msg.timestamp())
+    consumer.close()
+    print(json.dumps({
+        "before": before,
+        "after": int(time.time() * 1000),
+        "delivered": delivered,
+        "read": read,
+        "errors": errors,
+    }))
+
+
 if __name__ == "__main__":
     mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "regex":
@@ -450,6 +494,8 @@ if __name__ == "__main__":
         produce(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
     elif mode == "group":
         group(bootstrap, topic, float(sys.argv[4]), sys.argv[5], *sys.argv[6:7])
+    elif mode == "timestamps":
+        timestamps(bootstrap, topic)
     elif mode == "idempotent":
         roundtrip(bootstrap, topic, int(sys.argv[4]), {
             "enable.idempotence": True,
