@@ -105,6 +105,10 @@ const HOUR_MS: f64 = 3_600_000.0;
 pub const DURATION_S: Range = range("--duration-s", 0.001, 86_400.0);
 /// Brokers.
 pub const BROKERS: Range = range("--brokers", 1.0, 100.0);
+/// A broker's id, as `--crash` and `--restart` name it.
+pub const BROKER_ID: Range = range("a broker id", 0.0, 99.0);
+/// When a fault of `--crash` or `--restart` happens, in seconds.
+pub const FAULT_AT_S: Range = range("a fault's time", 0.0, 86_400.0);
 /// Topic-partitions.
 pub const PARTITIONS: Range = range("--partitions", 1.0, 100_000.0);
 /// Replicas per partition (also at most the broker count).

@@ -1,7 +1,7 @@
 //! `broker-sim`: run a scenario, print the report, exit non-zero on a
 //! violated invariant (1) or an impossible configuration (2).
 
-use broker_sim::config::{ClockChoice, Config, TimerChoice};
+use broker_sim::config::{ClockChoice, Config, Fault, TimerChoice};
 use broker_sim::limits as l;
 use broker_sim::live::LiveConfig;
 use broker_sim::scenario::{scenario, SCENARIOS};
@@ -88,6 +88,15 @@ struct Args {
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     json: bool,
+    /// Crash broker BROKER at SECONDS, beside the scenario's faults
+    /// (repeatable): its listener and connections close, its partitions
+    /// move to in-sync replicas.
+    #[arg(long = "crash", value_name = "BROKER@SECONDS", value_parser = parse_fault)]
+    crashes: Vec<(u32, Duration)>,
+    /// Restart broker BROKER, crashed before, at SECONDS (repeatable): it
+    /// catches up, rejoins the ISR and leads its preferred partitions again.
+    #[arg(long = "restart", value_name = "BROKER@SECONDS", value_parser = parse_fault)]
+    restarts: Vec<(u32, Duration)>,
 
     /// Seconds of arrivals; what is in flight is drained after
     /// [0.001..=86400].
@@ -205,8 +214,29 @@ fn config(args: &Args) -> Result<Config, String> {
         cfg.batch_bytes_p50 = b;
         cfg.batch_bytes_p75 = b * 3.0;
     }
+    let crashes = args
+        .crashes
+        .iter()
+        .map(|&(broker, at)| Fault::Crash { broker, at });
+    let restarts = args
+        .restarts
+        .iter()
+        .map(|&(broker, at)| Fault::Restart { broker, at });
+    cfg.faults.extend(crashes.chain(restarts));
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
+}
+
+/// `BROKER@SECONDS`.
+fn parse_fault(s: &str) -> Result<(u32, Duration), String> {
+    let (broker, at) = s
+        .split_once('@')
+        .ok_or_else(|| format!("'{s}' is not BROKER@SECONDS"))?;
+    let broker = l::BROKER_ID
+        .parse_u32(broker)
+        .map_err(|e| format!("broker '{broker}': {e}"))?;
+    let at = l::FAULT_AT_S.parse_f64(at)?;
+    Ok((broker, Duration::from_secs_f64(at)))
 }
 
 /// `NAME:PARTITIONS`.

@@ -131,6 +131,59 @@ fn parameters_that_contradict_each_other_are_refused() {
 }
 
 #[test]
+fn crashes_and_restarts_from_the_command_line_are_checked_and_run() {
+    for (args, needle) in [
+        (&["--crash", "1"][..], "'1' is not BROKER@SECONDS"),
+        (&["--crash", "1@soon"], "'soon' is not a number"),
+        (&["--crash", "100@3"], "broker '100': must be at most 99"),
+        (&["--crash", "1@-3"], "must be at least 0"),
+        (&["--crash", "1@90000"], "must be at most 86400"),
+        (
+            &["--crash", "5@3"],
+            "the crashed broker 5 is not a broker (0..3)",
+        ),
+        (&["--crash", "0@3"], "broker 0 is the group coordinator"),
+        (
+            &["--restart", "1@3"],
+            "broker 1 restarts at 3000 ms, but it is up then",
+        ),
+        (
+            &["--crash", "1@3", "--restart", "1@4", "--restart", "1@5"],
+            "broker 1 restarts at 5000 ms, but it is up then",
+        ),
+    ] {
+        refused(args, needle);
+    }
+    // Two brokers in turn, each down for a while: every leadership moves
+    // away and back.
+    let (code, out, err) = sim(&[
+        "--duration-s",
+        "12",
+        "--crash",
+        "1@2",
+        "--restart",
+        "1@4.5",
+        "--crash",
+        "2@6",
+        "--restart",
+        "2@8",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("result: PASS"), "{out}");
+    // Each leaves the ISR of all 32 partitions and rejoins it; the 21 they
+    // lead move away and back, and some of broker 1's move twice more if
+    // broker 2 goes down before they are back.
+    assert!(out.contains("64 ISR shrinks, 64 expands"), "{out}");
+    let moved: u64 = out
+        .split(" expands, ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the leader changes");
+    assert!(moved >= 42, "{out}");
+}
+
+#[test]
 fn a_long_fetch_wait_is_drained_not_reported_as_lost() {
     let (code, out, err) = sim(&["--fetch-max-wait-ms", "180000", "--duration-s", "3"]);
     assert_eq!(code, 0, "{out}{err}");
