@@ -85,6 +85,11 @@ struct Args {
     /// [1048576..=1099511627776].
     #[arg(long, default_value_t = broker_sim::live::DEFAULT_RETENTION_BYTES, value_parser = |s: &str| l::RETENTION_BYTES.parse_u64(s), requires = "serve")]
     retention_bytes: u64,
+    /// With --serve: how long records are kept after their newest
+    /// timestamp, in ms, where a topic sets no retention.ms (Kafka's
+    /// log.retention.ms); without it, for ever [1000..=31536000000].
+    #[arg(long, value_parser = |s: &str| l::RETENTION_MS.parse_u64(s), requires = "serve")]
+    retention_ms: Option<u64>,
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     json: bool,
@@ -272,6 +277,7 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
         ],
         replica_lag: cfg.replica_lag_max,
         retention_bytes: args.retention_bytes,
+        retention_ms: args.retention_ms,
         timer: cfg.timer,
         faults: cfg.faults.clone(),
         ..LiveConfig::default()

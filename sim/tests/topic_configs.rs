@@ -292,6 +292,50 @@ fn a_topics_retention_deletes_its_oldest_records_by_size_and_by_age() {
 }
 
 #[test]
+fn the_brokers_retention_by_age_applies_where_a_topic_sets_none() {
+    let server = Server::start(ServeOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        live: LiveConfig {
+            retention_ms: Some(60_000),
+            ..LiveConfig::default()
+        },
+        topics: Vec::new(),
+        limits: Limits::default(),
+    })
+    .expect("the server starts");
+    let addr = server.addrs()[0];
+    assert_eq!(
+        described(addr, BROKER, "0", "log.retention.ms"),
+        ("60000".into(), BROKER_SOURCE, true)
+    );
+    assert_eq!(create(addr, "inherits", 3, &[]).0, 0);
+    assert_eq!(create(addr, "forever", 3, &[("retention.ms", "-1")]).0, 0);
+    assert_eq!(
+        described(addr, TOPIC, "inherits", "retention.ms"),
+        ("60000".into(), BROKER_SOURCE, false)
+    );
+    // A record of an hour ago in each: within a sweep (100 ms) it goes
+    // where the broker's minute applies, and stays where the topic keeps
+    // records for ever.
+    let hour_ago = wall_clock_ms() - 3_600_000;
+    for topic in ["inherits", "forever"] {
+        let at = leader(&server, topic);
+        let r = produce_request(topic, &[(0, timed_batch(&[(hour_ago, b"old")]))], -1, 5_000);
+        let got = Client::connect(at).call(&r, 9);
+        assert_eq!(got.responses[0].partition_responses[0].error_code, 0);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let log_start = |topic: &str| {
+        server.cluster().topic(topic).unwrap().partitions[0]
+            .log
+            .lock()
+            .log_start
+    };
+    assert_eq!((log_start("inherits"), log_start("forever")), (1, 0));
+    passes(server);
+}
+
+#[test]
 fn a_compacted_topic_keeps_every_record_until_its_policy_also_deletes() {
     let server = server();
     let addr = server.addrs()[0];

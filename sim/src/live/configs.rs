@@ -110,7 +110,10 @@ impl BrokerService {
                 DEFAULT_CONFIG,
                 Kind::Int,
             ),
-            ("log.retention.ms", "-1".into(), DEFAULT_CONFIG, Kind::Long),
+            match cfg.retention_ms {
+                Some(ms) => ("log.retention.ms", ms.to_string(), set, Kind::Long),
+                None => ("log.retention.ms", "-1".into(), DEFAULT_CONFIG, Kind::Long),
+            },
             (
                 "log.retention.bytes",
                 cfg.retention_bytes.to_string(),
@@ -152,7 +155,14 @@ impl BrokerService {
                 broker(cfg.message_max_bytes.to_string()),
                 Kind::Int,
             ),
-            own(RETENTION_MS, ("-1".into(), DEFAULT_CONFIG), Kind::Long),
+            own(
+                RETENTION_MS,
+                match cfg.retention_ms {
+                    Some(ms) => broker(ms.to_string()),
+                    None => ("-1".into(), DEFAULT_CONFIG),
+                },
+                Kind::Long,
+            ),
             own(
                 RETENTION_BYTES,
                 broker(cfg.retention_bytes.to_string()),

@@ -78,6 +78,10 @@ pub struct LiveConfig {
     /// oldest batches below the high watermark are deleted (the logs are
     /// in memory, so unlike Kafka's default of no limit there is one).
     pub retention_bytes: u64,
+    /// `log.retention.ms`: how long a batch is kept after its newest
+    /// record's timestamp, for topics that set no `retention.ms`; `None`
+    /// keeps records for ever (here the default: Kafka's is 7 days).
+    pub retention_ms: Option<u64>,
     /// The purgatories' timer.
     pub timer: TimerChoice,
     /// Slow followers and crashes, timed from the start (other faults are
@@ -102,6 +106,7 @@ impl Default for LiveConfig {
             replica_lag: Duration::from_secs(30),
             message_max_bytes: 1024 * 1024 + 12,
             retention_bytes: DEFAULT_RETENTION_BYTES,
+            retention_ms: None,
             timer: TimerChoice::Wheel,
             faults: Vec::new(),
             groups: groups::GroupConfig::default(),
@@ -752,17 +757,22 @@ impl LiveCluster {
         }
     }
 
-    /// Time-based retention on the partitions of topics that set
-    /// `retention.ms`, at the leader, also where nothing is appended (the
-    /// appends apply both retentions themselves).
+    /// Time-based retention on the partitions of topics that keep records
+    /// for a time (their `retention.ms`, or the broker's), at the leader,
+    /// also where nothing is appended (the appends apply both retentions
+    /// themselves).
     fn expire_by_time(&self) {
-        // Most topics keep records for ever: those are not even cloned.
+        // Topics that keep records for ever (by default, all) are not even
+        // cloned.
         let aging: Vec<(Arc<Topic>, u64)> = self
             .topics
             .read()
             .values()
             .filter(|t| t.config.deletes())
-            .filter_map(|t| Some((Arc::clone(t), t.config.retention_ms()?)))
+            .filter_map(|t| {
+                let ms = t.config.retention_ms(self.cfg.retention_ms)?;
+                Some((Arc::clone(t), ms))
+            })
             .collect();
         let now = log::now_ms();
         for (topic, ms) in aging {

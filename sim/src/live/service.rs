@@ -10,7 +10,7 @@ use super::leader_hints::{self, node_endpoints, LeaderHints};
 use super::log::{now_ms, transactional_producer, AppendError, Appended, PartitionLog};
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::topics::{valid_topic_name, Partition, Topic};
-use super::LiveCluster;
+use super::{LiveCluster, LiveConfig};
 use crate::wire::Service;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -627,7 +627,7 @@ impl BrokerService {
                 })?;
             if appended.duplicate {
                 Checks::bump(&self.checks().duplicates);
-            } else if retention_moved(p, &mut log, cfg.retention_bytes) {
+            } else if retention_moved(p, &mut log, cfg) {
                 // The followers learn the new log start with this batch.
                 Checks::bump(&self.checks().retention_deletions);
             }
@@ -870,13 +870,13 @@ impl BrokerService {
 
 /// Applies `p`'s retentions to its `log` after an append (`broker`: the
 /// broker's retention.bytes); whether the log start moved.
-fn retention_moved(p: &Partition, log: &mut PartitionLog, broker: u64) -> bool {
+fn retention_moved(p: &Partition, log: &mut PartitionLog, broker: &LiveConfig) -> bool {
     if !p.config.deletes() {
         return false;
     }
-    let by_age = p.config.retention_ms();
+    let by_age = p.config.retention_ms(broker.retention_ms);
     // The clock only for a topic that keeps records by age.
     let now = by_age.map_or(0, |_| now_ms());
-    let by_size = p.config.retention_bytes(broker);
+    let by_size = p.config.retention_bytes(broker.retention_bytes);
     log.apply_retention(by_size, by_age, now).is_some()
 }

@@ -119,10 +119,11 @@ impl TopicConfig {
             .map_or(Some(broker), |v| u64::try_from(v).ok())
     }
 
-    /// The `retention.ms` in force (`None`: for ever); the broker applies
-    /// none of its own.
-    pub fn retention_ms(&self) -> Option<u64> {
-        self.at(RETENTION_MS_AT).and_then(|v| u64::try_from(v).ok())
+    /// The `retention.ms` in force (`None`: for ever), `broker`'s
+    /// (`log.retention.ms`) where the topic sets none.
+    pub fn retention_ms(&self, broker: Option<u64>) -> Option<u64> {
+        self.at(RETENTION_MS_AT)
+            .map_or(broker, |v| u64::try_from(v).ok())
     }
 
     /// Whether the retentions apply: `cleanup.policy` holds `delete` (the
@@ -273,9 +274,12 @@ mod tests {
         assert_eq!((c.min_insync(2), c.get(MIN_INSYNC_REPLICAS)), (2, None));
         assert!(c.set(RETENTION_BYTES, Some(-1)));
         assert_eq!(c.retention_bytes(1 << 30), None);
-        assert_eq!(c.retention_ms(), None);
+        assert_eq!(c.retention_ms(None), None);
+        assert_eq!(c.retention_ms(Some(5_000)), Some(5_000));
         assert!(c.set(RETENTION_MS, Some(60_000)));
-        assert_eq!(c.retention_ms(), Some(60_000));
+        assert_eq!(c.retention_ms(Some(5_000)), Some(60_000));
+        assert!(c.set(RETENTION_MS, Some(-1)));
+        assert_eq!(c.retention_ms(Some(5_000)), None, "the topic's for ever");
         assert!(c.deletes());
         assert!(c.set(
             CLEANUP_POLICY,
