@@ -182,6 +182,10 @@ pub struct LiveCluster {
     faults: parking_lot::Mutex<Vec<(Duration, u32, bool)>>,
 }
 
+/// A transaction marker written again at a new leader: its partition,
+/// the followers to send it to, and the log end after it.
+type Rewritten = (Arc<Partition>, Vec<u32>, i64);
+
 /// How often the ISR is checked; the follower thread sleeps at most this
 /// long, and otherwise until the next batch is due at a follower.
 const ISR_CHECK_EVERY: Duration = Duration::from_millis(100);
@@ -586,10 +590,7 @@ impl LiveCluster {
             }
         }
         self.cancel_parked(broker, lost_leader);
-        for (p, followers, end) in rewritten {
-            self.replicate_later(&p, &followers, end);
-        }
-        self.check_moved(moved);
+        self.after_hand_overs(rewritten, moved);
         tracing::info!(broker = dead, "broker crashed");
     }
 
@@ -642,10 +643,7 @@ impl LiveCluster {
         for (p, end) in catch_up {
             self.replicate_later(&p, &[back], end);
         }
-        for (p, followers, end) in rewritten {
-            self.replicate_later(&p, &followers, end);
-        }
-        self.check_moved(moved);
+        self.after_hand_overs(rewritten, moved);
         // Last: a client that connects finds the broker's state ready.
         broker.next_life();
         tracing::info!(broker = back, "broker restarted");
@@ -683,6 +681,13 @@ impl LiveCluster {
         for (old, key) in led_away {
             self.cancel_parked(&self.brokers[old as usize], vec![key]);
         }
+        self.after_hand_overs(rewritten, moved);
+    }
+
+    /// What follows leadership changes: the markers written again go to
+    /// their followers, and the purgatories are checked where a high
+    /// watermark moved.
+    fn after_hand_overs(&self, rewritten: Vec<Rewritten>, moved: Vec<Arc<Partition>>) {
         for (p, followers, end) in rewritten {
             self.replicate_later(&p, &followers, end);
         }
@@ -698,7 +703,7 @@ impl LiveCluster {
         p: &Arc<Partition>,
         log: &mut PartitionLog,
         next: Option<u32>,
-    ) -> Option<(Arc<Partition>, Vec<u32>, i64)> {
+    ) -> Option<Rewritten> {
         Checks::bump(&self.checks.leader_changes);
         log.leader = next;
         log.epoch += 1;
