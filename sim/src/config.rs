@@ -148,7 +148,8 @@ pub struct Config {
     /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
     pub replica_lag_max: Duration,
 
-    /// Consumer-group members heartbeating to the coordinator (broker 0).
+    /// Consumer-group members heartbeating to the coordinator (the first
+    /// broker up).
     pub members: u32,
     /// `session.timeout.ms`.
     pub session_timeout: Duration,
@@ -321,12 +322,6 @@ impl Config {
                             "the crashed broker {broker} is not a broker (0..{})",
                             self.brokers
                         ));
-                    }
-                    if *broker == 0 {
-                        return fail(
-                            "broker 0 is the group coordinator and cannot be crashed in this model"
-                                .into(),
-                        );
                     }
                     if self.replication_factor < 2 {
                         return fail("a broker crash needs --replication-factor of at least 2 for leadership to move".into());

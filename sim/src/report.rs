@@ -67,6 +67,7 @@ pub fn json(cfg: &Config, stats: &Stats, wall: Duration) -> Value {
             "heartbeats": stats.heartbeats,
             "sessions_expired": stats.sessions_expired,
             "sessions_left": stats.sessions_left,
+            "sessions_moved": stats.sessions_moved,
         },
         "produce_rate": {
             "configured": cfg.produce_rate,
@@ -232,8 +233,8 @@ pub fn human(cfg: &Config, stats: &Stats, wall: Duration) -> String {
     );
     let _ = writeln!(
         out,
-        "sessions: {} expired, {} left",
-        stats.sessions_expired, stats.sessions_left
+        "sessions: {} expired, {} left, {} moved with the coordinator",
+        stats.sessions_expired, stats.sessions_left, stats.sessions_moved
     );
     let _ = writeln!(
         out,

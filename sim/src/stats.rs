@@ -168,6 +168,9 @@ pub struct Stats {
     pub sessions_expired: u64,
     /// Members that left cleanly.
     pub sessions_left: u64,
+    /// Sessions ended because the coordinator moved (its broker crashed,
+    /// or the first broker came back): the members rejoin at the new one.
+    pub sessions_moved: u64,
     /// ISR shrinks and expands.
     pub isr_shrinks: u64,
     /// ISR expands.

@@ -142,7 +142,6 @@ fn crashes_and_restarts_from_the_command_line_are_checked_and_run() {
             &["--crash", "5@3"],
             "the crashed broker 5 is not a broker (0..3)",
         ),
-        (&["--crash", "0@3"], "broker 0 is the group coordinator"),
         (
             &["--restart", "1@3"],
             "broker 1 restarts at 3000 ms, but it is up then",

@@ -206,6 +206,34 @@ fn real_time_runs_pass_their_checks_on_both_timers() {
 }
 
 #[test]
+fn the_group_follows_its_coordinator_to_the_next_broker_up_and_back() {
+    let mut cfg = scenario("default").unwrap();
+    cfg.duration = Duration::from_secs(12);
+    cfg.faults = vec![
+        Fault::Crash {
+            broker: 0,
+            at: Duration::from_secs(4),
+        },
+        Fault::Restart {
+            broker: 0,
+            at: Duration::from_secs(8),
+        },
+    ];
+    let json = outcome(&cfg);
+    assert_passes(&json, "coordinator moves");
+    // Every member's session ended at each move and began again at the
+    // new coordinator; none expired on the way.
+    let group = &json["group"];
+    assert_eq!(
+        group["sessions_moved"],
+        2 * u64::from(cfg.members),
+        "{json}"
+    );
+    assert_eq!(group["sessions_expired"], 0, "{json}");
+    assert_eq!(group["sessions_left"], u64::from(cfg.members), "{json}");
+}
+
+#[test]
 fn a_broker_restarts_only_once_it_is_down() {
     let with = |faults: Vec<Fault>| Config {
         faults,

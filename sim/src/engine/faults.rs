@@ -29,7 +29,9 @@ impl Engine {
     }
 
     fn crash(&mut self, dead: u32) {
+        let coordinator = self.coordinator();
         self.brokers[dead as usize].alive = false;
+        self.coordinator_moved_from(coordinator);
         let alive: Vec<bool> = self.brokers.iter().map(|b| b.alive).collect();
         for p in 0..self.partitions.len() {
             let (moved, change) = self.partitions[p].remove_broker(dead, &alive, self.now);
@@ -59,7 +61,9 @@ impl Engine {
         if self.brokers[back as usize].alive {
             return;
         }
+        let coordinator = self.coordinator();
         self.brokers[back as usize].alive = true;
+        self.coordinator_moved_from(coordinator);
         for i in 0..self.replica_of[back as usize].len() {
             let p = self.replica_of[back as usize][i];
             if self.partitions[p as usize].rejoin(back, self.now) {

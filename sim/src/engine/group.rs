@@ -1,5 +1,8 @@
 //! The consumer group: members' heartbeats, each session parked in the
-//! coordinator's purgatory until its next heartbeat or its timeout.
+//! coordinator's purgatory until its next heartbeat or its timeout. The
+//! coordinator is the first broker up: when that changes (it crashes, or
+//! broker 0 comes back), the sessions there are cancelled and each member
+//! rejoins at the new one with its next heartbeat.
 
 use super::{micros, park, Engine, Event};
 use crate::ops::DelayedHeartbeat;
@@ -27,7 +30,7 @@ impl Engine {
         };
         if extended {
             self.stats.heartbeats += 1;
-        } else {
+        } else if let Some(coordinator) = self.coordinator() {
             let op = DelayedHeartbeat {
                 member,
                 session_timeout: self.cfg.session_timeout,
@@ -36,7 +39,7 @@ impl Engine {
             };
             let session = park(
                 &mut self.stats,
-                &self.brokers[0].sessions,
+                &self.brokers[coordinator as usize].sessions,
                 op,
                 &[member],
                 ("member", member.into()),
@@ -48,6 +51,29 @@ impl Engine {
         }
         let at = self.now + micros(self.cfg.heartbeat_interval);
         self.schedule(at, Event::Heartbeat { member });
+    }
+
+    /// The group coordinator: the first broker up, if any is.
+    pub(super) fn coordinator(&self) -> Option<u32> {
+        (0..self.cfg.brokers).find(|&b| self.brokers[b as usize].alive)
+    }
+
+    /// The coordinator was `before` until a broker crashed or restarted:
+    /// if that moved it, the sessions there are cancelled (answered at
+    /// once, as a dead broker's parked requests are), and each member
+    /// rejoins at the new coordinator with its next heartbeat.
+    pub(super) fn coordinator_moved_from(&mut self, before: Option<u32>) {
+        let Some(old) = before.filter(|&b| Some(b) != self.coordinator()) else {
+            return;
+        };
+        for m in 0..self.members.len() {
+            if self.members[m].session.take().is_some() {
+                self.members[m].moving = true;
+                self.brokers[old as usize]
+                    .sessions
+                    .cancel_for_key(&(m as u32));
+            }
+        }
     }
 
     pub(super) fn session_reply(&mut self, member: u32, outcome: Outcome, at: Instant) {
@@ -73,6 +99,10 @@ impl Engine {
                 }
             }
             Outcome::Completed => self.stats.sessions_left += 1,
+            Outcome::Cancelled if m.moving => {
+                m.moving = false;
+                self.stats.sessions_moved += 1;
+            }
             Outcome::Cancelled | Outcome::Shutdown => {
                 self.stats.violation(
                     Check::ExactlyOnce,

@@ -44,7 +44,8 @@ struct Broker {
     alive: bool,
     produce: Purgatory<u32, DelayedProduce>,
     fetch: Purgatory<u32, DelayedFetch>,
-    /// Only broker 0, the group coordinator, has members.
+    /// The members' sessions, while this broker is the group coordinator
+    /// (the first broker up).
     sessions: Purgatory<u32, DelayedHeartbeat>,
     /// When this broker's outbound link is free again (µs).
     link_free_at: u64,
@@ -71,6 +72,9 @@ struct Member {
     session: Option<Delayed<u32, DelayedHeartbeat>>,
     last_heartbeat: u64,
     silent: bool,
+    /// Its session was cancelled because the coordinator moved: it
+    /// rejoins at the new one with its next heartbeat.
+    moving: bool,
     joins: u32,
     ends: u32,
 }
@@ -210,6 +214,7 @@ impl Engine {
                 session: None,
                 last_heartbeat: 0,
                 silent: false,
+                moving: false,
                 joins: 0,
                 ends: 0,
             })
