@@ -35,9 +35,13 @@ fn s(v: &str) -> StrBytes {
 /// Three brokers, each partition on all three (min.insync.replicas 2 for
 /// topics that set none).
 fn server() -> Server {
+    server_with(LiveConfig::default())
+}
+
+fn server_with(live: LiveConfig) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
-        live: LiveConfig::default(),
+        live,
         topics: Vec::new(),
         limits: Limits::default(),
     })
@@ -293,16 +297,10 @@ fn a_topics_retention_deletes_its_oldest_records_by_size_and_by_age() {
 
 #[test]
 fn the_brokers_retention_by_age_applies_where_a_topic_sets_none() {
-    let server = Server::start(ServeOptions {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        live: LiveConfig {
-            retention_ms: Some(60_000),
-            ..LiveConfig::default()
-        },
-        topics: Vec::new(),
-        limits: Limits::default(),
-    })
-    .expect("the server starts");
+    let server = server_with(LiveConfig {
+        retention_ms: Some(60_000),
+        ..LiveConfig::default()
+    });
     let addr = server.addrs()[0];
     assert_eq!(
         described(addr, BROKER, "0", "log.retention.ms"),
