@@ -1874,16 +1874,10 @@ fn describe_cluster_names_a_live_controller_and_crashed_brokers_as_fenced_until_
     // Down, it refuses connections; restarted, it listens at its address
     // again, unfenced, and is the controller again.
     let dead = server.addrs()[0];
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while std::net::TcpStream::connect(dead).is_ok() {
-        assert!(Instant::now() < deadline, "broker 0 stops listening");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let listening = || std::net::TcpStream::connect(dead).is_ok();
+    assert!(eventually(|| !listening()), "broker 0 stops listening");
     server.cluster().restart(0);
-    while std::net::TcpStream::connect(dead).is_err() {
-        assert!(Instant::now() < deadline, "broker 0 listens again");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    assert!(eventually(listening), "broker 0 listens again");
     let all = vec![(0, false), (1, false), (2, false)];
     assert_eq!(describe(dead, 2, true), (0, all));
     // A broker does not describe the controllers.

@@ -55,8 +55,9 @@ impl Engine {
         self.stats.cancelled += cancelled as u64;
     }
 
-    /// `back` is up again: it leads the partitions nobody led, and follows
-    /// the others, fetching from their leaders until it is back in sync.
+    /// `back` is up again: it leads the partitions nobody led for which it
+    /// holds every committed record, and follows the others, fetching from
+    /// their leaders until it is back in sync.
     fn restart(&mut self, back: u32) {
         if self.brokers[back as usize].alive {
             return;

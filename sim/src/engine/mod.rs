@@ -102,9 +102,10 @@ pub struct Engine {
     partitions: Vec<Partition>,
     /// Per broker, the partitions it leads, in ascending order: what a
     /// produce picks from. Leadership moves only when a broker crashes or
-    /// restarts, or at a preferred leader election, each of which rebuilds it; finding them by a walk over every partition at
-    /// each produce made a run of 100,000 partitions take half a minute a
-    /// simulated second.
+    /// restarts, or at a preferred leader election, each of which rebuilds
+    /// it; finding them by a walk over every partition at each produce
+    /// made a run of 100,000 partitions take half a minute a simulated
+    /// second.
     led_by: Vec<Vec<u32>>,
     /// Per broker, the partitions it is a replica of, in ascending order
     /// (replica sets never change): what its follower fetches go over.

@@ -11,6 +11,7 @@ use super::topic_config::{
     MIN_INSYNC_REPLICAS, RETENTION_BYTES, RETENTION_MS,
 };
 use super::txns::MAX_TIMEOUT;
+use super::LiveConfig;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_response::CreatableTopicConfigs;
 use kafka_protocol::messages::describe_configs_response::{
@@ -110,9 +111,9 @@ impl BrokerService {
                 DEFAULT_CONFIG,
                 Kind::Int,
             ),
-            match cfg.retention_ms {
-                Some(ms) => ("log.retention.ms", ms.to_string(), set, Kind::Long),
-                None => ("log.retention.ms", "-1".into(), DEFAULT_CONFIG, Kind::Long),
+            {
+                let (value, source) = retention_ms(cfg);
+                ("log.retention.ms", value, source, Kind::Long)
             },
             (
                 "log.retention.bytes",
@@ -155,14 +156,7 @@ impl BrokerService {
                 broker(cfg.message_max_bytes.to_string()),
                 Kind::Int,
             ),
-            own(
-                RETENTION_MS,
-                match cfg.retention_ms {
-                    Some(ms) => broker(ms.to_string()),
-                    None => ("-1".into(), DEFAULT_CONFIG),
-                },
-                Kind::Long,
-            ),
+            own(RETENTION_MS, retention_ms(cfg), Kind::Long),
             own(
                 RETENTION_BYTES,
                 broker(cfg.retention_bytes.to_string()),
@@ -253,6 +247,15 @@ impl BrokerService {
             })
             .collect();
         response
+    }
+}
+
+/// The broker's `log.retention.ms` and where it comes from: for ever (-1)
+/// by default.
+fn retention_ms(cfg: &LiveConfig) -> (String, i8) {
+    match cfg.retention_ms {
+        Some(ms) => (ms.to_string(), STATIC_BROKER_CONFIG),
+        None => ("-1".into(), DEFAULT_CONFIG),
     }
 }
 

@@ -318,8 +318,7 @@ impl PartitionLog {
     /// The append time the batch at `base` was stamped with, if it was.
     fn append_time_at(&self, base: i64) -> Option<i64> {
         let i = self.batches.binary_search_by_key(&base, |b| b.base).ok()?;
-        let b = &self.batches[i].bytes;
-        (b[ATTRIBUTES + 1] & LOG_APPEND_TIME != 0).then(|| header_i64(b, MAX_TIMESTAMP))
+        stamped_at(&self.batches[i].bytes)
     }
 
     /// Stores one batch at the log end, stamped with `stamp` as its append
@@ -630,6 +629,11 @@ fn stamp_append_time(bytes: &mut [u8], now_ms: i64) {
     bytes[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// The append time a stored batch was stamped with, if it was.
+fn stamped_at(bytes: &[u8]) -> Option<i64> {
+    (bytes[ATTRIBUTES + 1] & LOG_APPEND_TIME != 0).then(|| header_i64(bytes, MAX_TIMESTAMP))
+}
+
 /// The big-endian `i64` at `at` in a batch's header (its bytes were checked
 /// to hold a whole v2 header when it was stored).
 fn header_i64(bytes: &[u8], at: usize) -> i64 {
@@ -646,8 +650,8 @@ fn header_i64(bytes: &[u8], at: usize) -> i64 {
 /// seeking by time then reads a few records more).
 fn first_record_at_or_after(batch: &StoredBatch, timestamp: i64) -> (i64, i64) {
     // Stamped with its append time: every record has that timestamp.
-    if batch.bytes[ATTRIBUTES + 1] & LOG_APPEND_TIME != 0 {
-        return (batch.base, header_i64(&batch.bytes, MAX_TIMESTAMP));
+    if let Some(at) = stamped_at(&batch.bytes) {
+        return (batch.base, at);
     }
     let mut bytes = batch.bytes.clone();
     let found = RecordBatchDecoder::decode(&mut bytes).ok().and_then(|set| {

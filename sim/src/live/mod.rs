@@ -769,19 +769,19 @@ impl LiveCluster {
     fn expire_by_time(&self) {
         // Topics that keep records for ever (by default, all) are not even
         // cloned.
-        let aging: Vec<(Arc<Topic>, u64)> = self
+        let aging: Vec<(Arc<Topic>, Option<u64>, u64)> = self
             .topics
             .read()
             .values()
-            .filter(|t| t.config.deletes())
             .filter_map(|t| {
-                let ms = t.config.retention_ms(self.cfg.retention_ms)?;
-                Some((Arc::clone(t), ms))
+                let (bytes, ms) = t
+                    .config
+                    .retentions(self.cfg.retention_bytes, self.cfg.retention_ms)?;
+                Some((Arc::clone(t), bytes, ms?))
             })
             .collect();
         let now = log::now_ms();
-        for (topic, ms) in aging {
-            let bytes = topic.config.retention_bytes(self.cfg.retention_bytes);
+        for (topic, bytes, ms) in aging {
             for p in &topic.partitions {
                 let mut log = p.log.lock();
                 let led = log.leader.is_some_and(|l| self.is_alive(l));

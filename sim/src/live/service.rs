@@ -868,15 +868,13 @@ impl BrokerService {
     }
 }
 
-/// Applies `p`'s retentions to its `log` after an append (`broker`: the
-/// broker's retention.bytes); whether the log start moved.
-fn retention_moved(p: &Partition, log: &mut PartitionLog, broker: &LiveConfig) -> bool {
-    if !p.config.deletes() {
+/// Applies `p`'s retentions to its `log` after an append (`cfg`: the
+/// broker's, for a topic that sets none); whether the log start moved.
+fn retention_moved(p: &Partition, log: &mut PartitionLog, cfg: &LiveConfig) -> bool {
+    let Some((by_size, by_age)) = p.config.retentions(cfg.retention_bytes, cfg.retention_ms) else {
         return false;
-    }
-    let by_age = p.config.retention_ms(broker.retention_ms);
+    };
     // The clock only for a topic that keeps records by age.
     let now = by_age.map_or(0, |_| now_ms());
-    let by_size = p.config.retention_bytes(broker.retention_bytes);
     log.apply_retention(by_size, by_age, now).is_some()
 }

@@ -135,6 +135,23 @@ impl TopicConfig {
         self.at(CLEANUP_POLICY_AT).is_none_or(|v| v & DELETE != 0)
     }
 
+    /// The retentions in force, by size and by age (`None` within: no
+    /// limit), each the broker's (`log.retention.bytes`,
+    /// `log.retention.ms`) where the topic sets none; `None` for a topic
+    /// that keeps every record (see [`deletes`](Self::deletes)).
+    pub fn retentions(
+        &self,
+        broker_bytes: u64,
+        broker_ms: Option<u64>,
+    ) -> Option<(Option<u64>, Option<u64>)> {
+        self.deletes().then(|| {
+            (
+                self.retention_bytes(broker_bytes),
+                self.retention_ms(broker_ms),
+            )
+        })
+    }
+
     /// Whether the leader stamps each batch with its append time
     /// (`LogAppendTime`); the broker's default is the producer's
     /// timestamps (`CreateTime`), as Kafka's.
@@ -281,11 +298,14 @@ mod tests {
         assert!(c.set(RETENTION_MS, Some(-1)));
         assert_eq!(c.retention_ms(Some(5_000)), None, "the topic's for ever");
         assert!(c.deletes());
+        // retention.bytes -1 (no limit), retention.ms the topic's -1.
+        assert_eq!(c.retentions(1 << 30, Some(5_000)), Some((None, None)));
         assert!(c.set(
             CLEANUP_POLICY,
             Some(parse(CLEANUP_POLICY, Some("compact")).unwrap())
         ));
         assert!(!c.deletes());
+        assert_eq!(c.retentions(1 << 30, Some(5_000)), None);
         assert!(!c.set("segment.bytes", Some(1)));
     }
 
