@@ -106,8 +106,9 @@ mod well_formed {
         FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
         IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
         ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-        OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader,
-        SyncGroupRequest, TopicName, TransactionalId, TxnOffsetCommitRequest,
+        OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+        ProducerId, RequestHeader, SyncGroupRequest, TopicName, TransactionalId,
+        TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -728,6 +729,33 @@ mod well_formed {
                             r.endpoint_type = 1;
                         }
                         r.include_fenced_brokers = version >= 2;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::OffsetForLeaderEpoch => {
+                        use kafka_protocol::messages::offset_for_leader_epoch_request::{
+                            OffsetForLeaderPartition, OffsetForLeaderTopic,
+                        };
+                        let mut r = OffsetForLeaderEpochRequest::default();
+                        if version >= 3 {
+                            r.replica_id = BrokerId(-1);
+                        }
+                        r.topics = ["a", "bb"]
+                            .iter()
+                            .map(|t| {
+                                let mut ot = OffsetForLeaderTopic::default();
+                                ot.topic = name(t);
+                                ot.partitions = (0..2)
+                                    .map(|i| {
+                                        let mut p = OffsetForLeaderPartition::default();
+                                        p.partition = i;
+                                        p.current_leader_epoch = 3;
+                                        p.leader_epoch = 2;
+                                        p
+                                    })
+                                    .collect();
+                                ot
+                            })
+                            .collect();
                         frame(api, version, &r)
                     }
                     ApiKey::ConsumerGroupDescribe => {

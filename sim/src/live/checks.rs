@@ -19,6 +19,12 @@ pub struct Checks {
     pub metadata_requests: AtomicU64,
     /// ListOffsets requests received.
     pub list_offsets_requests: AtomicU64,
+    /// OffsetForLeaderEpoch requests received.
+    pub leader_epoch_requests: AtomicU64,
+    /// Partitions of a Fetch, ListOffsets or OffsetForLeaderEpoch refused
+    /// because the client's leader epoch was not the partition's (its
+    /// metadata was stale, or ahead of this broker's).
+    pub stale_epochs: AtomicU64,
     /// FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
     /// OffsetCommit and OffsetFetch requests received.
     pub group_requests: AtomicU64,
@@ -183,6 +189,11 @@ impl Checks {
             ("fetch requests", &self.fetch_requests),
             ("metadata requests", &self.metadata_requests),
             ("list-offsets requests", &self.list_offsets_requests),
+            (
+                "offset-for-leader-epoch requests",
+                &self.leader_epoch_requests,
+            ),
+            ("  partitions refused for a stale epoch", &self.stale_epochs),
             ("consumer-group requests", &self.group_requests),
             ("init-producer-id requests", &self.init_producer_id_requests),
             (

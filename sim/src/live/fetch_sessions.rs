@@ -39,6 +39,8 @@ pub struct Asked {
 pub struct Position {
     pub offset: i64,
     pub max_bytes: i32,
+    /// The leader epoch the client believes current (-1: not given).
+    pub leader_epoch: i32,
 }
 
 /// What a partition's answer said last, in a session.
@@ -122,6 +124,7 @@ fn named(r: &FetchRequest) -> Vec<(Asked, Position)> {
                 let position = Position {
                     offset: p.fetch_offset,
                     max_bytes: p.partition_max_bytes,
+                    leader_epoch: p.current_leader_epoch,
                 };
                 (asked, position)
             })

@@ -3,6 +3,7 @@
 //! transactions, and its replication state (replicas, ISR, each replica's
 //! log end, the high watermark).
 
+use super::leader_epochs::LeaderEpochs;
 use super::partition_txns::{AbortedTxn, PartitionTxns, TxnBatch};
 use super::producers::{ProducerBatch, Producers, SequenceError, Verdict};
 use bytes::{Bytes, BytesMut};
@@ -15,6 +16,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// and the batch length (4 bytes) that follows it. Everything else is the
 /// crate's to decode, but for the last offset delta, at this offset.
 const LOG_OVERHEAD: usize = 12;
+/// The epoch of the leader that stored the batch.
+const PARTITION_LEADER_EPOCH: usize = 12;
 const LAST_OFFSET_DELTA: usize = 23;
 /// The batch header's timestamps: its first record's, and its largest.
 const BASE_TIMESTAMP: usize = 27;
@@ -89,6 +92,8 @@ pub struct PartitionLog {
     pub leader: Option<u32>,
     /// Leader epoch, bumped on each leader change.
     pub epoch: i32,
+    /// Where each leader epoch starts in the log.
+    pub epochs: LeaderEpochs,
     /// In-sync replicas, the leader included.
     pub isr: Vec<u32>,
     /// Log end offset of each replica, by position in `replicas`.
@@ -124,6 +129,7 @@ impl PartitionLog {
         PartitionLog {
             leader: replicas.first().copied(),
             epoch: 0,
+            epochs: LeaderEpochs::new(),
             isr: replicas.clone(),
             replica_leo: vec![0; replicas.len()],
             log_start: 0,
@@ -156,6 +162,7 @@ impl PartitionLog {
         }
         if offset > self.log_start {
             self.log_start = offset;
+            self.epochs.truncate_from_start(offset);
             let gone = self.batches.partition_point(|b| b.end <= offset);
             for b in self.batches.drain(..gone) {
                 self.bytes -= b.bytes.len() as u64;
@@ -334,6 +341,9 @@ impl PartitionLog {
         let base = self.log_end();
         let mut bytes = BytesMut::from(&batch[..]);
         bytes[..8].copy_from_slice(&base.to_be_bytes());
+        // Outside the CRC, which covers the attributes onwards.
+        bytes[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4]
+            .copy_from_slice(&self.epoch.to_be_bytes());
         if let Some(now_ms) = stamp {
             stamp_append_time(&mut bytes, now_ms);
         }
@@ -425,6 +435,7 @@ impl PartitionLog {
             }
         }
         let end = self.log_end();
+        self.epochs.truncate_from_end(end);
         for leo in &mut self.replica_leo {
             *leo = (*leo).min(end);
         }

@@ -21,9 +21,11 @@ mod fetch_sessions;
 mod group_admin;
 mod group_service;
 mod groups;
+mod leader_epochs;
 mod leader_hints;
 mod log;
 mod log_dirs;
+mod offset_for_leader_epoch;
 mod ops;
 mod partition_txns;
 mod producers;
@@ -713,7 +715,11 @@ impl LiveCluster {
         };
         let i = log.replica_index(leader)?;
         let end = log.replica_leo[i];
-        if !log.truncate(end) {
+        let rewrote = log.truncate(end);
+        // Its epoch starts at its log end, where a marker written again
+        // (stamped with this epoch) lands.
+        log.epochs.assign(log.epoch, end);
+        if !rewrote {
             return None;
         }
         let followers: Vec<u32> = log

@@ -6,6 +6,7 @@
 
 use super::checks::Checks;
 use super::fetch_sessions::{Asked, Context, Told};
+use super::leader_epochs;
 use super::leader_hints::{self, node_endpoints, LeaderHints};
 use super::log::{now_ms, transactional_producer, AppendError, Appended, PartitionLog};
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
@@ -57,11 +58,12 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 34] = [
+pub const APIS: [(ApiKey, i16, i16); 35] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
@@ -107,6 +109,16 @@ type PartitionAnswer = (i32, Result<(i64, i64), i16>);
 
 fn code(e: ResponseError) -> i16 {
     e.code()
+}
+
+/// The leader epoch ListOffsets gives with the offset it found for
+/// `timestamp`: for the latest offset the current epoch, as Kafka's
+/// leader answers; otherwise the epoch the record there was written in.
+fn found_epoch(log: &PartitionLog, timestamp: i64, offset: i64) -> i32 {
+    if timestamp == -1 {
+        return log.epoch;
+    }
+    log.epochs.epoch_at(offset).unwrap_or(-1)
 }
 
 pub(crate) fn topic_name(name: &str) -> TopicName {
@@ -204,6 +216,9 @@ impl Service for BrokerService {
             RequestKind::DeleteAcls(r) => Some(ResponseKind::DeleteAcls(self.delete_acls(r))),
             RequestKind::DescribeCluster(r) => Some(ResponseKind::DescribeCluster(
                 self.describe_cluster(r, version),
+            )),
+            RequestKind::OffsetForLeaderEpoch(r) => Some(ResponseKind::OffsetForLeaderEpoch(
+                self.offset_for_leader_epoch(r),
             )),
             RequestKind::DescribeLogDirs(r) => {
                 Some(ResponseKind::DescribeLogDirs(self.describe_log_dirs(r)))
@@ -363,14 +378,14 @@ impl BrokerService {
                             Err(e) => a.error_code = e,
                             Ok(p) => {
                                 let log = p.log.lock();
-                                if log.leader != Some(self.id) {
+                                let epoch_checked =
+                                    leader_epochs::check_current(log.epoch, q.current_leader_epoch);
+                                if let Err(e) = epoch_checked {
+                                    Checks::bump(&self.checks().stale_epochs);
+                                    a.error_code = code(e);
+                                } else if log.leader != Some(self.id) {
                                     a.error_code = code(ResponseError::NotLeaderOrFollower);
                                 } else {
-                                    // v4 and later carry it; earlier ones
-                                    // must leave it unset.
-                                    if version >= 4 {
-                                        a.leader_epoch = log.epoch;
-                                    }
                                     let found = match q.timestamp {
                                         // Earliest, and (v8) the earliest
                                         // kept locally: one log here, no
@@ -395,6 +410,11 @@ impl BrokerService {
                                     if let Some((offset, timestamp)) = found {
                                         a.offset = offset;
                                         a.timestamp = timestamp;
+                                        // v4 and later carry it; earlier
+                                        // ones must leave it unset.
+                                        if version >= 4 {
+                                            a.leader_epoch = found_epoch(&log, q.timestamp, offset);
+                                        }
                                     }
                                 }
                             }
@@ -689,6 +709,9 @@ impl BrokerService {
                 let log = p.log.lock();
                 if log.deleted {
                     Err(code(ResponseError::UnknownTopicOrPartition))
+                } else if let Err(e) = leader_epochs::check_current(log.epoch, at.leader_epoch) {
+                    Checks::bump(&checks.stale_epochs);
+                    Err(code(e))
                 } else if log.leader != Some(self.id) {
                     Err(code(ResponseError::NotLeaderOrFollower))
                 } else if at.offset < log.log_start || at.offset > log.log_end() {

@@ -240,6 +240,17 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.tags()
             })?;
         }
+        ApiKey::OffsetForLeaderEpoch => {
+            if version >= 3 {
+                w.skip(4)?; // replica_id
+            }
+            // partition, current_leader_epoch, leader_epoch
+            let partition = 4 + 4 + 4 + w.min_tags();
+            w.topics(partition, |w| {
+                w.skip(partition - w.min_tags())?;
+                w.tags()
+            })?;
+        }
         ApiKey::Metadata => {
             let min_topic = if version >= 10 { 16 } else { 0 } + w.min_len(2) + w.min_tags();
             w.array(min_topic, |w| {
@@ -506,5 +517,21 @@ mod tests {
         // Topics announcing more than the frame holds.
         let body = 0x0100_0000i32.to_be_bytes();
         assert!(check(ApiKey::CreateTopics, 2, false, &body).is_err());
+    }
+
+    #[test]
+    fn offset_for_leader_epoch_partitions_must_fit() {
+        // v3: replica id -1, one topic "t" with one partition (0, current
+        // epoch 2, epoch 1).
+        let mut good = vec![0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1];
+        good.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1]);
+        assert!(check(ApiKey::OffsetForLeaderEpoch, 3, false, &good).is_ok());
+        // The same topic announcing two partitions.
+        let mut body = good.clone();
+        body[14] = 2;
+        assert!(check(ApiKey::OffsetForLeaderEpoch, 3, false, &body).is_err());
+        // v2 has no replica id.
+        assert!(check(ApiKey::OffsetForLeaderEpoch, 2, false, &good[4..]).is_ok());
+        assert!(check(ApiKey::OffsetForLeaderEpoch, 2, false, &body[4..]).is_err());
     }
 }
