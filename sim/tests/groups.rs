@@ -568,19 +568,13 @@ fn after_the_coordinators_broker_crashes_members_find_the_new_one_and_follow_it_
     }
     let new = coordinator(&server, "movers");
     assert_ne!(new, old);
-    // Its membership did not move; its commits did.
-    assert_eq!(
-        heartbeat(new, "movers", &member, 1),
-        ResponseError::UnknownMemberId.code()
-    );
-    let rejoined = join(new, "movers", "");
-    assert_eq!(rejoined.error_code, 0);
+    // The group moved whole, as Kafka's next coordinator loads it from
+    // its log: the member heartbeats on in its generation, and its
+    // commits are there.
+    assert_eq!(heartbeat(new, "movers", &member, 1), 0);
     assert_eq!(committed(new, "movers"), 5);
-    // It restarts: the group moves back to it, and its members rejoin
-    // there, as they do when Kafka's offsets partition moves back.
-    let (member, generation) = (rejoined.member_id.to_string(), rejoined.generation_id);
-    sync(new, "movers", &member, generation, &[(&member, b"all")]);
-    assert_eq!(commit(new, "movers", &member, generation, 8), 0);
+    assert_eq!(commit(new, "movers", &member, 1, 8), 0);
+    // It restarts: the group moves back to it, and the member follows.
     server.cluster().restart(dead);
     while std::net::TcpStream::connect(old).is_err() {
         assert!(std::time::Instant::now() < deadline, "listening again");
@@ -588,15 +582,55 @@ fn after_the_coordinators_broker_crashes_members_find_the_new_one_and_follow_it_
     }
     assert_eq!(coordinator(&server, "movers"), old);
     assert_eq!(
-        heartbeat(new, "movers", &member, generation),
+        heartbeat(new, "movers", &member, 1),
         ResponseError::NotCoordinator.code()
     );
+    assert_eq!(heartbeat(old, "movers", &member, 1), 0);
+    assert_eq!(committed(old, "movers"), 8);
+    passes(server);
+}
+
+#[test]
+fn a_group_in_the_middle_of_a_rebalance_when_its_coordinator_moves_forms_again_at_the_next_one() {
+    let server = server(Duration::ZERO);
+    let home = coordinator(&server, "halfway");
+    let broker = server.addrs().iter().position(|a| *a == home).unwrap() as u32;
+    server.cluster().crash(broker);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(home).is_ok() {
+        assert!(std::time::Instant::now() < deadline, "still listening");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let interim = coordinator(&server, "halfway");
+    let a = join(interim, "halfway", "").member_id.to_string();
+    sync(interim, "halfway", &a, 1, &[(&a, b"all")]);
+    // A second member's join starts a rebalance, and waits for the first
+    // to join again.
+    let mut b = Client::connect(interim);
+    let asked = b.call(&join_request("halfway", ""), JOIN_V);
+    assert_eq!(asked.error_code, ResponseError::MemberIdRequired.code());
+    b.send(&join_request("halfway", asked.member_id.as_str()), JOIN_V);
+    let rebalancing = ResponseError::RebalanceInProgress.code();
+    while heartbeat(interim, "halfway", &a, 1) != rebalancing {
+        assert!(std::time::Instant::now() < deadline, "never rebalancing");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The group moves back to its coordinator, which has no generation of
+    // this rebalance: the waiting join is told to look for it, and the
+    // members join again there.
+    server.cluster().restart(broker);
+    while std::net::TcpStream::connect(home).is_err() {
+        assert!(std::time::Instant::now() < deadline, "listening again");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(coordinator(&server, "halfway"), home);
+    let (_, answer) = b.recv::<kafka_protocol::messages::JoinGroupRequest>(JOIN_V);
+    assert_eq!(answer.error_code, ResponseError::NotCoordinator.code());
     assert_eq!(
-        heartbeat(old, "movers", &member, generation),
+        heartbeat(home, "halfway", &a, 1),
         ResponseError::UnknownMemberId.code()
     );
-    assert_eq!(join(old, "movers", "").error_code, 0);
-    assert_eq!(committed(old, "movers"), 8);
+    assert_eq!(join(home, "halfway", "").error_code, 0);
     passes(server);
 }
 

@@ -5,7 +5,7 @@
 //! not installed here (`.ci/run` installs them); nothing else fails then.
 
 use broker_sim::config::Fault;
-use broker_sim::live::LiveConfig;
+use broker_sim::live::{GroupState, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::Limits;
 use std::io::Write;
@@ -290,6 +290,46 @@ fn after_a_leader_crashes_clients_retry_on_the_new_leader_and_nothing_acknowledg
         "every record acknowledged after retries: {r}"
     );
     assert_eq!(r["read_back"], r["acked"], "{r}");
+    passes(server);
+}
+
+#[test]
+fn a_consumer_keeps_its_partitions_and_position_while_its_coordinator_crashes_and_restarts() {
+    if !confluent() {
+        return;
+    }
+    let server = start(LiveConfig::default(), &[("steady", 6)]);
+    let group = "steady-readers";
+    let home = server.cluster().group_coordinator(group).unwrap();
+    let address = bootstrap(&server);
+    let client =
+        std::thread::spawn(move || confluent_client(&["steady", &address, "steady", "12", group]));
+    // Once the group has formed and the consumer reads, its coordinator
+    // crashes, and restarts 2 s later.
+    let formed = std::time::Instant::now() + Duration::from_secs(10);
+    while server
+        .cluster()
+        .group_view(group)
+        .is_none_or(|(state, _, _)| state != GroupState::Stable)
+    {
+        assert!(std::time::Instant::now() < formed, "the group never formed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    server.cluster().crash(home);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_ne!(server.cluster().group_coordinator(group), Some(home));
+    server.cluster().restart(home);
+    let r = client.join().expect("the client thread");
+    assert_eq!(server.cluster().group_coordinator(group), Some(home));
+    assert_eq!(r["acked"], r["sent"], "{r}");
+    assert_eq!(r["read"], r["acked"], "{r}");
+    // Its group moved whole, twice: no rebalance sent it back to its last
+    // auto-commit, up to 5 s behind. Its partitions were revoked only as
+    // it closed.
+    assert_eq!(r["read_twice"], 0, "{r}");
+    let rebalances = serde_json::json!([["assigned", 6], ["revoked", 6]]);
+    assert_eq!(r["rebalances"], rebalances, "{r}");
     passes(server);
 }
 

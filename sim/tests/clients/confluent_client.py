@@ -52,6 +52,12 @@
         with check.crcs. Prints one JSON line: the wall clock before and
         after (ms), and the timestamp types and timestamps the delivery
         reports and the consumer gave.
+    confluent_client.py steady BOOTSTRAP TOPIC SECONDS GROUP
+        For SECONDS, an idempotent producer writes TOPIC while a consumer
+        in GROUP (auto-commit, every 5 s by default) reads it; then the
+        consumer reads what is left. Prints one JSON line: how many were
+        sent, acknowledged, read, and read more than once, the
+        rebalances the consumer saw, and the consumer errors.
 
 Exits 0 when it ran; the caller judges the output.
 """
@@ -482,6 +488,53 @@ def timestamps(bootstrap, topic):
     }))
 
 
+def steady(bootstrap, topic, seconds, group_id):
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5})
+    acked = [0]
+
+    def done(err, _msg):
+        if err is None:
+            acked[0] += 1
+
+    rebalances = []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic],
+                       on_assign=lambda _c, ps: rebalances.append(("assigned", len(ps))),
+                       on_revoke=lambda _c, ps: rebalances.append(("revoked", len(ps))))
+    seen, twice, errors = set(), 0, []
+
+    def take(msg):
+        nonlocal twice
+        if msg is None:
+            return False
+        if msg.error() is not None:
+            errors.append(msg.error().name())
+            return True
+        value = int(msg.value())
+        twice += value in seen
+        seen.add(value)
+        return True
+
+    sent = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        for _ in range(20):
+            producer.produce(topic, value=str(sent).encode(), on_delivery=done)
+            sent += 1
+        producer.poll(0)
+        while take(consumer.poll(0.005)):
+            pass
+    producer.flush(30)
+    deadline = time.time() + 30
+    while len(seen) < acked[0] and time.time() < deadline:
+        take(consumer.poll(0.1))
+    consumer.close()
+    print(json.dumps({"sent": sent, "acked": acked[0], "read": len(seen),
+                      "read_twice": twice, "rebalances": rebalances, "errors": errors}))
+
+
 if __name__ == "__main__":
     mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "regex":
@@ -494,6 +547,8 @@ if __name__ == "__main__":
         produce(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
     elif mode == "group":
         group(bootstrap, topic, float(sys.argv[4]), sys.argv[5], *sys.argv[6:7])
+    elif mode == "steady":
+        steady(bootstrap, topic, float(sys.argv[4]), sys.argv[5])
     elif mode == "timestamps":
         timestamps(bootstrap, topic)
     elif mode == "idempotent":

@@ -310,6 +310,34 @@ impl Group {
         Some(member)
     }
 
+    /// For a group that keeps its members when its coordinator moves (a
+    /// Stable classic group, or a consumer-protocol group): starts each
+    /// member's session again from now, and returns its timers with the
+    /// timeouts they now run for (a consumer-protocol member still giving
+    /// up partitions also gets its rebalance timeout afresh, as Kafka's
+    /// coordinator schedules both on loading the group). `None` for a
+    /// group that loses its members.
+    pub fn restart_sessions(&mut self) -> Option<Vec<(SessionCompleter, Duration)>> {
+        let now = Instant::now();
+        let mut timers = Vec::new();
+        if let Some(c) = &mut self.consumer {
+            for m in c.members.values_mut() {
+                m.last_beat = now;
+                timers.extend(m.session.clone().map(|s| (s, m.session_timeout)));
+                timers.extend(m.revocation.clone().map(|r| (r, m.rebalance_timeout)));
+            }
+            return Some(timers);
+        }
+        if self.state != GroupState::Stable {
+            return None;
+        }
+        for m in self.members.values_mut() {
+            m.last_beat = now;
+            timers.extend(m.session.clone().map(|s| (s, m.session_timeout)));
+        }
+        Some(timers)
+    }
+
     /// Forgets every member, static ones included (the group moved away).
     pub fn take_members(&mut self) -> BTreeMap<String, Member> {
         self.static_members.clear();

@@ -512,15 +512,29 @@ impl GroupCoordinator {
         }
     }
 
-    /// The coordinator's broker died: its groups lose their members (their
-    /// waits are answered with NOT_COORDINATOR and they rejoin at the new
-    /// coordinator) and keep their committed offsets.
+    /// The groups' coordinator moved (its broker died, or the preferred one
+    /// is back). As Kafka's new coordinator loads them from their log, a
+    /// settled classic group (Stable) and a consumer-protocol group keep
+    /// their members, generation or epochs, and assignments, and each
+    /// member's session starts afresh: its next heartbeat at the new
+    /// coordinator goes on where it left off, with no rebalance. A classic
+    /// group in the middle of a rebalance loses its members instead (their
+    /// waits are answered NOT_COORDINATOR and they join again at the new
+    /// coordinator), a simplification of Kafka's, which goes back to the
+    /// last generation it stored. Committed offsets stay in every case.
     pub fn move_groups(&self, moved: impl Fn(&str) -> bool) {
         for id in self.group_ids() {
             if !moved(&id) {
                 continue;
             }
             let group = self.group(&id);
+            let restarted = group.lock().restart_sessions();
+            if let Some(timers) = restarted {
+                for (timer, timeout) in timers {
+                    timer.reset_timeout(timeout);
+                }
+                continue;
+            }
             let (sessions, waiters) = {
                 let mut g = group.lock();
                 g.state = GroupState::Empty;
@@ -529,15 +543,6 @@ impl GroupCoordinator {
                 g.pending_ids.clear();
                 let members = g.take_members();
                 let mut sessions = Vec::new();
-                // A consumer-protocol group's members rejoin too (they
-                // are told UNKNOWN_MEMBER_ID), from a new group epoch.
-                if let Some(c) = g.consumer.as_mut() {
-                    let ids: Vec<String> = c.members.keys().cloned().collect();
-                    for member in ids {
-                        sessions.extend(c.remove(&member));
-                    }
-                    *c = ConsumerGroup::default();
-                }
                 let mut waiters = Vec::new();
                 for (member_id, m) in members {
                     sessions.extend(m.session);
