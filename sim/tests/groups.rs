@@ -477,6 +477,52 @@ fn committed(addr: SocketAddr, group: &str) -> i64 {
 }
 
 #[test]
+fn a_commit_keeps_the_leader_epoch_its_consumer_read_at() {
+    let server = server(Duration::ZERO);
+    let addr = coordinator(&server, "epochs");
+    let member = join(addr, "epochs", "").member_id.to_string();
+    sync(addr, "epochs", &member, 1, &[(&member, b"all")]);
+    let mut r = commit_request("epochs", 1, &member, &[("orders", 2, 42)]);
+    r.topics[0].partitions[0].committed_leader_epoch = 3;
+    let answer = Client::connect(addr).call(&r, 8);
+    assert_eq!(answer.topics[0].partitions[0].error_code, 0);
+    // OffsetFetch gives it back from v5, one group's way and (v8) several
+    // groups' way.
+    let mut t = OffsetFetchRequestTopic::default();
+    t.name = TopicName(s("orders"));
+    t.partition_indexes = vec![2];
+    let mut one = OffsetFetchRequest::default();
+    one.group_id = GroupId(s("epochs"));
+    one.topics = Some(vec![t]);
+    let epoch_at = |version: i16| {
+        let p = &Client::connect(addr).call(&one, version).topics[0].partitions[0];
+        (p.committed_offset, p.committed_leader_epoch)
+    };
+    assert_eq!(epoch_at(5), (42, 3));
+    assert_eq!(epoch_at(7), (42, 3));
+    // Before v5 the field does not exist: the decoder's default.
+    assert_eq!(epoch_at(4), (42, -1));
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+    };
+    let mut topics = OffsetFetchRequestTopics::default();
+    topics.name = TopicName(s("orders"));
+    topics.partition_indexes = vec![2];
+    let mut group = OffsetFetchRequestGroup::default();
+    group.group_id = GroupId(s("epochs"));
+    group.topics = Some(vec![topics]);
+    let mut several = OffsetFetchRequest::default();
+    several.groups = vec![group];
+    let got = Client::connect(addr).call(&several, 8);
+    let p = &got.groups[0].topics[0].partitions[0];
+    assert_eq!((p.committed_offset, p.committed_leader_epoch), (42, 3));
+    // A commit with no epoch (as before OffsetCommit v6) has none.
+    assert_eq!(commit(addr, "epochs", &member, 1, 50), 0);
+    assert_eq!(epoch_at(5), (50, -1));
+    passes(server);
+}
+
+#[test]
 fn commits_survive_a_members_restart_and_need_the_current_generation() {
     let server = server(Duration::ZERO);
     let addr = coordinator(&server, "committers");

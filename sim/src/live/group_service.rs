@@ -5,7 +5,7 @@
 //! answer NOT_COORDINATOR.
 
 use super::checks::Checks;
-use super::groups::{Action, DelayedSync, Group, GroupState, JoinResult, Member};
+use super::groups::{Action, CommittedOffset, DelayedSync, Group, GroupState, JoinResult, Member};
 use super::service::BrokerService;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -70,6 +70,7 @@ macro_rules! answered_topics {
                         let mut p = $partition::default();
                         p.partition_index = c.partition;
                         p.committed_offset = c.offset;
+                        p.committed_leader_epoch = c.leader_epoch;
                         p.metadata = Some(text(&c.metadata));
                         p.error_code = c.error;
                         p
@@ -755,10 +756,11 @@ impl BrokerService {
                         for p in &t.partitions {
                             g.offsets.insert(
                                 (t.name.0.to_string(), p.partition_index),
-                                (
-                                    p.committed_offset,
-                                    p.committed_metadata.as_deref().map(str::to_string),
-                                ),
+                                CommittedOffset {
+                                    offset: p.committed_offset,
+                                    leader_epoch: p.committed_leader_epoch,
+                                    metadata: p.committed_metadata.as_deref().map(str::to_string),
+                                },
                             );
                         }
                     }
@@ -854,6 +856,7 @@ impl BrokerService {
                 return Committed {
                     partition,
                     offset: -1,
+                    leader_epoch: -1,
                     metadata: String::new(),
                     error: code(ResponseError::UnstableOffsetCommit),
                 };
@@ -861,10 +864,9 @@ impl BrokerService {
             let found = offsets.and_then(|o| o.get(&(topic.to_string(), partition)));
             Committed {
                 partition,
-                offset: found.map_or(-1, |(offset, _)| *offset),
-                metadata: found
-                    .and_then(|(_, metadata)| metadata.clone())
-                    .unwrap_or_default(),
+                offset: found.map_or(-1, |c| c.offset),
+                leader_epoch: found.map_or(-1, |c| c.leader_epoch),
+                metadata: found.and_then(|c| c.metadata.clone()).unwrap_or_default(),
                 error: 0,
             }
         };
@@ -900,6 +902,8 @@ impl BrokerService {
 struct Committed {
     partition: i32,
     offset: i64,
+    /// From v5.
+    leader_epoch: i32,
     metadata: String,
     error: i16,
 }

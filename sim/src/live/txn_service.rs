@@ -6,7 +6,7 @@
 
 use super::checks::Checks;
 use super::group_service::every_partition_answered;
-use super::groups::Offsets;
+use super::groups::{CommittedOffset, Offsets};
 use super::service::BrokerService;
 use super::txns::MAX_TIMEOUT;
 use kafka_protocol::error::ResponseError;
@@ -214,10 +214,11 @@ impl BrokerService {
                         t.partitions.iter().map(|p| {
                             (
                                 (t.name.0.to_string(), p.partition_index),
-                                (
-                                    p.committed_offset,
-                                    p.committed_metadata.as_deref().map(str::to_string),
-                                ),
+                                CommittedOffset {
+                                    offset: p.committed_offset,
+                                    leader_epoch: p.committed_leader_epoch,
+                                    metadata: p.committed_metadata.as_deref().map(str::to_string),
+                                },
                             )
                         })
                     })

@@ -81,8 +81,19 @@ impl Member {
     }
 }
 
-/// Committed offsets: (topic, partition) -> (offset, metadata).
-pub type Offsets = HashMap<(String, i32), (i64, Option<String>)>;
+/// One partition's committed offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    /// The leader epoch of the last record the consumer read before it
+    /// (-1: not given), for it to check its position after a rebalance
+    /// (KIP-320).
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+/// Committed offsets by (topic, partition).
+pub type Offsets = HashMap<(String, i32), CommittedOffset>;
 
 /// One group.
 pub struct Group {

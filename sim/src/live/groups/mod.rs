@@ -24,7 +24,7 @@ mod ops;
 
 pub use assignors::{Partitions, ASSIGNORS};
 pub use consumer_group::{Beat, ConsumerGroup, MemberState, Refusal, TopicRegex, Topics};
-pub use group::{Action, Group, GroupState, Member, Offsets};
+pub use group::{Action, CommittedOffset, Group, GroupState, Member, Offsets};
 pub use ops::{DelayedHeartbeat, DelayedJoin, DelayedSync, JoinResult};
 
 use super::checks::Checks;
