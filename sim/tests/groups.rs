@@ -596,6 +596,30 @@ fn requests_for_a_group_nobody_made_make_none_but_a_simple_commit_does() {
     passes(server);
 }
 
+/// Crashes the broker listening at `addr` and waits (up to 10 s) until
+/// nothing answers there, as at a crashed broker; returns its id.
+fn crash(server: &Server, addr: SocketAddr) -> u32 {
+    let broker = server.addrs().iter().position(|a| *a == addr).unwrap();
+    server.cluster().crash(broker as u32);
+    wait_until(|| std::net::TcpStream::connect(addr).is_err(), "closed");
+    broker as u32
+}
+
+/// Restarts `broker` and waits (up to 10 s) until it listens again.
+fn restart(server: &Server, broker: u32) {
+    server.cluster().restart(broker);
+    let addr = server.addrs()[broker as usize];
+    wait_until(|| std::net::TcpStream::connect(addr).is_ok(), "listening");
+}
+
+fn wait_until(done: impl Fn() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "never {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn after_the_coordinators_broker_crashes_members_find_the_new_one_and_follow_it_back() {
     let server = server(Duration::ZERO);
@@ -604,14 +628,7 @@ fn after_the_coordinators_broker_crashes_members_find_the_new_one_and_follow_it_
     let member = joined.member_id.to_string();
     sync(old, "movers", &member, 1, &[(&member, b"all")]);
     assert_eq!(commit(old, "movers", &member, 1, 5), 0);
-    let dead = server.addrs().iter().position(|a| *a == old).unwrap() as u32;
-    server.cluster().crash(dead);
-    // Gone, as a crashed broker is: nothing answers there.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(old).is_ok() {
-        assert!(std::time::Instant::now() < deadline, "still listening");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let dead = crash(&server, old);
     let new = coordinator(&server, "movers");
     assert_ne!(new, old);
     // The group moved whole, as Kafka's next coordinator loads it from
@@ -621,11 +638,7 @@ fn after_the_coordinators_broker_crashes_members_find_the_new_one_and_follow_it_
     assert_eq!(committed(new, "movers"), 5);
     assert_eq!(commit(new, "movers", &member, 1, 8), 0);
     // It restarts: the group moves back to it, and the member follows.
-    server.cluster().restart(dead);
-    while std::net::TcpStream::connect(old).is_err() {
-        assert!(std::time::Instant::now() < deadline, "listening again");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    restart(&server, dead);
     assert_eq!(coordinator(&server, "movers"), old);
     assert_eq!(
         heartbeat(new, "movers", &member, 1),
@@ -640,13 +653,7 @@ fn after_the_coordinators_broker_crashes_members_find_the_new_one_and_follow_it_
 fn a_group_in_the_middle_of_a_rebalance_when_its_coordinator_moves_forms_again_at_the_next_one() {
     let server = server(Duration::ZERO);
     let home = coordinator(&server, "halfway");
-    let broker = server.addrs().iter().position(|a| *a == home).unwrap() as u32;
-    server.cluster().crash(broker);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(home).is_ok() {
-        assert!(std::time::Instant::now() < deadline, "still listening");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let broker = crash(&server, home);
     let interim = coordinator(&server, "halfway");
     let a = join(interim, "halfway", "").member_id.to_string();
     sync(interim, "halfway", &a, 1, &[(&a, b"all")]);
@@ -657,18 +664,14 @@ fn a_group_in_the_middle_of_a_rebalance_when_its_coordinator_moves_forms_again_a
     assert_eq!(asked.error_code, ResponseError::MemberIdRequired.code());
     b.send(&join_request("halfway", asked.member_id.as_str()), JOIN_V);
     let rebalancing = ResponseError::RebalanceInProgress.code();
-    while heartbeat(interim, "halfway", &a, 1) != rebalancing {
-        assert!(std::time::Instant::now() < deadline, "never rebalancing");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(
+        || heartbeat(interim, "halfway", &a, 1) == rebalancing,
+        "rebalancing",
+    );
     // The group moves back to its coordinator, which has no generation of
     // this rebalance: the waiting join is told to look for it, and the
     // members join again there.
-    server.cluster().restart(broker);
-    while std::net::TcpStream::connect(home).is_err() {
-        assert!(std::time::Instant::now() < deadline, "listening again");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    restart(&server, broker);
     assert_eq!(coordinator(&server, "halfway"), home);
     let (_, answer) = b.recv::<kafka_protocol::messages::JoinGroupRequest>(JOIN_V);
     assert_eq!(answer.error_code, ResponseError::NotCoordinator.code());
