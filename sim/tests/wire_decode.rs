@@ -53,8 +53,12 @@ fn a_refused_version_names_the_versions_served() {
         said(header(8, 1)),
         "OffsetCommit v1 is not served (v2-9 are)"
     );
-    // ElectLeaders (43), which Kafka defines and the front does not serve.
-    assert_eq!(said(header(43, 0)), "ElectLeaders is not served");
+    // ListPartitionReassignments (46), which Kafka defines and the front
+    // does not serve.
+    assert_eq!(
+        said(header(46, 0)),
+        "ListPartitionReassignments is not served"
+    );
     assert_eq!(said(header(999, 0)), "API key 999 is unknown");
 }
 
@@ -102,8 +106,8 @@ mod well_formed {
         ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, CreateAclsRequest,
         CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest,
         DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest,
-        DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, EndTxnRequest,
-        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+        DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, ElectLeadersRequest,
+        EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
         IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
         ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
         OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
@@ -729,6 +733,26 @@ mod well_formed {
                             r.endpoint_type = 1;
                         }
                         r.include_fenced_brokers = version >= 2;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::ElectLeaders => {
+                        use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+                        let mut r = ElectLeadersRequest::default();
+                        if version >= 1 {
+                            r.election_type = 1;
+                        }
+                        r.topic_partitions = Some(
+                            ["a", "bb"]
+                                .iter()
+                                .map(|t| {
+                                    let mut tp = TopicPartitions::default();
+                                    tp.topic = name(t);
+                                    tp.partitions = vec![0, 1];
+                                    tp
+                                })
+                                .collect(),
+                        );
+                        r.timeout_ms = 5_000;
                         frame(api, version, &r)
                     }
                     ApiKey::OffsetForLeaderEpoch => {

@@ -47,8 +47,8 @@ pub struct Checks {
     /// InitProducerId requests (each answered with a new producer id, but
     /// for a transactional one).
     pub init_producer_id_requests: AtomicU64,
-    /// CreateTopics, CreatePartitions, DeleteTopics, DeleteRecords and
-    /// DescribeConfigs requests.
+    /// Requests of admin tools: topics, partitions, records, configs, log
+    /// directories, ACLs, the cluster's description, leader elections.
     pub admin_requests: AtomicU64,
     /// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
     /// requests.
@@ -197,7 +197,7 @@ impl Checks {
             ("consumer-group requests", &self.group_requests),
             ("init-producer-id requests", &self.init_producer_id_requests),
             (
-                "admin requests (topics, records, configs)",
+                "admin requests (topics, configs, ...)",
                 &self.admin_requests,
             ),
             ("transaction requests", &self.txn_requests),

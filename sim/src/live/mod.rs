@@ -17,6 +17,7 @@ mod configs;
 mod consumer_group_service;
 mod delete_records;
 mod describe_cluster;
+mod elect_leaders;
 mod fetch_sessions;
 mod group_admin;
 mod group_service;
@@ -44,6 +45,7 @@ pub use service::{BrokerService, APIS};
 pub use topics::{valid_topic_name, Partition, Topic};
 
 use crate::config::{Fault, TimerChoice};
+use kafka_protocol::error::ResponseError;
 use ops::{WireDeleteRecords, WireFetch, WireProduce};
 use parking_lot::RwLock;
 use purgatory::{Driver, Purgatory, TimerKind};
@@ -663,20 +665,14 @@ impl LiveCluster {
         for topic in self.topics() {
             for p in &topic.partitions {
                 let mut log = p.log.lock();
-                let (Some(&preferred), Some(old)) = (log.replicas.first(), log.leader) else {
-                    continue;
-                };
-                if old == preferred
-                    || log.deleted
-                    || !self.is_alive(preferred)
-                    || !log.isr.contains(&preferred)
-                {
+                if log.leader.is_none() || log.deleted {
                     continue;
                 }
-                led_away.push((old, p.key));
-                rewritten.extend(self.hand_over(p, &mut log, Some(preferred)));
-                if log.advance_hw() {
-                    moved.push(Arc::clone(p));
+                if let Ok(old) = self.elect_locked(p, &mut log, false, &mut rewritten) {
+                    led_away.extend(old.map(|old| (old, p.key)));
+                    if log.advance_hw() {
+                        moved.push(Arc::clone(p));
+                    }
                 }
             }
         }
@@ -684,6 +680,69 @@ impl LiveCluster {
             self.cancel_parked(&self.brokers[old as usize], vec![key]);
         }
         self.after_hand_overs(rewritten, moved);
+    }
+
+    /// ElectLeaders for partition `p`, as Kafka's controller runs it: a
+    /// preferred election hands the partition to its first replica if that
+    /// one is up and in sync (PREFERRED_LEADER_NOT_AVAILABLE otherwise); an
+    /// unclean one gives a partition with no leader to a live replica, in
+    /// sync if one is, otherwise any, which then holds the log as far as
+    /// it has it: records acknowledged beyond that are lost, which is what
+    /// `unclean` asks for (ELIGIBLE_LEADERS_NOT_AVAILABLE if none is up).
+    /// ELECTION_NOT_NEEDED where the leader is already the one asked for.
+    pub(crate) fn elect(&self, p: &Arc<Partition>, unclean: bool) -> Result<(), ResponseError> {
+        let mut rewritten = Vec::new();
+        let mut log = p.log.lock();
+        if log.deleted {
+            return Err(ResponseError::UnknownTopicOrPartition);
+        }
+        let old = self.elect_locked(p, &mut log, unclean, &mut rewritten)?;
+        let moved = log.advance_hw();
+        drop(log);
+        if let Some(old) = old {
+            self.cancel_parked(&self.brokers[old as usize], vec![p.key]);
+        }
+        self.after_hand_overs(
+            rewritten,
+            moved.then(|| Arc::clone(p)).into_iter().collect(),
+        );
+        Ok(())
+    }
+
+    /// [`elect`](Self::elect) under the partition's lock; returns the
+    /// leader it replaced, if any.
+    fn elect_locked(
+        &self,
+        p: &Arc<Partition>,
+        log: &mut PartitionLog,
+        unclean: bool,
+        rewritten: &mut Vec<Rewritten>,
+    ) -> Result<Option<u32>, ResponseError> {
+        let old = log.leader;
+        let next = if unclean {
+            if old.is_some() {
+                return Err(ResponseError::ElectionNotNeeded);
+            }
+            let live = |b: &&u32| self.is_alive(**b);
+            let chosen = log.isr.iter().find(live).or(log.replicas.iter().find(live));
+            let next = *chosen.ok_or(ResponseError::EligibleLeadersNotAvailable)?;
+            log.isr = vec![next];
+            next
+        } else {
+            let preferred = *log
+                .replicas
+                .first()
+                .ok_or(ResponseError::PreferredLeaderNotAvailable)?;
+            if old == Some(preferred) {
+                return Err(ResponseError::ElectionNotNeeded);
+            }
+            if !self.is_alive(preferred) || !log.isr.contains(&preferred) {
+                return Err(ResponseError::PreferredLeaderNotAvailable);
+            }
+            preferred
+        };
+        rewritten.extend(self.hand_over(p, log, Some(next)));
+        Ok(old)
     }
 
     /// What follows leadership changes: the markers written again go to

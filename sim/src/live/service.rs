@@ -58,7 +58,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 35] = [
+pub const APIS: [(ApiKey, i16, i16); 36] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -84,6 +84,7 @@ pub const APIS: [(ApiKey, i16, i16); 35] = [
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
@@ -220,6 +221,9 @@ impl Service for BrokerService {
             RequestKind::OffsetForLeaderEpoch(r) => Some(ResponseKind::OffsetForLeaderEpoch(
                 self.offset_for_leader_epoch(r),
             )),
+            RequestKind::ElectLeaders(r) => {
+                Some(ResponseKind::ElectLeaders(self.elect_leaders(r, version)))
+            }
             RequestKind::DescribeLogDirs(r) => {
                 Some(ResponseKind::DescribeLogDirs(self.describe_log_dirs(r)))
             }

@@ -240,6 +240,13 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.tags()
             })?;
         }
+        ApiKey::ElectLeaders => {
+            if version >= 1 {
+                w.skip(1)?; // election_type
+            }
+            // topic_partitions: a name, then partition ids of 4 bytes.
+            w.topics(4, |w| w.skip(4))?;
+        }
         ApiKey::OffsetForLeaderEpoch => {
             if version >= 3 {
                 w.skip(4)?; // replica_id
