@@ -150,6 +150,9 @@ pub const MAX_REQUEST_BYTES: Range = range("--max-request-bytes", 1024.0, 1_073_
 /// With `--serve`: how long records are kept, in ms (1 s to a year).
 pub const RETENTION_MS: Range = range("--retention-ms", 1_000.0, 31_536_000_000.0);
 
+/// With `--serve`: how long a crashed broker stays unfenced, in ms.
+pub const BROKER_SESSION_TIMEOUT_MS: Range = range("--broker-session-timeout-ms", 0.0, HOUR_MS);
+
 /// With `--serve`: each partition's retention, in bytes (1 MiB to 1 TiB).
 pub const RETENTION_BYTES: Range = range("--retention-bytes", 1_048_576.0, 1_099_511_627_776.0);
 

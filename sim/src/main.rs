@@ -90,6 +90,13 @@ struct Args {
     /// log.retention.ms); without it, for ever [1000..=31536000000].
     #[arg(long, value_parser = |s: &str| l::RETENTION_MS.parse_u64(s), requires = "serve")]
     retention_ms: Option<u64>,
+    /// With --serve: how long after a crash the controller fences the
+    /// broker, in ms (Kafka's broker.session.timeout.ms, 9000 there).
+    /// Until then it stays in the metadata, leading its partitions and
+    /// coordinating its groups, though nothing answers there; 0 fences it
+    /// at once [0..=3600000].
+    #[arg(long, default_value_t = 0, value_parser = |s: &str| l::BROKER_SESSION_TIMEOUT_MS.parse_u64(s), requires = "serve")]
+    broker_session_timeout_ms: u64,
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     json: bool,
@@ -278,6 +285,7 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
         replica_lag: cfg.replica_lag_max,
         retention_bytes: args.retention_bytes,
         retention_ms: args.retention_ms,
+        broker_session_timeout: Duration::from_millis(args.broker_session_timeout_ms),
         timer: cfg.timer,
         faults: cfg.faults.clone(),
         ..LiveConfig::default()

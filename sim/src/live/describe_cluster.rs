@@ -1,7 +1,8 @@
 //! DescribeCluster, the broker side: the cluster's id, its controller and
 //! its brokers, as admin clients ask for them (Java's `describeCluster`
-//! prefers it to Metadata). A crashed broker is what KRaft calls fenced:
-//! listed, marked so, only when the request asks for fenced brokers (v2).
+//! prefers it to Metadata). A crashed broker, once the controller has
+//! fenced it, is listed, marked so, only when the request asks for fenced
+//! brokers (v2).
 
 use super::checks::Checks;
 use super::service::{BrokerService, CLUSTER_ID};
@@ -51,7 +52,7 @@ impl BrokerService {
             .into_iter()
             .enumerate()
             .map(|(id, endpoint)| {
-                let fenced = !cluster.brokers[id].alive.load(Ordering::Acquire);
+                let fenced = cluster.brokers[id].fenced.load(Ordering::Acquire);
                 (id, endpoint, fenced)
             })
             .filter(|(_, _, fenced)| !fenced || (version >= 2 && r.include_fenced_brokers))

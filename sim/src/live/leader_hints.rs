@@ -74,7 +74,7 @@ impl<'a> LeaderHints<'a> {
                 cluster
                     .brokers
                     .get(b as usize)
-                    .is_some_and(|b| b.alive.load(Ordering::Acquire))
+                    .is_some_and(|b| !b.fenced.load(Ordering::Acquire))
             })
             .filter_map(|b| {
                 let (host, port) = endpoints.get(b as usize)?.clone();

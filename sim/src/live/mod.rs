@@ -93,6 +93,15 @@ pub struct LiveConfig {
     pub faults: Vec<Fault>,
     /// The group coordinator's settings.
     pub groups: groups::GroupConfig,
+    /// Kafka's `broker.session.timeout.ms`: how long after a crash the
+    /// controller fences the broker. Until then the cluster still counts
+    /// it in (listed in Metadata, leading its partitions, in their ISRs,
+    /// coordinating its groups), though nothing answers there; then its
+    /// partitions and groups move. Zero (the default here; Kafka's is
+    /// 9 s) fences it at the crash. Unlike Kafka's, the group sessions it
+    /// coordinates keep running meanwhile: a timeout longer than a
+    /// member's session expires the member.
+    pub broker_session_timeout: Duration,
 }
 
 /// Each partition's retention by default: 1 GiB, Kafka's segment size.
@@ -114,6 +123,7 @@ impl Default for LiveConfig {
             timer: TimerChoice::Wheel,
             faults: Vec::new(),
             groups: groups::GroupConfig::default(),
+            broker_session_timeout: Duration::ZERO,
         }
     }
 }
@@ -122,8 +132,14 @@ impl Default for LiveConfig {
 pub struct Broker {
     /// Its node id.
     pub id: u32,
-    /// False while crashed.
+    /// False while crashed: its process is gone, it serves and
+    /// replicates nothing.
     pub alive: AtomicBool,
+    /// The controller's view: true from when a crashed broker is fenced
+    /// (`LiveConfig::broker_session_timeout` after its crash) until it
+    /// restarts. An unfenced broker is listed, leads and is in sync as
+    /// far as the cluster knows, whether or not it is alive.
+    pub fenced: AtomicBool,
     /// Its lives: one more at each crash and each restart, odd while it
     /// is down (see [`Broker::lives`]).
     lives: tokio::sync::watch::Sender<u64>,
@@ -184,6 +200,8 @@ pub struct LiveCluster {
     /// Crashes and restarts not yet done: (when, broker, whether it
     /// restarts), in time order.
     faults: parking_lot::Mutex<Vec<(Duration, u32, bool)>>,
+    /// Crashed brokers not fenced yet, with when they will be.
+    fences: parking_lot::Mutex<Vec<(Instant, u32)>>,
 }
 
 /// A transaction marker written again at a new leader: its partition,
@@ -211,6 +229,7 @@ impl LiveCluster {
             .map(|id| Broker {
                 id,
                 alive: AtomicBool::new(true),
+                fenced: AtomicBool::new(false),
                 lives: tokio::sync::watch::Sender::new(0),
                 produce: Purgatory::builder(format!("Produce-{id}"))
                     .timer(kind)
@@ -261,6 +280,7 @@ impl LiveCluster {
             follower_thread: std::sync::OnceLock::new(),
             started: Instant::now(),
             faults: parking_lot::Mutex::new(faults),
+            fences: parking_lot::Mutex::new(Vec::new()),
         });
         let weak = Arc::downgrade(&cluster);
         let thread = std::thread::Builder::new()
@@ -273,6 +293,7 @@ impl LiveCluster {
                     }
                     let now = Instant::now();
                     cluster.faults_due(now);
+                    cluster.fences_due(now);
                     cluster.replicate(now);
                     if now.duration_since(last_isr_check) >= ISR_CHECK_EVERY {
                         cluster.check_isr(now);
@@ -284,6 +305,7 @@ impl LiveCluster {
                         .brokers
                         .iter()
                         .filter_map(|b| b.followers.next_due())
+                        .chain(cluster.fences.lock().iter().map(|&(at, _)| at))
                         .chain([last_isr_check + ISR_CHECK_EVERY])
                         .min()
                         .expect("the ISR check is always there");
@@ -465,12 +487,7 @@ impl LiveCluster {
     /// towards the ISR of a partition made after it went down.
     fn new_log(&self, replicas: Vec<u32>, now: Instant) -> PartitionLog {
         let mut log = PartitionLog::new(replicas, now);
-        let alive = |b: &u32| {
-            self.brokers
-                .get(*b as usize)
-                .is_some_and(|broker| broker.alive.load(Ordering::Acquire))
-        };
-        log.isr.retain(alive);
+        log.isr.retain(|&b| self.is_unfenced(b));
         log.leader = log.isr.first().copied();
         log
     }
@@ -556,12 +573,11 @@ impl LiveCluster {
     }
 
     /// Broker `dead` stops: its connections close (before anything below
-    /// is answered, so no client hears from it again); it leaves every
-    /// ISR; each partition it led gets the first live in-sync replica as
-    /// leader (its log cut back to what that replica has, which holds
-    /// every acknowledged record); what was parked on it for those
-    /// partitions is cancelled, and so answered at once inside (with
-    /// NOT_LEADER_OR_FOLLOWER, on a connection that is gone).
+    /// is answered, so no client hears from it again), its fetch sessions
+    /// and the batches on their way to it are gone, and what was parked
+    /// on it is answered at once inside (with NOT_LEADER_OR_FOLLOWER, on
+    /// connections that are gone). The controller fences it then, or
+    /// `broker_session_timeout` later ([`fence`](Self::fence)).
     pub fn crash(&self, dead: u32) {
         let Some(broker) = self.brokers.get(dead as usize) else {
             return;
@@ -569,23 +585,48 @@ impl LiveCluster {
         if !broker.alive.load(Ordering::Acquire) {
             return;
         }
-        let coordinators = self.coordinators();
         broker.alive.store(false, Ordering::Release);
         broker.next_life();
         broker.followers.clear();
         broker.fetch_sessions.clear();
+        let led: Vec<u32> = self
+            .topics()
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .filter(|p| p.log.lock().leader == Some(dead))
+            .map(|p| p.key)
+            .collect();
+        self.cancel_parked(broker, led);
+        tracing::info!(broker = dead, "broker crashed");
+        let timeout = self.cfg.broker_session_timeout;
+        if timeout.is_zero() {
+            self.fence(dead);
+        } else {
+            self.fences.lock().push((Instant::now() + timeout, dead));
+        }
+    }
+
+    /// The controller fences crashed broker `dead`: it leaves every ISR,
+    /// each partition it led gets the first unfenced in-sync replica as
+    /// leader (its log cut back to what that replica has, which holds
+    /// every acknowledged record), and the groups it coordinated move.
+    fn fence(&self, dead: u32) {
+        let broker = &self.brokers[dead as usize];
+        self.fences.lock().retain(|&(_, b)| b != dead);
+        if broker.fenced.load(Ordering::Acquire) {
+            return;
+        }
+        let coordinators = self.coordinators();
+        broker.fenced.store(true, Ordering::Release);
         self.move_groups_from(coordinators);
-        let alive = |b: u32| self.is_alive(b);
         let mut moved = Vec::new();
-        let mut lost_leader = Vec::new();
         let mut rewritten = Vec::new();
         for topic in self.topics() {
             for p in &topic.partitions {
                 let mut log = p.log.lock();
                 log.isr.retain(|&b| b != dead);
                 if log.leader == Some(dead) {
-                    lost_leader.push(p.key);
-                    let next = log.isr.iter().copied().find(|&b| alive(b));
+                    let next = log.isr.iter().copied().find(|&b| self.is_unfenced(b));
                     rewritten.extend(self.hand_over(p, &mut log, next));
                 }
                 if log.advance_hw() {
@@ -593,9 +634,23 @@ impl LiveCluster {
                 }
             }
         }
-        self.cancel_parked(broker, lost_leader);
         self.after_hand_overs(rewritten, moved);
-        tracing::info!(broker = dead, "broker crashed");
+        tracing::info!(broker = dead, "broker fenced");
+    }
+
+    /// Fences the crashed brokers whose session has run out.
+    fn fences_due(&self, now: Instant) {
+        let due: Vec<u32> = {
+            let fences = self.fences.lock();
+            fences
+                .iter()
+                .filter(|&&(at, _)| at <= now)
+                .map(|&(_, b)| b)
+                .collect()
+        };
+        for b in due {
+            self.fence(b);
+        }
     }
 
     /// Broker `back`, crashed before, starts again: its listener opens,
@@ -613,8 +668,13 @@ impl LiveCluster {
         if broker.alive.load(Ordering::Acquire) {
             return;
         }
+        // Back before its session ran out: the controller fences the
+        // crashed incarnation first, as KRaft's does when a broker
+        // registers again.
+        self.fence(back);
         let coordinators = self.coordinators();
         broker.alive.store(true, Ordering::Release);
+        broker.fenced.store(false, Ordering::Release);
         self.move_groups_from(coordinators);
         let mut catch_up = Vec::new();
         let mut moved = Vec::new();
@@ -723,7 +783,7 @@ impl LiveCluster {
             if old.is_some() {
                 return Err(ResponseError::ElectionNotNeeded);
             }
-            let live = |b: &&u32| self.is_alive(**b);
+            let live = |b: &&u32| self.is_unfenced(**b);
             let chosen = log.isr.iter().find(live).or(log.replicas.iter().find(live));
             let next = *chosen.ok_or(ResponseError::EligibleLeadersNotAvailable)?;
             log.isr = vec![next];
@@ -736,7 +796,7 @@ impl LiveCluster {
             if old == Some(preferred) {
                 return Err(ResponseError::ElectionNotNeeded);
             }
-            if !self.is_alive(preferred) || !log.isr.contains(&preferred) {
+            if !self.is_unfenced(preferred) || !log.isr.contains(&preferred) {
                 return Err(ResponseError::PreferredLeaderNotAvailable);
             }
             preferred
@@ -785,7 +845,7 @@ impl LiveCluster {
             .replicas
             .iter()
             .copied()
-            .filter(|&r| r != leader && self.is_alive(r))
+            .filter(|&r| r != leader && self.is_unfenced(r))
             .collect();
         Some((Arc::clone(p), followers, log.log_end()))
     }
@@ -807,7 +867,7 @@ impl LiveCluster {
             .group_ids()
             .into_iter()
             .map(|g| {
-                let at = self.coordinator_among(&g, |b| self.is_alive(b));
+                let at = self.coordinator_among(&g, |b| self.is_unfenced(b));
                 (g, at)
             })
             .collect()
@@ -819,7 +879,7 @@ impl LiveCluster {
     fn move_groups_from(&self, before: Vec<(Arc<str>, Option<u32>)>) {
         let moved: std::collections::HashSet<Arc<str>> = before
             .into_iter()
-            .filter(|(g, at)| self.coordinator_among(g, |b| self.is_alive(b)) != *at)
+            .filter(|(g, at)| self.coordinator_among(g, |b| self.is_unfenced(b)) != *at)
             .map(|(g, _)| g)
             .collect();
         if !moved.is_empty() {
@@ -849,7 +909,10 @@ impl LiveCluster {
         for (topic, bytes, ms) in aging {
             for p in &topic.partitions {
                 let mut log = p.log.lock();
-                let led = log.leader.is_some_and(|l| self.is_alive(l));
+                // Its leader's process deletes them.
+                let led = log
+                    .leader
+                    .is_some_and(|l| self.brokers[l as usize].alive.load(Ordering::Acquire));
                 if led && !log.deleted && log.apply_retention(bytes, Some(ms), now).is_some() {
                     Checks::bump(&self.checks.retention_deletions);
                 }
@@ -858,7 +921,7 @@ impl LiveCluster {
     }
 
     fn check_isr(&self, now: Instant) {
-        let alive = |b: u32| self.brokers[b as usize].alive.load(Ordering::Acquire);
+        let alive = |b: u32| self.is_unfenced(b);
         let moved: Vec<_> = self
             .topics()
             .iter()
@@ -893,15 +956,13 @@ impl LiveCluster {
     /// broker names a live broker to clients, which send it what old
     /// clusters' controllers took, such as CreateTopics).
     pub fn controller(&self) -> Option<u32> {
-        (0..self.cfg.brokers).find(|&b| self.brokers[b as usize].alive.load(Ordering::Acquire))
+        (0..self.cfg.brokers).find(|&b| self.is_unfenced(b))
     }
 
     /// The broker coordinating `group`: the first live replica of its
     /// offsets partition, whose replicas are placed as a topic's are.
     pub fn group_coordinator(&self, group: &str) -> Option<u32> {
-        self.coordinator_among(group, |b| {
-            self.brokers[b as usize].alive.load(Ordering::Acquire)
-        })
+        self.coordinator_among(group, |b| self.is_unfenced(b))
     }
 
     fn coordinator_among(&self, group: &str, alive: impl Fn(u32) -> bool) -> Option<u32> {
@@ -950,11 +1011,12 @@ impl LiveCluster {
         }
     }
 
-    /// Whether broker `b` is up.
-    pub(crate) fn is_alive(&self, b: u32) -> bool {
+    /// Whether broker `b` counts as up for the cluster: not fenced (it
+    /// may have crashed less than `broker_session_timeout` ago).
+    pub(crate) fn is_unfenced(&self, b: u32) -> bool {
         self.brokers
             .get(b as usize)
-            .is_some_and(|broker| broker.alive.load(Ordering::Acquire))
+            .is_some_and(|broker| !broker.fenced.load(Ordering::Acquire))
     }
 
     /// Operations the purgatories still hold.

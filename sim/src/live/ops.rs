@@ -216,7 +216,7 @@ pub struct WireDeleteRecords {
 /// Whether a broker of `cluster` is up (none is once it is gone).
 fn liveness(cluster: &Weak<LiveCluster>) -> impl Fn(u32) -> bool {
     let cluster = cluster.upgrade();
-    move |b| cluster.as_ref().is_some_and(|c| c.is_alive(b))
+    move |b| cluster.as_ref().is_some_and(|c| c.is_unfenced(b))
 }
 
 impl DelayedOperation for WireDeleteRecords {

@@ -300,7 +300,7 @@ impl BrokerService {
             .endpoints()
             .into_iter()
             .enumerate()
-            .filter(|(id, _)| cluster.brokers[*id].alive.load(Ordering::Acquire))
+            .filter(|(id, _)| !cluster.brokers[*id].fenced.load(Ordering::Acquire))
             .map(|(id, (host, port))| {
                 let mut b = MetadataResponseBroker::default();
                 b.node_id = BrokerId(id as i32);
@@ -349,8 +349,8 @@ impl BrokerService {
             .iter()
             .copied()
             .filter(|&b| {
-                !self.cluster.brokers[b as usize]
-                    .alive
+                self.cluster.brokers[b as usize]
+                    .fenced
                     .load(Ordering::Acquire)
             })
             .collect();
