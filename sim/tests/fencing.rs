@@ -2,14 +2,19 @@
 //! crash, as Kafka's controller fences a broker whose heartbeats stopped:
 //! until then the metadata still lists it and names it leader, nothing
 //! answers there, and an `acks=all` produce it was in sync for waits;
-//! then its partitions move.
+//! then its partitions move, and its groups, whose sessions waited.
 
-use broker_sim::live::LiveConfig;
+use broker_sim::live::{GroupConfig, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::{batch, produce_request, Client};
 use broker_sim::wire::Limits;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    GroupId, HeartbeatRequest, JoinGroupRequest, MetadataRequest, MetadataResponse,
+    SyncGroupRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
 
@@ -20,6 +25,11 @@ fn server() -> Server {
         listen: "127.0.0.1:0".parse().unwrap(),
         live: LiveConfig {
             broker_session_timeout: SESSION,
+            groups: GroupConfig {
+                initial_rebalance_delay: Duration::ZERO,
+                min_session_timeout: Duration::from_millis(100),
+                ..GroupConfig::default()
+            },
             ..LiveConfig::default()
         },
         topics: vec![("orders".into(), 3)],
@@ -113,6 +123,73 @@ fn a_broker_back_before_its_session_runs_out_is_fenced_first_then_leads_again() 
         assert!(Instant::now() < until, "{brokers:?} {parts:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_string())
+}
+
+/// A member of group `group` at broker `at` whose session lasts `session`:
+/// joined and synced (generation 1); returns its member id.
+fn member(server: &Server, at: u32, group: &str, session: Duration) -> String {
+    let mut c = Client::connect(server.addrs()[at as usize]);
+    let mut p = JoinGroupRequestProtocol::default();
+    p.name = s("range");
+    let mut r = JoinGroupRequest::default();
+    r.group_id = GroupId(s(group));
+    r.session_timeout_ms = session.as_millis() as i32;
+    r.rebalance_timeout_ms = 5_000;
+    r.protocol_type = s("consumer");
+    r.protocols = vec![p];
+    let first = c.call(&r, 5);
+    r.member_id = first.member_id.clone();
+    let joined = c.call(&r, 5);
+    assert_eq!((joined.error_code, joined.generation_id), (0, 1));
+    let mut a = SyncGroupRequestAssignment::default();
+    a.member_id = joined.member_id.clone();
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(s(group));
+    sync.generation_id = 1;
+    sync.member_id = joined.member_id.clone();
+    sync.assignments = vec![a];
+    assert_eq!(c.call(&sync, 3).error_code, 0);
+    joined.member_id.to_string()
+}
+
+fn heartbeat(server: &Server, at: u32, group: &str, member: &str) -> i16 {
+    let mut r = HeartbeatRequest::default();
+    r.group_id = GroupId(s(group));
+    r.generation_id = 1;
+    r.member_id = s(member);
+    Client::connect(server.addrs()[at as usize])
+        .call(&r, 3)
+        .error_code
+}
+
+#[test]
+fn a_group_waits_for_its_next_coordinator_however_long_the_fencing_takes() {
+    let server = server();
+    let cluster = server.cluster();
+    let home = cluster.group_coordinator("held").unwrap();
+    // Its session is a third of the time the crash goes unnoticed.
+    let session = SESSION / 3;
+    let m = member(&server, home, "held", session);
+    cluster.crash(home);
+    let until = Instant::now() + Duration::from_secs(10);
+    let next = loop {
+        match cluster.group_coordinator("held") {
+            Some(at) if at != home => break at,
+            _ => assert!(Instant::now() < until, "the group never moved"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Nothing expired it while its coordinator was gone; the next one
+    // knows it.
+    assert_eq!(heartbeat(&server, next, "held", &m), 0);
+    let expired = &cluster.checks.sessions_expired;
+    assert_eq!(expired.load(std::sync::atomic::Ordering::Relaxed), 0);
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
 }

@@ -98,9 +98,9 @@ pub struct LiveConfig {
     /// it in (listed in Metadata, leading its partitions, in their ISRs,
     /// coordinating its groups), though nothing answers there; then its
     /// partitions and groups move. Zero (the default here; Kafka's is
-    /// 9 s) fences it at the crash. Unlike Kafka's, the group sessions it
-    /// coordinates keep running meanwhile: a timeout longer than a
-    /// member's session expires the member.
+    /// 9 s) fences it at the crash. The sessions of the groups it
+    /// coordinates are held meanwhile, as nothing expires them at a
+    /// coordinator that is gone.
     pub broker_session_timeout: Duration,
 }
 
@@ -602,6 +602,10 @@ impl LiveCluster {
         if timeout.is_zero() {
             self.fence(dead);
         } else {
+            self.groups.hold_sessions(
+                |g| self.coordinator_among(g, |b| self.is_unfenced(b)) == Some(dead),
+                timeout,
+            );
             self.fences.lock().push((Instant::now() + timeout, dead));
         }
     }

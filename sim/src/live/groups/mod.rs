@@ -567,6 +567,23 @@ impl GroupCoordinator {
         }
     }
 
+    /// The groups' coordinator has crashed and is not fenced yet: nothing
+    /// runs there, so no session of theirs may expire before `held` has
+    /// passed (the new coordinator then starts each afresh,
+    /// [`move_groups`](Self::move_groups)). A classic group in the middle
+    /// of a rebalance is left as it is: it starts over at the next one.
+    pub fn hold_sessions(&self, coordinated: impl Fn(&str) -> bool, held: Duration) {
+        for id in self.group_ids() {
+            if !coordinated(&id) {
+                continue;
+            }
+            let timers = self.group(&id).lock().restart_sessions();
+            for (timer, timeout) in timers.into_iter().flatten() {
+                timer.reset_timeout(timeout + held);
+            }
+        }
+    }
+
     /// Operations the coordinator's purgatories hold.
     pub fn pending(&self) -> usize {
         self.joins.delayed() + self.syncs.delayed() + self.sessions.delayed()
