@@ -101,12 +101,6 @@ impl LeaderEpochs {
     }
 }
 
-impl Default for LeaderEpochs {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,7 +94,8 @@ pub struct LiveConfig {
     /// The group coordinator's settings.
     pub groups: groups::GroupConfig,
     /// Kafka's `broker.session.timeout.ms`: how long after a crash the
-    /// controller fences the broker. Until then the cluster still counts
+    /// controller fences the broker (at the first ISR check after it, so
+    /// within 100 ms). Until then the cluster still counts
     /// it in (listed in Metadata, leading its partitions, in their ISRs,
     /// coordinating its groups), though nothing answers there; then its
     /// partitions and groups move. Zero (the default here; Kafka's is
@@ -293,9 +294,11 @@ impl LiveCluster {
                     }
                     let now = Instant::now();
                     cluster.faults_due(now);
-                    cluster.fences_due(now);
                     cluster.replicate(now);
                     if now.duration_since(last_isr_check) >= ISR_CHECK_EVERY {
+                        // Within 100 ms of its time, as a controller notices
+                        // a missed heartbeat at its next check.
+                        cluster.fences_due(now);
                         cluster.check_isr(now);
                         cluster.elect_preferred_leaders();
                         cluster.expire_by_time();
@@ -305,7 +308,6 @@ impl LiveCluster {
                         .brokers
                         .iter()
                         .filter_map(|b| b.followers.next_due())
-                        .chain(cluster.fences.lock().iter().map(|&(at, _)| at))
                         .chain([last_isr_check + ISR_CHECK_EVERY])
                         .min()
                         .expect("the ISR check is always there");
@@ -602,10 +604,8 @@ impl LiveCluster {
         if timeout.is_zero() {
             self.fence(dead);
         } else {
-            self.groups.hold_sessions(
-                |g| self.coordinator_among(g, |b| self.is_unfenced(b)) == Some(dead),
-                timeout,
-            );
+            self.groups
+                .hold_sessions(|g| self.group_coordinator(g) == Some(dead), timeout);
             self.fences.lock().push((Instant::now() + timeout, dead));
         }
     }
@@ -871,7 +871,7 @@ impl LiveCluster {
             .group_ids()
             .into_iter()
             .map(|g| {
-                let at = self.coordinator_among(&g, |b| self.is_unfenced(b));
+                let at = self.group_coordinator(&g);
                 (g, at)
             })
             .collect()
@@ -883,7 +883,7 @@ impl LiveCluster {
     fn move_groups_from(&self, before: Vec<(Arc<str>, Option<u32>)>) {
         let moved: std::collections::HashSet<Arc<str>> = before
             .into_iter()
-            .filter(|(g, at)| self.coordinator_among(g, |b| self.is_unfenced(b)) != *at)
+            .filter(|(g, at)| self.group_coordinator(g) != *at)
             .map(|(g, _)| g)
             .collect();
         if !moved.is_empty() {
@@ -925,12 +925,12 @@ impl LiveCluster {
     }
 
     fn check_isr(&self, now: Instant) {
-        let alive = |b: u32| self.is_unfenced(b);
+        let unfenced = |b: u32| self.is_unfenced(b);
         let moved: Vec<_> = self
             .topics()
             .iter()
             .flat_map(|t| t.partitions.iter())
-            .filter(|p| replication::shrink_isr(p, self.cfg.replica_lag, now, &alive))
+            .filter(|p| replication::shrink_isr(p, self.cfg.replica_lag, now, &unfenced))
             .cloned()
             .collect();
         self.check_moved(moved);
@@ -963,17 +963,13 @@ impl LiveCluster {
         (0..self.cfg.brokers).find(|&b| self.is_unfenced(b))
     }
 
-    /// The broker coordinating `group`: the first live replica of its
+    /// The broker coordinating `group`: the first unfenced replica of its
     /// offsets partition, whose replicas are placed as a topic's are.
     pub fn group_coordinator(&self, group: &str) -> Option<u32> {
-        self.coordinator_among(group, |b| self.is_unfenced(b))
-    }
-
-    fn coordinator_among(&self, group: &str, alive: impl Fn(u32) -> bool) -> Option<u32> {
         let n = self.cfg.brokers;
         let p = self.groups.offsets_partition(group);
         let rf = self.cfg.replication_factor.clamp(1, n);
-        (0..rf).map(|r| (p + r) % n).find(|&b| alive(b))
+        (0..rf).map(|r| (p + r) % n).find(|&b| self.is_unfenced(b))
     }
 
     /// The broker coordinating transactional id `id`: chosen as a group's

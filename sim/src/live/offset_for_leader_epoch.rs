@@ -6,9 +6,7 @@
 //! reading on past a gap.
 
 use super::checks::Checks;
-use super::leader_epochs;
 use super::service::BrokerService;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderPartition;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
@@ -57,18 +55,9 @@ impl BrokerService {
     ) -> Result<(i32, i64), i16> {
         let p = self.partition(topic, index)?;
         let log = p.log.lock();
-        if log.deleted {
-            return Err(ResponseError::UnknownTopicOrPartition.code());
-        }
-        if let Err(e) = leader_epochs::check_current(log.epoch, q.current_leader_epoch) {
-            Checks::bump(&self.checks().stale_epochs);
-            return Err(e.code());
-        }
         // A replica's own view is never asked for: followers replicate
         // inside the cluster here, so only the leader answers.
-        if log.leader != Some(self.id) {
-            return Err(ResponseError::NotLeaderOrFollower.code());
-        }
+        self.leads(&log, q.current_leader_epoch)?;
         // With no epoch known at or below the one asked for, the answer is
         // (-1, -1) and no error, as Kafka's.
         Ok(log.epochs.end_offset_for(q.leader_epoch, log.log_end()))

@@ -73,8 +73,13 @@ pub fn follower_caught_up(p: &Partition, broker: u32, end: i64, now: Instant) ->
 }
 
 /// Removes from the ISR every follower of `p` that has not caught up for
-/// `lag`; returns whether anything changed.
-pub fn shrink_isr(p: &Partition, lag: Duration, now: Instant, alive: &dyn Fn(u32) -> bool) -> bool {
+/// `lag`, or that the controller fenced; returns whether anything changed.
+pub fn shrink_isr(
+    p: &Partition,
+    lag: Duration,
+    now: Instant,
+    unfenced: &dyn Fn(u32) -> bool,
+) -> bool {
     let mut log = p.log.lock();
     let log_end = log.log_end();
     let leader = log.leader;
@@ -86,7 +91,7 @@ pub fn shrink_isr(p: &Partition, lag: Duration, now: Instant, alive: &dyn Fn(u32
         .filter(|&b| Some(b) != leader)
         .filter(|&b| {
             let i = log.replica_index(b).expect("an ISR member is a replica");
-            !alive(b)
+            !unfenced(b)
                 || (log.replica_leo[i] < log_end && now.duration_since(log.caught_up_at[i]) > lag)
         })
         .collect();

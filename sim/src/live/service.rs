@@ -249,6 +249,25 @@ impl BrokerService {
         &self.cluster.checks
     }
 
+    /// Whether this broker answers a client for `log`'s partition as its
+    /// leader, the client believing `current_epoch` the partition's (-1:
+    /// not said); if not, the error code, checked in Kafka's order: the
+    /// topic deleted, the epoch stale or unknown (counted), another
+    /// leader.
+    pub(crate) fn leads(&self, log: &PartitionLog, current_epoch: i32) -> Result<(), i16> {
+        if log.deleted {
+            return Err(code(ResponseError::UnknownTopicOrPartition));
+        }
+        if let Err(e) = leader_epochs::check_current(log.epoch, current_epoch) {
+            Checks::bump(&self.checks().stale_epochs);
+            return Err(code(e));
+        }
+        if log.leader != Some(self.id) {
+            return Err(code(ResponseError::NotLeaderOrFollower));
+        }
+        Ok(())
+    }
+
     pub(crate) fn partition(&self, topic: &str, index: i32) -> Result<Arc<Partition>, i16> {
         self.cluster
             .topic(topic)
@@ -382,13 +401,8 @@ impl BrokerService {
                             Err(e) => a.error_code = e,
                             Ok(p) => {
                                 let log = p.log.lock();
-                                let epoch_checked =
-                                    leader_epochs::check_current(log.epoch, q.current_leader_epoch);
-                                if let Err(e) = epoch_checked {
-                                    Checks::bump(&self.checks().stale_epochs);
-                                    a.error_code = code(e);
-                                } else if log.leader != Some(self.id) {
-                                    a.error_code = code(ResponseError::NotLeaderOrFollower);
+                                if let Err(e) = self.leads(&log, q.current_leader_epoch) {
+                                    a.error_code = e;
                                 } else {
                                     let found = match q.timestamp {
                                         // Earliest, and (v8) the earliest
@@ -711,13 +725,8 @@ impl BrokerService {
                 .and_then(|name| self.partition(&name.0, part.partition));
             let checked = checked.and_then(|p| {
                 let log = p.log.lock();
-                if log.deleted {
-                    Err(code(ResponseError::UnknownTopicOrPartition))
-                } else if let Err(e) = leader_epochs::check_current(log.epoch, at.leader_epoch) {
-                    Checks::bump(&checks.stale_epochs);
-                    Err(code(e))
-                } else if log.leader != Some(self.id) {
-                    Err(code(ResponseError::NotLeaderOrFollower))
+                if let Err(e) = self.leads(&log, at.leader_epoch) {
+                    Err(e)
                 } else if at.offset < log.log_start || at.offset > log.log_end() {
                     Err(code(ResponseError::OffsetOutOfRange))
                 } else {

@@ -527,14 +527,10 @@ impl GroupCoordinator {
             if !moved(&id) {
                 continue;
             }
-            let group = self.group(&id);
-            let restarted = group.lock().restart_sessions();
-            if let Some(timers) = restarted {
-                for (timer, timeout) in timers {
-                    timer.reset_timeout(timeout);
-                }
+            if self.restart_sessions(&id, Duration::ZERO) {
                 continue;
             }
+            let group = self.group(&id);
             let (sessions, waiters) = {
                 let mut g = group.lock();
                 g.state = GroupState::Empty;
@@ -577,11 +573,22 @@ impl GroupCoordinator {
             if !coordinated(&id) {
                 continue;
             }
-            let timers = self.group(&id).lock().restart_sessions();
-            for (timer, timeout) in timers.into_iter().flatten() {
-                timer.reset_timeout(timeout + held);
-            }
+            self.restart_sessions(&id, held);
         }
+    }
+
+    /// Starts the sessions of group `id` again from now, each `extra`
+    /// longer than its own timeout, if the group keeps its members when
+    /// its coordinator moves ([`Group::restart_sessions`]); returns
+    /// whether it does.
+    fn restart_sessions(&self, id: &str, extra: Duration) -> bool {
+        let Some(timers) = self.group(id).lock().restart_sessions() else {
+            return false;
+        };
+        for (timer, timeout) in timers {
+            timer.reset_timeout(timeout + extra);
+        }
+        true
     }
 
     /// Operations the coordinator's purgatories hold.
