@@ -1085,6 +1085,51 @@ fn confluent_transactions_commit_abort_fence_time_out_and_carry_a_groups_offsets
     passes(server);
 }
 
+#[test]
+fn exactly_once_processing_outputs_each_record_once_across_crashes_of_its_brokers() {
+    if !confluent() {
+        return;
+    }
+    // Broker 1, then broker 2 (the processor's group coordinator) down for
+    // 5 s each, back within the fencing window: neither leaves the
+    // metadata, as with Kafka. Fenced at the crash instead (a window of
+    // 0), both leave it, and librdkafka's send_offsets_to_transaction then
+    // waits for good on the group coordinator it let go of.
+    let down = |broker: u32, at: u64| {
+        [
+            Fault::Crash {
+                broker,
+                at: Duration::from_secs(at),
+            },
+            Fault::Restart {
+                broker,
+                at: Duration::from_secs(at + 5),
+            },
+        ]
+    };
+    let live = LiveConfig {
+        faults: [down(1, 3), down(2, 10)].concat(),
+        broker_session_timeout: Duration::from_secs(6),
+        ..quick_groups()
+    };
+    let server = start(live, &[("eos-in", 4), ("eos-in-out", 4)]);
+    assert_eq!(server.cluster().group_coordinator("eos"), Some(2));
+    let all = server
+        .addrs()
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>();
+    let r = confluent_client(&["eos", &all.join(","), "eos-in", "20000", "16"]);
+    assert!(r["error"].is_null(), "{r}");
+    assert_eq!(r["fed"], 20000, "{r}");
+    assert_eq!(r["consumed"], 20000, "{r}");
+    assert_eq!(r["out"], 20000, "{r}");
+    assert_eq!(r["missing"], 0, "{r}");
+    assert_eq!(r["twice"], 0, "{r}");
+    assert!(r["committed"].as_u64().unwrap() > 10, "{r}");
+    passes(server);
+}
+
 /// Two confluent-kafka consumers of `strategy` in group `group`: the first
 /// reads 200 records alone, the second joins, 200 more are produced. Checks
 /// that each record is processed exactly once between them and that both

@@ -58,11 +58,28 @@
         consumer reads what is left. Prints one JSON line: how many were
         sent, acknowledged, read, and read more than once, the
         rebalances the consumer saw, and the consumer errors.
+    confluent_client.py eos BOOTSTRAP TOPIC COUNT SECONDS
+        Exactly-once processing: an idempotent producer writes COUNT
+        records to TOPIC over SECONDS while a processor (a read_committed
+        consumer in group "eos" and the transactional producer
+        "eos-processor") copies what it reads to TOPIC-out, upper-cased,
+        committing the offsets it read in the same transaction. An
+        abortable error aborts and rewinds to the group's commits; any
+        other error starts the processor over. It stops once its
+        transactions have committed the offsets of every record fed (or
+        nothing came for 30 s), then reads TOPIC-out read_committed.
+        Prints one JSON line: how many were fed, how many of them the
+        committed offsets cover, how many distinct records came out, how many are missing and how many came
+        out twice, the transactions committed and aborted, the restarts
+        and the errors; or, if a call has not returned after SECONDS + 60
+        s, the call it is stuck in.
 
 Exits 0 when it ran; the caller judges the output.
 """
 import json
+import os
 import sys
+import threading
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -535,6 +552,111 @@ def steady(bootstrap, topic, seconds, group_id):
                       "read_twice": twice, "rebalances": rebalances, "errors": errors}))
 
 
+def eos(bootstrap, topic, count, seconds):
+    out = f"{topic}-out"
+    feeder = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                       "linger.ms": 5})
+    state = {"call": "starting"}
+
+    def stuck():
+        print(json.dumps({"error": f"stuck in {state['call']}"}), flush=True)
+        os._exit(0)
+
+    watchdog = threading.Timer(seconds + 60, stuck)
+    watchdog.daemon = True
+    watchdog.start()
+
+    def call(name, action):
+        state["call"] = name
+        return action()
+
+    def processor():
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos",
+                             "isolation.level": "read_committed",
+                             "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False})
+        consumer.subscribe([topic])
+        producer = Producer({"bootstrap.servers": bootstrap,
+                             "transactional.id": "eos-processor", "linger.ms": 5})
+        call("init_transactions", lambda: producer.init_transactions(60))
+        return consumer, producer
+
+    consumer, producer = processor()
+    committed = aborted = restarts = 0
+    errors = []
+    fed = 0
+    # The offsets the last transaction committed, by partition: every
+    # record fed is consumed once they sum to COUNT.
+    consumed = {}
+    start = time.time()
+    quiet_since = None
+    while True:
+        due = min(count, int(count * (time.time() - start) / seconds))
+        while fed < due:
+            feeder.produce(topic, f"r{fed}".encode(), partition=fed % 4)
+            fed += 1
+        feeder.poll(0)
+        if fed == count and sum(consumed.values()) == count:
+            break
+        batch = [m for m in call("consume", lambda: consumer.consume(500, 0.2))
+                 if m.error() is None]
+        if not batch:
+            quiet_since = quiet_since or time.time()
+            if fed == count and time.time() - quiet_since > 30:
+                break
+            continue
+        quiet_since = None
+        try:
+            call("begin_transaction", producer.begin_transaction)
+            for m in batch:
+                producer.produce(out, m.value().upper(), partition=m.partition())
+            positions = consumer.position(consumer.assignment())
+            call("send_offsets_to_transaction", lambda: producer.send_offsets_to_transaction(
+                positions, consumer.consumer_group_metadata(), 60))
+            call("commit_transaction", lambda: producer.commit_transaction(60))
+            committed += 1
+            consumed.update({tp.partition: tp.offset for tp in positions if tp.offset >= 0})
+        except KafkaException as e:
+            errors.append(e.args[0].name())
+            if e.args[0].txn_requires_abort():
+                call("abort_transaction", lambda: producer.abort_transaction(60))
+                aborted += 1
+                for tp in consumer.committed(consumer.assignment(), 30):
+                    consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+            else:
+                consumer.close()
+                consumer, producer = processor()
+                restarts += 1
+    consumer.close()
+    call("flush", lambda: feeder.flush(30))
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-check",
+                       "isolation.level": "read_committed", "enable.auto.commit": False})
+    reader.assign([TopicPartition(out, p, 0) for p in range(4)])
+    times = {}
+    last = time.time()
+    # A second of quiet once every record is there; ten before.
+    while time.time() - last < (1 if len(times) >= count else 10):
+        msg = call("poll", lambda: reader.poll(0.1))
+        if msg is None or msg.error() is not None:
+            continue
+        last = time.time()
+        value = msg.value().decode()
+        times[value] = times.get(value, 0) + 1
+    reader.close()
+    watchdog.cancel()
+    print(json.dumps({
+        "fed": fed,
+        "consumed": sum(consumed.values()),
+        "out": len(times),
+        "missing": sum(f"R{i}" not in times for i in range(count)),
+        "twice": sum(n > 1 for n in times.values()),
+        "committed": committed,
+        "aborted": aborted,
+        "restarts": restarts,
+        "errors": errors,
+    }))
+
+
 if __name__ == "__main__":
     mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "regex":
@@ -551,6 +673,8 @@ if __name__ == "__main__":
         steady(bootstrap, topic, float(sys.argv[4]), sys.argv[5])
     elif mode == "timestamps":
         timestamps(bootstrap, topic)
+    elif mode == "eos":
+        eos(bootstrap, topic, int(sys.argv[4]), float(sys.argv[5]))
     elif mode == "idempotent":
         roundtrip(bootstrap, topic, int(sys.argv[4]), {
             "enable.idempotence": True,
