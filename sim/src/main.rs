@@ -91,11 +91,13 @@ struct Args {
     #[arg(long, value_parser = |s: &str| l::RETENTION_MS.parse_u64(s), requires = "serve")]
     retention_ms: Option<u64>,
     /// With --serve: how long after a crash the controller fences the
-    /// broker, in ms (Kafka's broker.session.timeout.ms, 9000 there).
+    /// broker, in ms (Kafka's broker.session.timeout.ms, and its default).
     /// Until then it stays in the metadata, leading its partitions and
-    /// coordinating its groups, though nothing answers there; 0 fences it
-    /// at once [0..=3600000].
-    #[arg(long, default_value_t = 0, value_parser = |s: &str| l::BROKER_SESSION_TIMEOUT_MS.parse_u64(s), requires = "serve")]
+    /// coordinating its groups, though nothing answers there. 0 fences it
+    /// at the crash: a quicker failover than Kafka's, but a broker that
+    /// leaves the metadata at once is one some clients handle worse (see
+    /// the README) [0..=3600000].
+    #[arg(long, default_value_t = 9000, value_parser = |s: &str| l::BROKER_SESSION_TIMEOUT_MS.parse_u64(s), requires = "serve")]
     broker_session_timeout_ms: u64,
     /// Print one JSON object instead of the human report.
     #[arg(long)]

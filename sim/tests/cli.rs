@@ -69,6 +69,44 @@ fn serve_prints_its_ports_and_a_passing_report_at_the_end_of_its_duration() {
 /// accepts (rather than spinning a core on the failure) and says so at most
 /// once a second; once connections close, it accepts again.
 #[test]
+fn serve_fences_a_crashed_broker_after_kafkas_session_timeout_unless_told_otherwise() {
+    // Broker 1 leads one of the three partitions and crashes 0.5 s into a
+    // 2 s run: within Kafka's 9 s it is not fenced, so that partition keeps
+    // its leader; fenced at the crash, it moves.
+    for (window, moved) in [(None, "0"), (Some("0"), "1")] {
+        let mut args = vec![
+            "--serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-sim-traffic",
+            "--topic",
+            "t:3",
+            "--crash",
+            "1@0.5",
+            "--duration-s",
+            "2",
+        ];
+        args.extend(
+            window
+                .map(|w| ["--broker-session-timeout-ms", w])
+                .iter()
+                .flatten(),
+        );
+        let (code, out, err) = sim(&args);
+        assert_eq!(code, 0, "{out}{err}");
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("partition leaders moved"))
+            .unwrap_or_else(|| panic!("no leader count: {out}"));
+        assert_eq!(
+            line.split_whitespace().last(),
+            Some(moved),
+            "{window:?}: {out}"
+        );
+    }
+}
+
+#[test]
 fn out_of_file_descriptors_the_listener_pauses_and_recovers() {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpStream;

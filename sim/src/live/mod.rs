@@ -98,8 +98,9 @@ pub struct LiveConfig {
     /// within 100 ms). Until then the cluster still counts
     /// it in (listed in Metadata, leading its partitions, in their ISRs,
     /// coordinating its groups), though nothing answers there; then its
-    /// partitions and groups move. Zero (the default here; Kafka's is
-    /// 9 s) fences it at the crash. The sessions of the groups it
+    /// partitions and groups move. Zero (the default here, so that a
+    /// test fails over at once; Kafka's, and `--serve`'s, is 9 s) fences
+    /// it at the crash. The sessions of the groups it
     /// coordinates are held meanwhile, as nothing expires them at a
     /// coordinator that is gone.
     pub broker_session_timeout: Duration,
