@@ -104,7 +104,8 @@ struct Args {
     json: bool,
     /// Crash broker BROKER at SECONDS, beside the scenario's faults
     /// (repeatable): its listener and connections close, its partitions
-    /// move to in-sync replicas.
+    /// move to in-sync replicas (with --serve, once the controller fences
+    /// it: --broker-session-timeout-ms).
     #[arg(long = "crash", value_name = "BROKER@SECONDS", value_parser = parse_fault)]
     crashes: Vec<(u32, Duration)>,
     /// Restart broker BROKER, crashed before, at SECONDS (repeatable): it

@@ -38,8 +38,8 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "broker-crash",
         description: "Broker 1 dies at 10 s: its pending produces and fetches are answered at once with \
-                      NOT_LEADER through cancel_for_key, leadership moves to an in-sync replica, clients \
-                      retry. 30 s.",
+                      NOT_LEADER through cancel_for_key, leadership moves to an in-sync replica (with \
+                      --serve, once the controller fences it), clients retry. 30 s.",
         build: |c| {
             c.faults.push(Fault::Crash { broker: 1, at: Duration::from_secs(10) });
         },
