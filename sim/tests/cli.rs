@@ -65,9 +65,6 @@ fn serve_prints_its_ports_and_a_passing_report_at_the_end_of_its_duration() {
     assert!(!out.contains("result: PASS"), "{out}");
 }
 
-/// With its file descriptors used up, the listener pauses between
-/// accepts (rather than spinning a core on the failure) and says so at most
-/// once a second; once connections close, it accepts again.
 #[test]
 fn serve_fences_a_crashed_broker_after_kafkas_session_timeout_unless_told_otherwise() {
     // Broker 1 leads one of the three partitions and crashes 0.5 s into a
@@ -106,6 +103,9 @@ fn serve_fences_a_crashed_broker_after_kafkas_session_timeout_unless_told_otherw
     }
 }
 
+/// With its file descriptors used up, the listener pauses between
+/// accepts (rather than spinning a core on the failure) and says so at most
+/// once a second; once connections close, it accepts again.
 #[test]
 fn out_of_file_descriptors_the_listener_pauses_and_recovers() {
     use std::io::{BufRead, BufReader, Read, Write};
