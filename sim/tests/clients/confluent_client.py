@@ -60,19 +60,20 @@
         rebalances the consumer saw, and the consumer errors.
     confluent_client.py eos BOOTSTRAP TOPIC COUNT SECONDS
         Exactly-once processing: an idempotent producer writes COUNT
-        records to TOPIC over SECONDS while a processor (a read_committed
-        consumer in group "eos" and the transactional producer
-        "eos-processor") copies what it reads to TOPIC-out, upper-cased,
-        committing the offsets it read in the same transaction. An
-        abortable error aborts and rewinds to the group's commits; any
-        other error starts the processor over. It stops once its
-        transactions have committed the offsets of every record fed (or
-        nothing came for 30 s), then reads TOPIC-out read_committed.
-        Prints one JSON line: how many were fed, how many of them the
-        committed offsets cover, how many distinct records came out, how many are missing and how many came
-        out twice, the transactions committed and aborted, the restarts
-        and the errors; or, if a call has not returned after SECONDS + 60
-        s, the call it is stuck in.
+        records to TOPIC (4 partitions) over SECONDS while a processor (a
+        read_committed consumer in group "eos" and the transactional
+        producer "eos-processor") copies what it reads to TOPIC-out (4
+        partitions), upper-cased, committing the offsets it read in the
+        same transaction. An abortable error aborts and rewinds to the
+        group's commits; any other error starts the processor over. It
+        stops once its transactions have committed the offsets of every
+        record fed (or nothing came for 30 s), then reads TOPIC-out
+        read_committed. Prints one JSON line: how many records were fed
+        and how many of those the feeder was told failed, how many the
+        committed offsets cover, how many distinct records came out, how
+        many are missing and how many came out twice, the transactions
+        committed and aborted, the restarts and the errors; or, if a call
+        has not returned after SECONDS + 60 s, the call it is stuck in.
 
 Exits 0 when it ran; the caller judges the output.
 """
@@ -557,6 +558,10 @@ def eos(bootstrap, topic, count, seconds):
     feeder = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                        "linger.ms": 5})
     state = {"call": "starting"}
+    feed_failed = [0]
+
+    def fed_one(err, _msg):
+        feed_failed[0] += err is not None
 
     def stuck():
         print(json.dumps({"error": f"stuck in {state['call']}"}), flush=True)
@@ -593,7 +598,8 @@ def eos(bootstrap, topic, count, seconds):
     while True:
         due = min(count, int(count * (time.time() - start) / seconds))
         while fed < due:
-            feeder.produce(topic, f"r{fed}".encode(), partition=fed % 4)
+            feeder.produce(topic, f"r{fed}".encode(), partition=fed % 4,
+                           on_delivery=fed_one)
             fed += 1
         feeder.poll(0)
         if fed == count and sum(consumed.values()) == count:
@@ -646,6 +652,7 @@ def eos(bootstrap, topic, count, seconds):
     watchdog.cancel()
     print(json.dumps({
         "fed": fed,
+        "feed_failed": feed_failed[0],
         "consumed": sum(consumed.values()),
         "out": len(times),
         "missing": sum(f"R{i}" not in times for i in range(count)),
