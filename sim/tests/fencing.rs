@@ -193,3 +193,34 @@ fn a_group_waits_for_its_next_coordinator_however_long_the_fencing_takes() {
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
 }
+
+/// Where the group's next coordinator has crashed too, unfenced, its
+/// sessions wait for that one's fencing as well.
+#[test]
+fn a_group_whose_next_coordinator_crashed_too_waits_for_its_fencing() {
+    let server = server();
+    let cluster = server.cluster();
+    let home = cluster.group_coordinator("twice").unwrap();
+    // The brokers that coordinate a group come in order after its first.
+    let next = (home + 1) % 3;
+    let session = SESSION / 3;
+    let m = member(&server, home, "twice", session);
+    cluster.crash(home);
+    // Fenced a session and more after the first: the group reaches it
+    // unfenced, and its sessions would run out there before its fencing.
+    std::thread::sleep(SESSION * 2 / 3);
+    cluster.crash(next);
+    let until = Instant::now() + Duration::from_secs(15);
+    let last = loop {
+        match cluster.group_coordinator("twice") {
+            Some(at) if at != home && at != next => break at,
+            _ => assert!(Instant::now() < until, "the group never moved"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(heartbeat(&server, last, "twice", &m), 0);
+    let expired = &cluster.checks.sessions_expired;
+    assert_eq!(expired.load(std::sync::atomic::Ordering::Relaxed), 0);
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}

@@ -3,7 +3,7 @@
 //! `acks=all` and a long-poll fetch wait for, byte-exact round trips,
 //! ordering, bad input, disconnects and the shutdown.
 
-use broker_sim::live::LiveConfig;
+use broker_sim::live::{LiveCluster, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::{
     batch, commit_request, decode_response, idempotent_batch, produce_request, timed_batch,
@@ -1351,6 +1351,94 @@ fn a_transactions_records_are_stable_once_its_marker_is_written_and_replicated()
     let committed: Vec<Vec<u8>> = read_txn(&mut leader, "ledger", 0, 1).2;
     assert!(committed.contains(&b"b1".to_vec()));
     passes(server);
+}
+
+/// A transaction whose coordinator crashes is not timed out while the
+/// crash goes unnoticed: nothing runs at a broker that is gone, and
+/// Kafka's next coordinator aborts it only once it has taken over. Its
+/// timeout is a third of that window here.
+#[test]
+fn a_transaction_outliving_its_timeout_is_aborted_only_once_its_coordinator_is_fenced() {
+    let (window, waited) = abort_after_a_coordinator_crash(|_, _, _| {});
+    assert!(
+        waited >= window,
+        "aborted {waited:?} after its coordinator crashed, before it was fenced"
+    );
+}
+
+/// A coordinator back before its fencing is fenced first, and the
+/// transaction that outlived its timeout meanwhile is aborted then.
+#[test]
+fn a_transaction_outliving_its_timeout_is_aborted_when_its_coordinator_comes_back() {
+    let back = Duration::from_millis(1500);
+    let (window, waited) = abort_after_a_coordinator_crash(|cluster, home, crashed| {
+        std::thread::sleep(back.saturating_sub(crashed.elapsed()));
+        cluster.restart(home);
+    });
+    assert!(
+        waited >= back && waited < window,
+        "aborted {waited:?} after its coordinator crashed, back after {back:?}"
+    );
+}
+
+/// Where the next coordinator has crashed too, unfenced, the transaction
+/// waits for that one's fencing as well.
+#[test]
+fn a_transaction_whose_next_coordinator_crashed_too_waits_for_its_fencing() {
+    let later = Duration::from_secs(1);
+    let (window, waited) = abort_after_a_coordinator_crash(|cluster, home, crashed| {
+        // The brokers that coordinate an id come in order after its first.
+        let next = (home + 1) % 3;
+        std::thread::sleep(later.saturating_sub(crashed.elapsed()));
+        cluster.crash(next);
+    });
+    assert!(
+        waited >= window + later,
+        "aborted {waited:?} after its coordinator crashed, before the next one was fenced"
+    );
+}
+
+/// Begins a transaction with a timeout of a third of the fencing window,
+/// crashes its coordinator, runs `then` (with the cluster, the crashed
+/// coordinator and when it crashed), and returns the window and how long
+/// after the crash the transaction was aborted. Nothing aborts it before
+/// `then` returns.
+fn abort_after_a_coordinator_crash(
+    then: impl FnOnce(&LiveCluster, u32, Instant),
+) -> (Duration, Duration) {
+    let window = Duration::from_secs(3);
+    let server = server_with(
+        LiveConfig {
+            broker_session_timeout: window,
+            ..LiveConfig::default()
+        },
+        &[("ledger", 1)],
+        Limits::default(),
+    );
+    let cluster = server.cluster();
+    let home = cluster.txn_coordinator("held").expect("a coordinator");
+    let mut tc = Client::connect(server.addrs()[home as usize]);
+    let timeout = window / 3;
+    let (error, pid, epoch) = init_txn(&mut tc, "held", timeout.as_millis() as i32);
+    assert_eq!(error, 0);
+    assert_eq!(
+        add_partitions(&mut tc, "held", (pid, epoch), "ledger", &[0], 3),
+        [0]
+    );
+    let expired = || {
+        cluster
+            .checks
+            .txns_expired
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let crashed = Instant::now();
+    cluster.crash(home);
+    then(cluster, home, crashed);
+    assert_eq!(expired(), 0, "aborted while its coordinator was down");
+    assert!(eventually(|| expired() == 1), "the transaction is aborted");
+    let waited = crashed.elapsed();
+    passes(server);
+    (window, waited)
 }
 
 /// DeleteRecords of `topic`'s partition 0 below `offset`: (error, low

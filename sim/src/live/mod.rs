@@ -608,6 +608,7 @@ impl LiveCluster {
             self.groups
                 .hold_sessions(|g| self.group_coordinator(g) == Some(dead), timeout);
             self.fences.lock().push((Instant::now() + timeout, dead));
+            self.retime_txns(|id| self.txn_coordinator(id) == Some(dead));
         }
     }
 
@@ -622,8 +623,12 @@ impl LiveCluster {
             return;
         }
         let coordinators = self.coordinators();
+        let coordinated = self
+            .txns
+            .ids_where(|id| self.txn_coordinator(id) == Some(dead));
         broker.fenced.store(true, Ordering::Release);
         self.move_groups_from(coordinators);
+        self.retime_txns(|id| coordinated.contains(id));
         let mut moved = Vec::new();
         let mut rewritten = Vec::new();
         for topic in self.topics() {
@@ -641,6 +646,33 @@ impl LiveCluster {
         }
         self.after_hand_overs(rewritten, moved);
         tracing::info!(broker = dead, "broker fenced");
+    }
+
+    /// Retimes the ongoing transactions of the ids for which `of` holds
+    /// ([`TxnCoordinator::retime`](txns::TxnCoordinator::retime)): one
+    /// whose coordinator has crashed and is not fenced yet does not time
+    /// out before the fencing, which retimes it again; the others run to
+    /// their own deadlines.
+    fn retime_txns(&self, of: impl Fn(&str) -> bool) {
+        let now = Instant::now();
+        // Held a window past the fencing, so that the timeout cannot run
+        // out in the moment between the fencing's due time and the fencing.
+        let margin = self.cfg.broker_session_timeout;
+        self.txns.retime(of, |id| {
+            self.unnoticed_until(self.txn_coordinator(id))
+                .map_or(now, |at| at + margin)
+        });
+    }
+
+    /// When the controller fences broker `b`, if it has crashed and is not
+    /// fenced yet.
+    fn unnoticed_until(&self, b: Option<u32>) -> Option<Instant> {
+        let b = b?;
+        self.fences
+            .lock()
+            .iter()
+            .find(|&&(_, x)| x == b)
+            .map(|&(at, _)| at)
     }
 
     /// Fences the crashed brokers whose session has run out.
@@ -888,7 +920,16 @@ impl LiveCluster {
             .map(|(g, _)| g)
             .collect();
         if !moved.is_empty() {
-            self.groups.move_groups(|g| moved.contains(g));
+            // A group that moves to a broker that has crashed too (not
+            // fenced yet) waits for that one's fencing as well.
+            let now = Instant::now();
+            self.groups.move_groups(
+                |g| moved.contains(g),
+                |g| {
+                    self.unnoticed_until(self.group_coordinator(g))
+                        .map_or(Duration::ZERO, |at| at.saturating_duration_since(now))
+                },
+            );
         }
     }
 

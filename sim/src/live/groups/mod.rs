@@ -522,12 +522,15 @@ impl GroupCoordinator {
     /// waits are answered NOT_COORDINATOR and they join again at the new
     /// coordinator), a simplification of Kafka's, which goes back to the
     /// last generation it stored. Committed offsets stay in every case.
-    pub fn move_groups(&self, moved: impl Fn(&str) -> bool) {
+    /// A session starts `held(group)` longer than its own timeout: the
+    /// time until the new coordinator is fenced, where that one has
+    /// crashed too ([`hold_sessions`](Self::hold_sessions)).
+    pub fn move_groups(&self, moved: impl Fn(&str) -> bool, held: impl Fn(&str) -> Duration) {
         for id in self.group_ids() {
             if !moved(&id) {
                 continue;
             }
-            if self.restart_sessions(&id, Duration::ZERO) {
+            if self.restart_sessions(&id, held(&id)) {
                 continue;
             }
             let group = self.group(&id);

@@ -33,7 +33,7 @@ use parking_lot::Mutex;
 use purgatory::{Completer, Driver, Purgatory, TimerKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Kafka's `transaction.max.timeout.ms`: the longest timeout a producer
 /// may ask for.
@@ -66,6 +66,9 @@ pub struct Txn {
     pub number: u64,
     /// Ends the ongoing transaction's timeout.
     expiry: Option<Completer<Arc<str>, TxnExpiry>>,
+    /// When the ongoing transaction times out, as its coordinator's log
+    /// records it (its start plus its timeout).
+    deadline: Instant,
 }
 
 /// A partition that got a marker, for the caller to replicate once the
@@ -140,6 +143,7 @@ impl TxnCoordinator {
                         groups: BTreeSet::new(),
                         number: 0,
                         expiry: None,
+                        deadline: Instant::now(),
                     };
                     let id: Arc<str> = Arc::from(id);
                     self.by_producer.lock().insert(producer_id, Arc::clone(&id));
@@ -219,6 +223,7 @@ impl TxnCoordinator {
         }
         t.state = TxnState::Ongoing;
         t.number += 1;
+        t.deadline = Instant::now() + t.timeout;
         let key: Arc<str> = Arc::from(id);
         let op = TxnExpiry {
             cluster: Arc::downgrade(cluster),
@@ -424,6 +429,46 @@ impl TxnCoordinator {
             .or_default()
             .extend(offsets);
         Ok(())
+    }
+
+    /// Sets the timeout of each ongoing transaction of the ids for which
+    /// `of` holds to run until its own deadline or `not_before(id)`,
+    /// whichever is later (at once if both have passed). The cluster holds
+    /// them so while their coordinator has crashed and is not fenced yet:
+    /// nothing runs at a broker that is gone, and Kafka's next coordinator
+    /// aborts a transaction only once it has loaded it, and then if its
+    /// start plus its timeout has passed.
+    pub fn retime(&self, of: impl Fn(&str) -> bool, not_before: impl Fn(&str) -> Instant) {
+        for (id, txn) in self.coordinated_by(of) {
+            let t = txn.lock();
+            if t.state != TxnState::Ongoing {
+                continue;
+            }
+            if let Some(expiry) = &t.expiry {
+                let until = t.deadline.max(not_before(&id));
+                expiry.reset_timeout(until.saturating_duration_since(Instant::now()));
+            }
+        }
+    }
+
+    /// The transactional ids for which `of` holds.
+    pub fn ids_where(&self, of: impl Fn(&str) -> bool) -> std::collections::HashSet<Arc<str>> {
+        self.txns
+            .lock()
+            .keys()
+            .filter(|id| of(id))
+            .cloned()
+            .collect()
+    }
+
+    /// The ids for which `of` holds, with their state.
+    fn coordinated_by(&self, of: impl Fn(&str) -> bool) -> Vec<(Arc<str>, Arc<Mutex<Txn>>)> {
+        self.txns
+            .lock()
+            .iter()
+            .filter(|(id, _)| of(id))
+            .map(|(id, t)| (Arc::clone(id), Arc::clone(t)))
+            .collect()
     }
 
     /// Operations its purgatory holds.
