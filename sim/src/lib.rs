@@ -31,6 +31,7 @@ pub mod engine;
 pub mod limits;
 pub mod live;
 pub mod ops;
+pub mod random_faults;
 pub mod report;
 pub mod rng;
 pub mod scenario;

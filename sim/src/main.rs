@@ -4,6 +4,7 @@
 use broker_sim::config::{ClockChoice, Config, Fault, TimerChoice};
 use broker_sim::limits as l;
 use broker_sim::live::LiveConfig;
+use broker_sim::random_faults::{as_flags, random_faults};
 use broker_sim::scenario::{scenario, SCENARIOS};
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::Limits;
@@ -112,6 +113,14 @@ struct Args {
     /// catches up, rejoins the ISR and leads its preferred partitions again.
     #[arg(long = "restart", value_name = "BROKER@SECONDS", value_parser = parse_fault)]
     restarts: Vec<(u32, Duration)>,
+    /// Crash and restart brokers at random, drawn from SEED: every 0.5-4 s
+    /// one crashes or one that is down restarts, from a tenth of the run
+    /// to four fifths of it, with at least one broker up; every broker is
+    /// back by then. The faults are printed (on stderr) as the --crash and
+    /// --restart flags that repeat them. Needs --duration-s with --serve;
+    /// not with --crash, --restart or a scenario that crashes brokers.
+    #[arg(long, value_name = "SEED", conflicts_with_all = ["crashes", "restarts"])]
+    random_faults: Option<u64>,
 
     /// Seconds of arrivals; what is in flight is drained after
     /// [0.001..=86400].
@@ -238,6 +247,20 @@ fn config(args: &Args) -> Result<Config, String> {
         .iter()
         .map(|&(broker, at)| Fault::Restart { broker, at });
     cfg.faults.extend(crashes.chain(restarts));
+    if let Some(seed) = args.random_faults {
+        if args.serve && args.duration_s.is_none() {
+            return Err("--random-faults needs --duration-s with --serve: the faults are drawn over the run".into());
+        }
+        let crashes = |f: &Fault| matches!(f, Fault::Crash { .. } | Fault::Restart { .. });
+        if cfg.faults.iter().any(crashes) {
+            return Err(format!(
+                "scenario {} crashes brokers itself: --random-faults goes with a scenario that does not",
+                cfg.scenario
+            ));
+        }
+        cfg.faults
+            .extend(random_faults(seed, cfg.brokers, cfg.duration));
+    }
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }
@@ -392,6 +415,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.random_faults.is_some() {
+        eprintln!("random faults: {}", as_flags(&cfg.faults));
+    }
     if args.serve {
         return serve(&args, &cfg);
     }

@@ -12,6 +12,15 @@ fn bad_flags_and_impossible_clusters_exit_2_with_a_message() {
         (vec!["--produce-rate=-3"], "produce-rate"),
         (vec!["--scenario", "no-such"], "unknown scenario"),
         (vec!["--timer", "heap"], "invalid value"),
+        (
+            vec!["--random-faults", "1", "--crash", "1@2"],
+            "cannot be used with",
+        ),
+        (
+            vec!["--random-faults", "1", "--scenario", "broker-crash"],
+            "crashes brokers itself",
+        ),
+        (vec!["--random-faults", "x"], "invalid value"),
     ] {
         let (code, _, err) = sim(&args);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -38,6 +47,10 @@ fn serve_refuses_what_it_cannot_run() {
             "max-request-bytes",
         ),
         (vec!["--listen", "127.0.0.1:0"], "--serve"),
+        (
+            vec!["--serve", "--random-faults", "1"],
+            "needs --duration-s",
+        ),
     ] {
         let (code, _, err) = sim(&args);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -208,4 +221,40 @@ fn a_short_run_prints_json_with_the_documented_fields() {
         assert!(json["purgatory"][field].is_u64(), "{field}");
     }
     assert_eq!(json["timer"], "delayqueue");
+}
+
+/// Random faults print the flags that repeat them, and a run with them
+/// gives the same report as one with those flags; brokers crash and leaders
+/// move, and every check holds.
+#[test]
+fn random_faults_are_printed_as_flags_that_repeat_the_run() {
+    let (code, out, err) = sim(&["--random-faults", "5", "--duration-s", "12"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let flags = err
+        .lines()
+        .find_map(|l| l.strip_prefix("random faults: "))
+        .unwrap_or_else(|| panic!("no faults printed: {err}"));
+    assert!(
+        flags.contains("--crash") && flags.contains("--restart"),
+        "{flags}"
+    );
+    let leader_changes: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("replication: "))
+        .and_then(|l| l.split(", ").nth(2))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no leader changes: {out}"));
+    assert!(leader_changes > 0, "{out}");
+    let mut again = vec!["--duration-s", "12"];
+    again.extend(flags.split_whitespace());
+    let (code, replayed, err) = sim(&again);
+    assert_eq!(code, 0, "{replayed}{err}");
+    let report = |out: &str| {
+        out.lines()
+            .filter(|l| !l.starts_with("wall time"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(report(&out), report(&replayed));
 }
