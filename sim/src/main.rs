@@ -251,6 +251,9 @@ fn config(args: &Args) -> Result<Config, String> {
         if args.serve && args.duration_s.is_none() {
             return Err("--random-faults needs --duration-s with --serve: the faults are drawn over the run".into());
         }
+        if cfg.brokers < 2 {
+            return Err("--random-faults needs at least 2 brokers: one always stays up".into());
+        }
         let crashes = |f: &Fault| matches!(f, Fault::Crash { .. } | Fault::Restart { .. });
         if cfg.faults.iter().any(crashes) {
             return Err(format!(
@@ -416,7 +419,12 @@ fn main() -> ExitCode {
         }
     };
     if args.random_faults.is_some() {
-        eprintln!("random faults: {}", as_flags(&cfg.faults));
+        let flags = as_flags(&cfg.faults);
+        if flags.is_empty() {
+            eprintln!("random faults: none (the run is too short for a draw)");
+        } else {
+            eprintln!("random faults: {flags}");
+        }
     }
     if args.serve {
         return serve(&args, &cfg);

@@ -21,6 +21,17 @@ fn bad_flags_and_impossible_clusters_exit_2_with_a_message() {
             "crashes brokers itself",
         ),
         (vec!["--random-faults", "x"], "invalid value"),
+        (
+            vec![
+                "--random-faults",
+                "1",
+                "--brokers",
+                "1",
+                "--replication-factor",
+                "1",
+            ],
+            "at least 2 brokers",
+        ),
     ] {
         let (code, _, err) = sim(&args);
         assert_eq!(code, 2, "{args:?}: {err}");
