@@ -37,9 +37,7 @@ pub fn random_faults(seed: u64, brokers: u32, duration: Duration) -> Vec<Fault> 
         if at >= end {
             break;
         }
-        // Whole milliseconds, as `as_flags` prints them, so that its flags
-        // repeat the run exactly.
-        let at_d = Duration::from_secs_f64((at * 1000.0).round() / 1000.0);
+        let at_d = whole_ms(at);
         let downs: Vec<u32> = (0..brokers).filter(|&b| down[b as usize]).collect();
         let restart = !downs.is_empty() && (downs.len() as u32 == brokers - 1 || rng.chance(0.5));
         if restart {
@@ -53,11 +51,18 @@ pub fn random_faults(seed: u64, brokers: u32, duration: Duration) -> Vec<Fault> 
             faults.push(Fault::Crash { broker, at: at_d });
         }
     }
-    let back = Duration::from_secs_f64((end * 1000.0).round() / 1000.0);
+    let back = whole_ms(end);
     for broker in (0..brokers).filter(|&b| down[b as usize]) {
         faults.push(Fault::Restart { broker, at: back });
     }
     faults
+}
+
+/// `seconds` to the nearest millisecond, as [`as_flags`] prints it, so
+/// that its flags repeat the run exactly (a parsed `"3.235"` is the same
+/// `f64` as `3235.0 / 1000.0`).
+fn whole_ms(seconds: f64) -> Duration {
+    Duration::from_secs_f64((seconds * 1000.0).round() / 1000.0)
 }
 
 /// The `--crash`/`--restart` flags that give `faults` (other kinds are

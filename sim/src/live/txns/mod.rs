@@ -439,7 +439,10 @@ impl TxnCoordinator {
     /// aborts a transaction only once it has loaded it, and then if its
     /// start plus its timeout has passed.
     pub fn retime(&self, of: impl Fn(&str) -> bool, not_before: impl Fn(&str) -> Instant) {
-        for (id, txn) in self.coordinated_by(of) {
+        for id in self.ids_where(of) {
+            let Some(txn) = self.txn(&id) else {
+                continue;
+            };
             let t = txn.lock();
             if t.state != TxnState::Ongoing {
                 continue;
@@ -458,16 +461,6 @@ impl TxnCoordinator {
             .keys()
             .filter(|id| of(id))
             .cloned()
-            .collect()
-    }
-
-    /// The ids for which `of` holds, with their state.
-    fn coordinated_by(&self, of: impl Fn(&str) -> bool) -> Vec<(Arc<str>, Arc<Mutex<Txn>>)> {
-        self.txns
-            .lock()
-            .iter()
-            .filter(|(id, _)| of(id))
-            .map(|(id, t)| (Arc::clone(id), Arc::clone(t)))
             .collect()
     }
 
