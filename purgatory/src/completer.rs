@@ -2,8 +2,8 @@
 //! handle is awaited.
 
 use crate::hints::Hints;
-use crate::purgatory::Shared;
 use crate::timer_queue::CellRef;
+use crate::unchecked::hand_back::LastUse;
 use crate::DelayedOperation;
 use std::hash::Hash;
 use std::time::Duration;
@@ -45,7 +45,7 @@ use std::time::Duration;
 /// remote.join().unwrap();
 /// ```
 pub struct Completer<K, O> {
-    cell: CellRef<K, O>,
+    cell: LastUse<CellRef<K, O>>,
     /// The handle's prefetch hints (see `unchecked/prefetch.rs`; their
     /// completed-at-once flag is the handle's business); stale ones cost
     /// a wasted prefetch, never a wrong answer.
@@ -58,7 +58,10 @@ where
     O: DelayedOperation,
 {
     pub(crate) fn new(cell: CellRef<K, O>, hints: Hints) -> Self {
-        Completer { cell, hints }
+        Completer {
+            cell: LastUse::new(cell),
+            hints,
+        }
     }
 
     /// As [`Delayed::force_complete`](crate::Delayed::force_complete):
@@ -82,7 +85,7 @@ where
 impl<K, O> Clone for Completer<K, O> {
     fn clone(&self) -> Self {
         Completer {
-            cell: CellRef::clone(&self.cell),
+            cell: LastUse::new(CellRef::clone(&self.cell)),
             hints: self.hints,
         }
     }
@@ -90,12 +93,6 @@ impl<K, O> Clone for Completer<K, O> {
 
 /// Hands an answered operation's cell to the purgatory for reuse when this
 /// completer is its last reference.
-impl<K, O> Drop for Completer<K, O> {
-    fn drop(&mut self) {
-        Shared::recycle(&mut self.cell);
-    }
-}
-
 impl<K, O> std::fmt::Debug for Completer<K, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Completer")

@@ -4,8 +4,8 @@ use crate::cell::{Completion, Pending};
 use crate::completer::Completer;
 use crate::hints::Hints;
 use crate::outcome::Outcome;
-use crate::purgatory::Shared;
 use crate::timer_queue::CellRef;
+use crate::unchecked::hand_back::LastUse;
 use crate::unchecked::Taken;
 use crate::DelayedOperation;
 use std::future::Future;
@@ -44,7 +44,8 @@ use std::time::{Duration, Instant};
 /// assert_eq!(purgatory.watched(), 0);
 /// ```
 pub struct Delayed<K, O> {
-    cell: CellRef<K, O>,
+    /// Handed back to the spare cells as it is when the handle drops.
+    cell: LastUse<CellRef<K, O>>,
     /// Where the operation's entries were stored, and whether the
     /// submission completed it.
     hints: Hints,
@@ -56,7 +57,10 @@ where
     O: DelayedOperation,
 {
     pub(crate) fn new(cell: CellRef<K, O>, hints: Hints) -> Self {
-        Delayed { cell, hints }
+        Delayed {
+            cell: LastUse::new(cell),
+            hints,
+        }
     }
 
     /// Whether the submission itself completed the operation (its condition
@@ -170,14 +174,6 @@ where
             Ok(None) => Poll::Pending,
             Err(Taken) => taken(),
         }
-    }
-}
-
-/// Hands an answered operation's cell to the purgatory for reuse when this
-/// handle is its last reference.
-impl<K, O> Drop for Delayed<K, O> {
-    fn drop(&mut self) {
-        Shared::recycle(&mut self.cell);
     }
 }
 

@@ -19,6 +19,7 @@ use crate::metrics::{Counters, HeldBytes, PurgatoryMetrics};
 use crate::outcome::Outcome;
 use crate::spare_cells::SpareCells;
 use crate::timer_queue::{CellRef, TimerKind, TimerQueue};
+use crate::unchecked::hand_back::OnLastUse;
 use crate::unchecked::{lane, prefetch};
 use crate::unchecked::{Request, Served};
 use crate::watchers::Watchers;
@@ -544,7 +545,7 @@ where
     #[inline(always)]
     fn drive_next(
         &self,
-        mut cell: CellRef<K, O>,
+        cell: CellRef<K, O>,
         rest: &std::vec::Drain<'_, CellRef<K, O>>,
         request: Request,
     ) -> usize {
@@ -563,7 +564,7 @@ where
         // decided. An outcome left by another thread and served here is
         // that thread's, and counted by neither.
         let served = self.drive(&cell, request, Reader::Internal);
-        Self::recycle(&mut cell);
+        Self::recycle(cell);
         usize::from(match request {
             Request::Check => served == Served::Held,
             Request::Force(_) => served == Served::Decided,
@@ -601,9 +602,9 @@ where
 
 impl<K, O> Shared<K, O> {
     /// Keeps the cell of an answered operation for reuse if `cell` is its
-    /// last reference (see `spare_cells.rs`); the caller then drops `cell`.
-    /// The purgatory is the cell's own (`Cell::home`).
-    pub(crate) fn recycle(cell: &mut CellRef<K, O>) {
+    /// last reference (see `spare_cells.rs`), else drops it. The purgatory
+    /// is the cell's own (`Cell::home`).
+    pub(crate) fn recycle(cell: CellRef<K, O>) {
         if !cell.home.shutting_down.load(Ordering::Relaxed) {
             SpareCells::give_back(cell);
         }
@@ -613,5 +614,13 @@ impl<K, O> Shared<K, O> {
     #[inline]
     pub(crate) fn spare(&self) -> &SpareCells<K, O> {
         &self.spare
+    }
+}
+
+/// A handle's or a completer's reference, when it drops, goes to the
+/// purgatory for the cell's reuse if it is the last one.
+impl<K, O> OnLastUse for CellRef<K, O> {
+    fn on_last_use(self) {
+        Shared::recycle(self);
     }
 }

@@ -94,6 +94,7 @@ use crate::no_yield_lock::Mutex;
 use crate::purgatory::Shared;
 use crate::thread_stripe;
 use crate::timer_queue::CellRef;
+use crate::unchecked::hand_back;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -225,8 +226,8 @@ impl<K, O> SpareCells<K, O> {
         home: impl FnOnce() -> Arc<Shared<K, O>>,
     ) -> CellRef<K, O> {
         if let Some(mut spare) = self.take() {
-            // Unique unless a handle's drop is between parking the cell and
-            // releasing its own reference (see `give_back`): then allocate.
+            // A parked cell is its last reference (`give_back` hands that
+            // one over), so this finds it unique; the test is a plain load.
             if let Some(cell) = CellRef::get_mut(&mut spare) {
                 cell.renew(op, seq);
                 return spare;
@@ -272,20 +273,25 @@ impl<K, O> SpareCells<K, O> {
 
     /// Parks `cell` for reuse, in the pool of its purgatory
     /// (`Cell::home`), if it is answered and `cell` is its last reference;
-    /// otherwise leaves it alone. The caller drops its own reference right
-    /// after, which makes the parked one unique.
-    pub(crate) fn give_back(cell: &mut CellRef<K, O>) {
+    /// otherwise drops it. The reference itself is parked, not a clone
+    /// (see `unchecked/hand_back.rs`).
+    pub(crate) fn give_back(mut cell: CellRef<K, O>) {
         if !cell.home.spare().keeps() || !cell.state.is_done() {
             return;
         }
         // `triomphe`'s `get_mut` is a plain load of the count, not a
         // compare-exchange: no need to test uniqueness before it.
-        match CellRef::get_mut(cell) {
+        match CellRef::get_mut(&mut cell) {
             Some(unique) => unique.clear(),
             None => return,
         }
-        // Cloned before locking, to keep the critical section short.
-        cell.home.spare().park(CellRef::clone(cell));
+        // Not kept: dropped here, after the lock (it may be the last
+        // reference to the purgatory, and with it to this pool).
+        let _ = hand_back::park(
+            cell,
+            |cell| cell.home.spare().own(),
+            |cell, mine| cell.home.spare().admits(mine),
+        );
     }
 
     /// Whether this pool keeps cells at all.
@@ -294,18 +300,11 @@ impl<K, O> SpareCells<K, O> {
         !self.own.is_empty()
     }
 
-    /// Parks `parked` in the calling thread's magazine, unless the pool is
-    /// released or full. If it is not kept, it is dropped after the lock
-    /// (a parameter outlives the locals), and the caller's drop frees the
-    /// cell as usual.
-    fn park(&self, parked: CellRef<K, O>) {
-        let mut mine = self.own().lock();
-        if self.released.load(Ordering::Relaxed)
-            || (mine.len() >= self.magazine && !self.unload(&mut mine))
-        {
-            return;
-        }
-        mine.push(parked);
+    /// Whether the calling thread's magazine, `mine` (locked), takes one
+    /// more cell: not once the pool is released; when full, only if it
+    /// could be traded for an empty one.
+    fn admits(&self, mine: &mut Magazine<K, O>) -> bool {
+        !self.released.load(Ordering::Relaxed) && (mine.len() < self.magazine || self.unload(mine))
     }
 
     /// Trades the calling thread's full magazine for an empty one, unless
@@ -379,7 +378,7 @@ mod tests {
             self.home.spare().cell(op, seq, || Arc::clone(&self.home))
         }
 
-        fn give_back(&self, cell: &mut CellRef<u32, O>) {
+        fn give_back(&self, cell: CellRef<u32, O>) {
             assert!(Arc::ptr_eq(&cell.home, &self.home));
             SpareCells::give_back(cell);
         }
@@ -418,6 +417,41 @@ mod tests {
         assert_eq!(spare.len(), 0);
     }
 
+    /// The parking threads hand over their last references to cells, and
+    /// with them the last references to the purgatory: released meanwhile,
+    /// it must be freed with the last cell, whichever thread drops it.
+    #[test]
+    fn cells_parked_while_the_pool_is_released_free_it_with_the_last() {
+        for _ in 0..200 {
+            let spare = Pool::new(4 * MAGAZINE);
+            let batches: Vec<Vec<_>> = (0..3)
+                .map(|_| {
+                    (0..MAGAZINE as u64 + 5)
+                        .map(|i| answered(&spare, i))
+                        .collect()
+                })
+                .collect();
+            let home = Arc::downgrade(&spare.home);
+            let start = Arc::new(std::sync::Barrier::new(batches.len() + 1));
+            let givers: Vec<_> = batches
+                .into_iter()
+                .map(|batch| {
+                    let start = Arc::clone(&start);
+                    std::thread::spawn(move || {
+                        start.wait();
+                        batch.into_iter().for_each(SpareCells::give_back);
+                    })
+                })
+                .collect();
+            start.wait();
+            drop(spare);
+            for giver in givers {
+                giver.join().unwrap();
+            }
+            assert_eq!(home.strong_count(), 0, "freed with its last cell");
+        }
+    }
+
     /// A cell from `spare` whose operation `op` has been answered (its
     /// result delivered and not taken).
     fn answered<O>(spare: &Pool<O>, op: O) -> CellRef<u32, O> {
@@ -430,10 +464,9 @@ mod tests {
     #[test]
     fn a_given_back_cell_is_reused_cleared() {
         let spare = Pool::new(2);
-        let mut cell = answered(&spare, "first".to_string());
+        let cell = answered(&spare, "first".to_string());
         let first = CellRef::as_ptr(&cell);
-        spare.give_back(&mut cell);
-        drop(cell);
+        spare.give_back(cell);
         assert_eq!(spare.len(), 1);
         let again = spare.cell("second".to_string(), 2);
         assert_eq!(CellRef::as_ptr(&again), first, "the spare cell is reused");
@@ -453,11 +486,10 @@ mod tests {
     #[test]
     fn the_cell_given_back_last_is_reused_first() {
         let spare = Pool::new(4);
-        let (mut a, mut b) = (answered(&spare, 1u8), answered(&spare, 2u8));
+        let (a, b) = (answered(&spare, 1u8), answered(&spare, 2u8));
         let (pa, pb) = (CellRef::as_ptr(&a), CellRef::as_ptr(&b));
-        spare.give_back(&mut a);
-        spare.give_back(&mut b);
-        drop((a, b));
+        spare.give_back(a);
+        spare.give_back(b);
         assert_eq!(CellRef::as_ptr(&spare.cell(3, 3)), pb);
         assert_eq!(CellRef::as_ptr(&spare.cell(4, 4)), pa);
     }
@@ -466,19 +498,19 @@ mod tests {
     fn shared_and_pending_cells_are_not_kept() {
         let spare = Pool::new(4);
         // Another reference exists: not the last one, not parked.
-        let mut shared = answered(&spare, "shared".to_string());
+        let shared = answered(&spare, "shared".to_string());
         let other = CellRef::clone(&shared);
-        spare.give_back(&mut shared);
+        spare.give_back(shared);
         assert_eq!(spare.len(), 0);
         drop(other);
         // Still pending: never parked (its operation would be lost).
-        let mut pending = spare.cell("pending".to_string(), 3);
-        spare.give_back(&mut pending);
+        let pending = spare.cell("pending".to_string(), 3);
+        spare.give_back(pending);
         assert_eq!(spare.len(), 0);
         // Keeping none is allowed.
         let none = Pool::<String>::new(0);
-        let mut c = answered(&none, "c".to_string());
-        none.give_back(&mut c);
+        let c = answered(&none, "c".to_string());
+        none.give_back(c);
         assert_eq!(none.len(), 0);
     }
 
@@ -489,9 +521,9 @@ mod tests {
         let cells: Vec<_> = (0..n as u64).map(|i| answered(spare, i)).collect();
         cells
             .into_iter()
-            .map(|mut cell| {
+            .map(|cell| {
                 let at = CellRef::as_ptr(&cell) as usize;
-                spare.give_back(&mut cell);
+                spare.give_back(cell);
                 at
             })
             .collect()
@@ -676,9 +708,9 @@ mod tests {
     fn giving_back_drops_the_users_result_at_once() {
         let spare = Pool::new(1);
         let op = Arc::new(());
-        let mut cell = answered(&spare, Arc::clone(&op));
+        let cell = answered(&spare, Arc::clone(&op));
         assert_eq!(Arc::strong_count(&op), 2, "the result holds the operation");
-        spare.give_back(&mut cell);
+        spare.give_back(cell);
         assert_eq!(Arc::strong_count(&op), 1, "a spare cell holds no user data");
     }
 

@@ -16,6 +16,12 @@
 //!   says whether it is still there. The reader takes it under the
 //!   waker's lock; the decider takes that lock only if a reader left a
 //!   waker. Model-checked with loom too (`tests/loom_handover.rs`).
+//! - [`hand_back`]: a handle's reference to its answered cell given to
+//!   the spare cells as it is, rather than cloned for them and dropped:
+//!   two locked instructions on the cell's count fewer per operation, on
+//!   the completing thread (docs/performance.md). The reference moves out
+//!   of the handle in its drop, and is parked in a magazine of a pool
+//!   that only the cell keeps alive.
 //! - [`pi_mutex`] (Linux): the timer's lock, on a priority-inheriting
 //!   futex, so that a purgatory thread in a real-time class waiting behind a
 //!   preempted submitter lends it its priority instead of waiting for its
@@ -47,6 +53,7 @@
 //!   that its byte fits beside the state word (a 32-byte operation's cell
 //!   in two cache lines; docs/performance.md), released by its guard.
 
+pub(crate) mod hand_back;
 pub(crate) mod handover;
 pub(crate) mod lane;
 #[cfg(test)]
