@@ -45,6 +45,7 @@ use std::time::Duration;
 /// remote.join().unwrap();
 /// ```
 pub struct Completer<K, O> {
+    /// Handed back to the spare cells as it is when the completer drops.
     cell: LastUse<CellRef<K, O>>,
     /// The handle's prefetch hints (see `unchecked/prefetch.rs`; their
     /// completed-at-once flag is the handle's business); stale ones cost
@@ -91,8 +92,6 @@ impl<K, O> Clone for Completer<K, O> {
     }
 }
 
-/// Hands an answered operation's cell to the purgatory for reuse when this
-/// completer is its last reference.
 impl<K, O> std::fmt::Debug for Completer<K, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Completer")
