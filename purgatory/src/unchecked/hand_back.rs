@@ -57,7 +57,7 @@ impl<T: OnLastUse> Drop for LastUse<T> {
 }
 
 /// The lock a cell is parked behind: a magazine of spare cells.
-pub(crate) type Magazine<K, O> = Mutex<Vec<CellRef<K, O>>>;
+pub(crate) type MagazineLock<K, O> = Mutex<Vec<CellRef<K, O>>>;
 
 /// Pushes `cell` into the magazine `magazine_of` finds from it, if `admit`
 /// (called under the magazine's lock, the cell not yet in) agrees;
@@ -68,10 +68,10 @@ pub(crate) type Magazine<K, O> = Mutex<Vec<CellRef<K, O>>>;
 /// the reference moves neither) or outlives this call.
 pub(crate) fn park<K, O>(
     cell: CellRef<K, O>,
-    magazine_of: impl FnOnce(&Cell<K, O>) -> &Magazine<K, O>,
+    magazine_of: impl FnOnce(&Cell<K, O>) -> &MagazineLock<K, O>,
     admit: impl FnOnce(&Cell<K, O>, &mut Vec<CellRef<K, O>>) -> bool,
 ) -> Result<(), CellRef<K, O>> {
-    let magazine: *const Magazine<K, O> = magazine_of(&cell);
+    let magazine: *const MagazineLock<K, O> = magazine_of(&cell);
     // SAFETY: the magazine is alive until the guard below releases it:
     // - until the push, `cell` is held here, and it keeps the magazine
     //   alive (or the magazine outlives this call; see above);
