@@ -73,11 +73,11 @@ pub(crate) fn park<K, O>(
 ) -> Result<(), CellRef<K, O>> {
     let magazine: *const MagazineLock<K, O> = magazine_of(&cell);
     // SAFETY: the magazine is alive until the guard below releases it:
-    // - until the push, `cell` is held here, and it keeps the magazine
-    //   alive (or the magazine outlives this call; see above);
-    // - once the cell is in, whatever frees the magazine must first take
-    //   the cell out or drop it with the magazine, and both need the lock,
-    //   which this thread holds until the guard's release.
+    // - if it outlives this call (see above), throughout;
+    // - else `cell` keeps it alive: until the push `cell` is held here,
+    //   and once it is in, the magazine can go only after the cell is
+    //   dropped, which first takes it out of the magazine, under the lock
+    //   this thread holds until the guard's release.
     // The release is the last use: no reference to the magazine is used
     // after it, and a `Mutex` is atomics and an `UnsafeCell`, which a
     // reference may outlive once unused (as `Arc`'s own drop relies on).
