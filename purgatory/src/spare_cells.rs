@@ -94,7 +94,7 @@ use crate::no_yield_lock::Mutex;
 use crate::purgatory::Shared;
 use crate::thread_stripe;
 use crate::timer_queue::CellRef;
-use crate::unchecked::hand_back;
+use crate::unchecked::hand_back::{self, MagazineLock};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -119,7 +119,7 @@ type Magazine<K, O> = Vec<CellRef<K, O>>;
 /// A magazine on a cache line of its own, behind a lock that only its
 /// thread takes on the hot path (so the lock's line stays in that thread's
 /// cache).
-type OwnMagazine<K, O> = CachePadded<Mutex<Magazine<K, O>>>;
+type OwnMagazine<K, O> = CachePadded<MagazineLock<K, O>>;
 
 pub(crate) struct SpareCells<K, O> {
     /// Each thread's magazine, by its number; empty when none are kept.
@@ -212,7 +212,7 @@ impl<K, O> SpareCells<K, O> {
     /// The calling thread's magazine (the shared one beyond the numbered
     /// threads); only for a pool that [`keeps`](Self::keeps) cells.
     #[inline]
-    fn own(&self) -> &Mutex<Magazine<K, O>> {
+    fn own(&self) -> &MagazineLock<K, O> {
         let own = thread_stripe::current().and_then(|n| self.own.get(n));
         own.unwrap_or(&self.shared)
     }

@@ -2,8 +2,8 @@
 //! than cloned for them and then dropped.
 //!
 //! The clone and the drop are two locked read-modify-writes on the cell's
-//! count per operation, on the completing thread, whose loop is short
-//! enough that each such instruction waits for the misses before it
+//! count per operation, on the completing thread; on x86 each is a full
+//! fence, and a profile put 18% of the give-back's samples on the clone's
 //! (docs/performance.md, Kept, "A handle hands its cell back as it is").
 //! Handing the reference itself over takes two things safe code cannot
 //! say:
@@ -109,7 +109,8 @@ mod tests {
     fn a_last_use_lends_its_value_then_hands_it_on_once() {
         let handed = AtomicUsize::new(0);
         let held = LastUse::new(Counts(5, &handed));
-        assert_eq!(held.0 .0, 5, "lent");
+        let lent: &Counts = &held;
+        assert_eq!(lent.0, 5, "lent");
         assert_eq!(handed.load(Ordering::SeqCst), 0);
         drop(held);
         assert_eq!(handed.load(Ordering::SeqCst), 5);
