@@ -2,6 +2,7 @@
 //! handle is awaited.
 
 use crate::hints::Hints;
+use crate::purgatory::Shared;
 use crate::timer_queue::CellRef;
 use crate::unchecked::hand_back::LastUse;
 use crate::DelayedOperation;
@@ -68,7 +69,7 @@ where
     /// As [`Delayed::force_complete`](crate::Delayed::force_complete):
     /// `true` if the operation ends completed by this call.
     pub fn force_complete(&self) -> bool {
-        self.cell.home.force_complete(&self.cell, self.hints)
+        Shared::force_complete(&self.cell, self.hints)
     }
 
     /// As [`Delayed::reset_timeout`](crate::Delayed::reset_timeout): `true`

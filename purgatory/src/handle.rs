@@ -4,6 +4,7 @@ use crate::cell::{Completion, Pending};
 use crate::completer::Completer;
 use crate::hints::Hints;
 use crate::outcome::Outcome;
+use crate::purgatory::Shared;
 use crate::timer_queue::CellRef;
 use crate::unchecked::hand_back::LastUse;
 use crate::unchecked::Taken;
@@ -101,7 +102,7 @@ where
     /// decided already, or another one (an expiry, a cancel, a shutdown)
     /// forced first, even if that one's callbacks are still running.
     pub fn force_complete(&self) -> bool {
-        self.cell.home.force_complete(&self.cell, self.hints)
+        Shared::force_complete(&self.cell, self.hints)
     }
 
     /// Pushes the operation's timeout back (or forward) to `timeout` from

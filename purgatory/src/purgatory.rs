@@ -573,14 +573,17 @@ where
 
     /// Forces `Completed` on behalf of a handle or a completer; true if
     /// that is the outcome by this call (see `Delayed::force_complete`).
-    pub(crate) fn force_complete(&self, cell: &CellRef<K, O>, hints: Hints) -> bool {
-        // Before the cell's first load, so that its miss and the entries'
-        // overlap (see `unchecked/prefetch.rs`).
+    /// Takes no purgatory: the cell's `home` is a load from the cell.
+    pub(crate) fn force_complete(cell: &CellRef<K, O>, hints: Hints) -> bool {
+        // Before the cell's first load (reading `home` is one), so that its
+        // miss and the entries' overlap (see `unchecked/prefetch.rs`).
         hints.prefetch();
         if cell.state.is_done() {
             return false;
         }
-        let served = self.drive(cell, Request::Force(Outcome::Completed), Reader::Handle);
+        let served = cell
+            .home
+            .drive(cell, Request::Force(Outcome::Completed), Reader::Handle);
         matches!(served, Served::Decided | Served::Left)
     }
 
