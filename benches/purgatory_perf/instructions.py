@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Instructions and locked instructions per request, thread by thread, of one
+`purgatory_perf` run under valgrind's callgrind.
+
+Timings on a shared machine move by a tenth from one run to the next; these
+counts by under 1% (callgrind counts what each thread executes, whatever
+else runs; only the waits differ). They show where a change adds or removes work, not what it costs:
+a load that misses a cache counts as one instruction. Locked instructions
+(a `lock` prefix, `xchg` with memory, `mfence`) are counted apart, since each
+is a full barrier on x86: a few nanoseconds even uncontended, and it waits
+for the thread's earlier stores to reach the cache.
+
+    cargo bench --profile bench-lto --bench purgatory_perf --no-run
+    python3 benches/purgatory_perf/instructions.py \
+        target/bench-lto/deps/purgatory_perf-HASH --impl wheel --rate 20000 --num 40000
+
+Counts are divided by `--num`. Valgrind runs one thread at a time, about
+50 times slower, so keep the rate low: the counts are those of the
+uncontended paths. Needs valgrind and objdump (binutils).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# What each thread is, by the first of these it ran: a function's name
+# or, for code inlined out of sight, a source file's.
+ROLES = [
+    ("generator", "purgatory_perf::main"),
+    ("completer", "complete_until"),
+    ("purgatory thread", "purgatory::purgatory::threads::"),
+    ("floor-expiry", "purgatory_perf/floor.rs"),
+]
+
+
+def locked_addresses(binary):
+    """Addresses of the binary's locked instructions, as objdump shows them."""
+    out = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", binary],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    addresses = set()
+    for line in out.splitlines():
+        m = re.match(r"\s*([0-9a-f]+):\t(.*)", line)
+        if m and re.match(r"(lock |xchg |mfence)", m.group(2)):
+            addresses.add(int(m.group(1), 16))
+    return addresses
+
+
+def read_thread(path, binary_name, locked):
+    """(instructions, locked instructions, role) of one callgrind thread file.
+
+    Positions are `instr line` (`--dump-instr=yes`); a position may be
+    absolute, relative to the last one (`+n`, `-n`) or the same (`*`). The
+    line after `calls=` is a call's inclusive cost and is not counted.
+    """
+    names = {"fn": {}, "ob": {}, "fl": {}}
+    files = set()
+    obj = None
+    last = 0
+    skip = False
+    total = 0
+    locks = 0
+    ran = set()
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"(?:fi|fe|fl)=\((\d+)\)(?: (.*))?", line)
+            if m:
+                if m.group(2):
+                    names["fl"][m.group(1)] = m.group(2).strip()
+                files.add(names["fl"].get(m.group(1), ""))
+                continue
+            m = re.match(r"(c?)(fn|ob|fl)=\((\d+)\)(?: (.*))?", line)
+            if m:
+                table = names[m.group(2)]
+                if m.group(4):
+                    table[m.group(3)] = m.group(4).strip()
+                if not m.group(1) and m.group(2) == "fn":
+                    ran.add(m.group(3))
+                if not m.group(1) and m.group(2) == "ob":
+                    obj = table.get(m.group(3), "")
+                continue
+            if line.startswith("calls="):
+                skip = True
+                continue
+            if not line[:1] in "0+-*":
+                continue
+            parts = line.split()
+            p = parts[0]
+            if p.startswith("0x"):
+                last = int(p, 16)
+            elif p.startswith("+"):
+                last += int(p[1:])
+            elif p.startswith("-"):
+                last -= int(p[1:])
+            if skip:
+                skip = False
+                continue
+            if len(parts) < 3:
+                continue
+            cost = int(parts[2])
+            total += cost
+            if obj and obj.endswith(binary_name) and last in locked:
+                locks += cost
+    ran = [names["fn"].get(i, "") for i in ran] + list(files)
+    role = next((r for r, f in ROLES if any(f in name for name in ran)), "other")
+    return total, locks, role
+
+
+def requests(args):
+    for i, a in enumerate(args):
+        if a == "--num" and i + 1 < len(args):
+            return int(args[i + 1])
+        if a.startswith("--num="):
+            return int(a.split("=", 1)[1])
+    return 1_000_000  # the bench's default
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    binary, args = sys.argv[1], sys.argv[2:]
+    if not os.path.isfile(binary) or not os.access(binary, os.X_OK):
+        sys.exit(f"{binary}: not an executable (the bench binary, not its .d file)")
+    for tool in ("valgrind", "objdump"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} not found: it is needed to count")
+    num = requests(args)
+    locked = locked_addresses(binary)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        run = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--dump-instr=yes",
+             "--separate-threads=yes", f"--callgrind-out-file={out}",
+             binary, *args],
+            capture_output=True,
+            text=True,
+        )
+        if run.returncode != 0:
+            sys.exit(f"valgrind failed:\n{run.stderr[-2000:]}")
+        print(run.stdout.strip())
+        print(f"per request (--num {num}):")
+        for name in sorted(os.listdir(tmp)):
+            total, locks, role = read_thread(
+                os.path.join(tmp, name), os.path.basename(binary), locked)
+            if total < num:  # threads that hardly ran
+                continue
+            print(f"  {role:<17} {total / num:8.0f} instructions"
+                  f"  {locks / num:6.2f} locked")
+
+
+if __name__ == "__main__":
+    main()
