@@ -2,13 +2,15 @@
 """Instructions and locked instructions per request, thread by thread, of one
 `purgatory_perf` run under valgrind's callgrind.
 
-Timings on a shared machine move by a tenth from one run to the next; these
-counts by under 1% (callgrind counts what each thread executes, whatever
-else runs; only the waits differ). They show where a change adds or removes work, not what it costs:
-a load that misses a cache counts as one instruction. Locked instructions
-(a `lock` prefix, `xchg` with memory, `mfence`) are counted apart, since each
-is a full barrier on x86: a few nanoseconds even uncontended, and it waits
-for the thread's earlier stores to reach the cache.
+Timings on a shared machine move by a tenth from one run to the next;
+these counts by under 1% on a quiet machine, a few percent beside a busy
+job (callgrind counts what each thread executes; the order valgrind runs
+the threads in changes only what they wait for and retry). They show where a change adds
+or removes work, not what it costs: a load that misses a cache counts as
+one instruction. Locked instructions (a `lock` prefix, `xchg` with memory,
+`mfence`) are counted apart, since each is a full barrier on x86: a few
+nanoseconds even uncontended, and it waits for the thread's earlier stores
+to reach the cache.
 
     cargo bench --profile bench-lto --bench purgatory_perf --no-run
     python3 benches/purgatory_perf/instructions.py \
@@ -26,8 +28,8 @@ import subprocess
 import sys
 import tempfile
 
-# What each thread is, by the first of these it ran: a function's name
-# or, for code inlined out of sight, a source file's.
+# What each thread is: the first role, in this order, whose function (or,
+# for code inlined out of sight, source file) the thread ran.
 ROLES = [
     ("generator", "purgatory_perf::main"),
     ("completer", "complete_until"),
@@ -47,7 +49,11 @@ def locked_addresses(binary):
     addresses = set()
     for line in out.splitlines():
         m = re.match(r"\s*([0-9a-f]+):\t(.*)", line)
-        if m and re.match(r"(lock |xchg |mfence)", m.group(2)):
+        # `xchg` with memory is locked; between registers (a two-byte
+        # `xchg %ax,%ax` is a padding nop) it is not.
+        insn = m.group(2) if m else ""
+        if re.match(r"(lock |mfence)", insn) or (
+                insn.startswith("xchg") and "(" in insn):
             addresses.add(int(m.group(1), 16))
     return addresses
 
