@@ -580,7 +580,7 @@ impl LiveCluster {
     /// and the batches on their way to it are gone, and what was parked
     /// on it is answered at once inside (with NOT_LEADER_OR_FOLLOWER, on
     /// connections that are gone). The controller fences it then, or
-    /// `broker_session_timeout` later ([`fence`](Self::fence)).
+    /// `broker_session_timeout` later (`fence`, below).
     pub fn crash(&self, dead: u32) {
         let Some(broker) = self.brokers.get(dead as usize) else {
             return;
