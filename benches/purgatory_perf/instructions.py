@@ -5,9 +5,9 @@
 Timings on a shared machine move by a tenth from one run to the next;
 these counts by under 1% on a quiet machine, a few percent beside a busy
 job (callgrind counts what each thread executes; the order valgrind runs
-the threads in changes only what they wait for and retry). They show where a change adds
-or removes work, not what it costs: a load that misses a cache counts as
-one instruction. Locked instructions (a `lock` prefix, `xchg` with memory,
+the threads in changes only what they wait for and retry). They show
+where a change adds or removes work, not what it costs: a load that
+misses a cache counts as one instruction. Locked instructions (a `lock` prefix, `xchg` with memory,
 `mfence`) are counted apart, since each is a full barrier on x86: a few
 nanoseconds even uncontended, and it waits for the thread's earlier stores
 to reach the cache.
@@ -75,21 +75,20 @@ def read_thread(path, binary_name, locked):
     ran = set()
     with open(path) as f:
         for line in f:
-            m = re.match(r"(?:fi|fe|fl)=\((\d+)\)(?: (.*))?", line)
+            # A name is given with its id once, in whichever line first
+            # uses the id (`cfn=` and the like name what is called).
+            m = re.match(r"(c?)(fn|ob|fl|fi|fe)=\((\d+)\)(?: (.*))?", line)
             if m:
-                if m.group(2):
-                    names["fl"][m.group(1)] = m.group(2).strip()
-                files.add(names["fl"].get(m.group(1), ""))
-                continue
-            m = re.match(r"(c?)(fn|ob|fl)=\((\d+)\)(?: (.*))?", line)
-            if m:
-                table = names[m.group(2)]
+                called, kind, id_ = m.group(1), m.group(2), m.group(3)
+                table = names["fl" if kind in ("fi", "fe") else kind]
                 if m.group(4):
-                    table[m.group(3)] = m.group(4).strip()
-                if not m.group(1) and m.group(2) == "fn":
-                    ran.add(m.group(3))
-                if not m.group(1) and m.group(2) == "ob":
-                    obj = table.get(m.group(3), "")
+                    table[id_] = m.group(4).strip()
+                if not called and kind == "fn":
+                    ran.add(id_)
+                elif not called and kind == "ob":
+                    obj = table.get(id_, "")
+                elif not called and kind != "fn":
+                    files.add(id_)
                 continue
             if line.startswith("calls="):
                 skip = True
@@ -113,18 +112,23 @@ def read_thread(path, binary_name, locked):
             total += cost
             if obj and obj.endswith(binary_name) and last in locked:
                 locks += cost
-    ran = [names["fn"].get(i, "") for i in ran] + list(files)
+    ran = [names["fn"].get(i, "") for i in ran]
+    ran += [names["fl"].get(i, "") for i in files]
     role = next((r for r, f in ROLES if any(f in name for name in ran)), "other")
     return total, locks, role
 
 
 def requests(args):
+    """The run's `--num`, which the counts are divided by."""
+    value = "1000000"  # the bench's default
     for i, a in enumerate(args):
         if a == "--num" and i + 1 < len(args):
-            return int(args[i + 1])
-        if a.startswith("--num="):
-            return int(a.split("=", 1)[1])
-    return 1_000_000  # the bench's default
+            value = args[i + 1]
+        elif a.startswith("--num="):
+            value = a.split("=", 1)[1]
+    if not value.isdigit() or int(value) == 0:
+        sys.exit(f"--num {value}: a positive whole number is needed")
+    return int(value)
 
 
 def main():
@@ -148,7 +152,9 @@ def main():
             text=True,
         )
         if run.returncode != 0:
-            sys.exit(f"valgrind failed:\n{run.stderr[-2000:]}")
+            # The bench's own words, without valgrind's `==pid==` lines.
+            said = [l for l in run.stderr.splitlines() if not l.startswith("==")]
+            sys.exit("the run under valgrind failed:\n" + "\n".join(said[-30:]))
         print(run.stdout.strip())
         print(f"per request (--num {num}):")
         for name in sorted(os.listdir(tmp)):
