@@ -72,7 +72,7 @@ def read_thread(path, binary_name, locked):
     skip = False
     total = 0
     locks = 0
-    ran = set()
+    executed = set()
     with open(path) as f:
         for line in f:
             # A name is given with its id once, in whichever line first
@@ -84,7 +84,7 @@ def read_thread(path, binary_name, locked):
                 if m.group(4):
                     table[id_] = m.group(4).strip()
                 if not called and kind == "fn":
-                    ran.add(id_)
+                    executed.add(id_)
                 elif not called and kind == "ob":
                     obj = table.get(id_, "")
                 elif not called and kind != "fn":
@@ -112,9 +112,9 @@ def read_thread(path, binary_name, locked):
             total += cost
             if obj and obj.endswith(binary_name) and last in locked:
                 locks += cost
-    ran = [names["fn"].get(i, "") for i in ran]
-    ran += [names["fl"].get(i, "") for i in files]
-    role = next((r for r, f in ROLES if any(f in name for name in ran)), "other")
+    seen = [names["fn"].get(i, "") for i in executed]
+    seen += [names["fl"].get(i, "") for i in files]
+    role = next((r for r, f in ROLES if any(f in name for name in seen)), "other")
     return total, locks, role
 
 
