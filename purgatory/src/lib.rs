@@ -121,14 +121,16 @@
 //! What a purgatory holds now, by structure, is in its metrics
 //! ([`PurgatoryMetrics::held_bytes`]): the cells of pending operations and
 //! the spare ones, the watch lists, the timer. In the soak with 100,000 in
-//! flight, for instance, about 16 MiB of cells, 2.5 MiB of watch lists and
-//! 4.5 MiB of timer, of a 27 MiB heap (BENCHMARKS.md, "Soak and allocators").
+//! flight, for instance, about 14.5 MiB of cells, 1.8-2.6 MiB of watch
+//! lists and 4.1-6.5 MiB of timer, of a 24-27 MiB heap (BENCHMARKS.md,
+//! "Soak and allocators").
 //!
 //! # Memory over hours, and the allocator
 //! The purgatory's own heap stays flat under load: in the soak (`cargo run
-//! --release --example soak`: 100,000 operations in flight, 1.0-2.2M
-//! answered a second on 2 cores) it holds about 26-28 MiB hour after
-//! hour while the flight is full, and less when it is not. What can
+//! --release --example soak`: 100,000 operations in flight, 0.5-1.3M
+//! answered a second on 2 cores in a slow stretch of the machine) its
+//! heap stayed within 24-27 MiB through the hour, as the flight moved
+//! between 55,000 and 100,000. What can
 //! grow is the allocator's footprint around it, because a cell is
 //! allocated on the thread that submits and freed on the thread that
 //! answers. Measured in the soak (BENCHMARKS.md, "Soak and allocators",
