@@ -7,10 +7,10 @@ these counts by under 1% on a quiet machine, a few percent beside a busy
 job (callgrind counts what each thread executes; the order valgrind runs
 the threads in changes only what they wait for and retry). They show
 where a change adds or removes work, not what it costs: a load that
-misses a cache counts as one instruction. Locked instructions (a `lock` prefix, `xchg` with memory,
-`mfence`) are counted apart, since each is a full barrier on x86: a few
-nanoseconds even uncontended, and it waits for the thread's earlier stores
-to reach the cache.
+misses a cache counts as one instruction. Locked instructions (a `lock`
+prefix, `xchg` with memory, `mfence`) are counted apart, since each is a
+full barrier on x86: a few nanoseconds even uncontended, and it waits
+for the thread's earlier stores to reach the cache.
 
     cargo bench --profile bench-lto --bench purgatory_perf --no-run
     python3 benches/purgatory_perf/instructions.py \
