@@ -12,7 +12,7 @@
 //! runnable thread for about a millisecond a yield; a sleeper woken by the
 //! unlock is placed at once. `cargo bench --bench lateness -- --timer
 //! wheel` with two busy threads: 1-5 yields a run instead of 44-167, and
-//! a lower p99 inside the submission burst (BENCHMARKS.md).
+//! a lower p99 inside the submission burst (docs/performance.md).
 //!
 //! [`Mutex`] is `std::sync::Mutex` (a futex on Linux) without its
 //! poisoning. [`InheritingMutex`], the timer's lock, is on Linux a
@@ -28,7 +28,7 @@
 //! the spare cells' locks stay std's: made priority-inheriting too, they
 //! cost `purgatory_perf`'s low case 4% more CPU per request, where the
 //! timer's lock alone cost nothing to measure and carried most of the
-//! lateness gain (BENCHMARKS.md).
+//! lateness gain (docs/performance.md).
 //!
 //! Neither poisons: no user code runs under these locks, so a panic under
 //! one (which would be a bug of ours) leaves no half-done user state

@@ -25,7 +25,7 @@
 //! - [`pi_mutex`] (Linux): the timer's lock, on a priority-inheriting
 //!   futex, so that a purgatory thread in a real-time class waiting behind a
 //!   preempted submitter lends it its priority instead of waiting for its
-//!   next turn (figures in BENCHMARKS.md, Expiry lateness). Its word and
+//!   next turn (figures in docs/performance.md). Its word and
 //!   the kernel's protocol for it need raw system calls and an
 //!   `UnsafeCell`.
 //! - [`lane`]: the timer's lanes, whose entries a completion takes out
