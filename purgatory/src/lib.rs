@@ -135,18 +135,18 @@
 //! allocated on the thread that submits and freed on the thread that
 //! answers. Measured in the soak (BENCHMARKS.md, "Soak and allocators",
 //! has the runs):
-//! - glibc's malloc grew the resident size 5.4% past its first minute in
-//!   three minutes and was still growing (4.2% with `MALLOC_ARENA_MAX=1`),
-//!   mimalloc 16.4%, jemalloc 2.0%.
+//! - With 300,000 operations in flight, glibc's malloc grew the resident
+//!   size 13.4% past its first minute within three minutes and was still
+//!   growing, mimalloc 6.1%; jemalloc 4.0% with its default arenas and
+//!   0.9% with one.
 //! - jemalloc's default arenas (several per core, a thread keeping to
 //!   one) leave the holes of cells freed by the spare cells' trims in one
 //!   arena while the next cells come from another: an hour grew 6.6%.
 //!   With a single arena (`narenas:1`) the holes were filled again (the
 //!   room between blocks 0.4-0.7 MiB in the hours that printed it): the
-//!   last hours at full load stayed within 2.1-2.9% of their first
-//!   minute, and within 3.4-4.2% in two of three hours with two threads
-//!   spinning beside them for a quarter of an hour (the third reached
-//!   5.1% for ten seconds after the spinning stopped).
+//!   hour at full load stayed within 1.7% of its first minute, and half
+//!   an hour with two threads spinning beside it for a quarter of an
+//!   hour within 1.0%.
 //! - One arena cost 2.7-6.0% more CPU per request in three of four pairs
 //!   of Kafka's purgatory benchmark (`purgatory_perf`, low case at 1M/s).
 //!
@@ -155,13 +155,13 @@
 //! `tikv-jemallocator`, `_RJEM_MALLOC_CONF=narenas:1` or its
 //! `_rjem_malloc_conf` symbol, as the soak's `allocator.rs` sets it);
 //! jemalloc's decay (`dirty_decay_ms`) trades the freed pages it keeps,
-//! 0-3.2 MiB in the soak's last hour, against calls to the system. The purgatory does its
-//! part: the spare cells serve a burst's answers to the next submissions
-//! instead of freeing them, the wheel gives back the pages a doubled
-//! population took, and the expiry's buffers keep the room of recent
-//! rounds, not of the largest. [`PurgatoryMetrics::held_bytes`] tells
-//! what it holds by structure, so that an embedder can tell its growth
-//! from the allocator's.
+//! 0-1.6 MiB in the soak's hour, against calls to the system. The purgatory
+//! does its part: the spare cells serve a burst's answers to the next
+//! submissions instead of freeing them, the wheel gives back the pages a
+//! doubled population took, and the expiry's buffers keep the room of
+//! recent rounds, not of the largest. [`PurgatoryMetrics::held_bytes`]
+//! tells what it holds by structure, so that an embedder can tell its
+//! growth from the allocator's.
 //!
 //! jemalloc returns the freed pages it no longer keeps on whichever thread
 //! frees memory once a decay epoch has passed (an `madvise`, and TLB
@@ -172,8 +172,8 @@
 //! of an expired member spent 3-4 ms returning pages, and the expiries
 //! behind it in its batch waited (lateness max 2.9-4.5 ms against 0.9-1.7 ms with the
 //! background threads, which the harness and the benches therefore use;
-//! BENCHMARKS.md, "Consumer groups"). The soak's hours above were
-//! measured without them.
+//! docs/performance.md, "The harness's allocator returns pages on threads
+//! of its own"). The soak's runs above were measured without them.
 //!
 //! # Building for speed
 //! A submission calls into the spare cells, the watch lists, the timer's
@@ -229,8 +229,8 @@
 //! watch list's or the spare cells' lock held spins briefly and then sleeps
 //! until it is released; it never yields its core, which on a busy machine
 //! would leave the thread at the clock queued behind
-//! other threads for a scheduler slice per yield (BENCHMARKS.md, "Expiry
-//! lateness"). The timer's lock is, on Linux, priority-inheriting for the
+//! other threads for a scheduler slice per yield (docs/performance.md,
+//! "Locks whose waiters sleep rather than yield"). The timer's lock is, on Linux, priority-inheriting for the
 //! purgatory's real-time threads (see `on_thread_start`).
 //!
 //! # Example: produce with `acks=all`, fetch with `min.bytes`
