@@ -254,11 +254,10 @@ fn through_purgatory(args: &Args, kind: TimerKind) -> (Vec<(Instant, i64)>, Inst
 /// every deadline in advance and sleeps until the next tick at which one
 /// falls due (deadlines rounded up to the tick, as the purgatory's are),
 /// then counts them all as fired at its wake-up. What it measures after
-/// the burst is how late a sleeping thread gets a core, nothing else; in
-/// the burst it is no floor, since the thread learns the deadlines only
-/// when the burst ends. It runs with the purgatory's threads' priority
-/// settings; the deadlines are taken in a loop like the purgatory's
-/// submissions, but without their work.
+/// the burst is how late a sleeping thread gets a core, nothing else (in
+/// the burst it is no floor: see the module docs). It runs with the
+/// purgatory's threads' priority settings; the deadlines are taken in a
+/// loop like the purgatory's submissions, but without their work.
 fn sleeping_thread(args: &Args) -> (Vec<(Instant, i64)>, Instant) {
     let (ready_tx, ready) = std::sync::mpsc::channel();
     let (deadlines_tx, deadlines_rx) = std::sync::mpsc::channel::<Vec<Instant>>();
