@@ -22,6 +22,40 @@ pub enum FrameError {
     Io(std::io::Error),
 }
 
+impl FrameError {
+    /// What a peer that sent a size out of bounds most likely speaks
+    /// instead of Kafka's protocol, read off the four bytes taken for the
+    /// size: a TLS record (a client configured for SSL on this plaintext
+    /// listener) or an HTTP request. `None` for anything else.
+    pub fn foreign_protocol(&self) -> Option<&'static str> {
+        let FrameError::BadSize(size) = *self else {
+            return None;
+        };
+        let bytes = i32::try_from(size).ok()?.to_be_bytes();
+        match bytes {
+            // A TLS record of type handshake, version 3.x: a ClientHello.
+            [0x16, 0x03, ..] => {
+                Some("TLS (a client configured for SSL; this listener is plaintext)")
+            }
+            _ if [
+                &b"GET "[..],
+                b"POST",
+                b"PUT ",
+                b"HEAD",
+                b"DELE",
+                b"OPTI",
+                b"PATC",
+                b"CONN",
+            ]
+            .contains(&&bytes[..]) =>
+            {
+                Some("HTTP")
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Reads one frame of at most `max` bytes. The buffer grows as the bytes
 /// arrive rather than by the announced size, so a peer that announces a
 /// large frame and sends little holds little memory.
@@ -92,6 +126,31 @@ mod tests {
             Err(FrameError::BadSize(3))
         ));
         assert!(matches!(read(&ok, 7).await, Err(FrameError::BadSize(8))));
+    }
+
+    #[tokio::test]
+    async fn tls_and_http_peers_are_named() {
+        // The first bytes of a TLS 1.2/1.3 ClientHello record, as
+        // librdkafka sends them with `security.protocol=SSL`.
+        let tls = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01];
+        let err = read(&tls, DEFAULT_MAX_REQUEST_BYTES).await.unwrap_err();
+        assert!(err.foreign_protocol().unwrap().starts_with("TLS"));
+        for http in [&b"GET / HTTP/1.1\r\n"[..], b"POST /x HTTP/1.1\r\n"] {
+            let err = read(http, DEFAULT_MAX_REQUEST_BYTES).await.unwrap_err();
+            assert_eq!(err.foreign_protocol(), Some("HTTP"));
+        }
+        // A frame merely too large, or a bad size of no known protocol.
+        let big = (DEFAULT_MAX_REQUEST_BYTES as i32 + 1).to_be_bytes();
+        let err = read(&big, DEFAULT_MAX_REQUEST_BYTES).await.unwrap_err();
+        assert_eq!(err.foreign_protocol(), None);
+        let err = read(&(-1i32).to_be_bytes(), 100).await.unwrap_err();
+        assert_eq!(err.foreign_protocol(), None);
+        // With a limit that admits it, a TLS-looking size is just a size.
+        let mut r = &tls[..];
+        assert!(matches!(
+            read_frame(&mut r, 1 << 30).await,
+            Err(FrameError::Io(_))
+        ));
     }
 
     /// Yields `first`, then fails with a reset.

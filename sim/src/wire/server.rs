@@ -304,8 +304,14 @@ async fn connection<S: Service>(
             Err(FrameError::Closed) => break,
             Err(e) => {
                 stats.refused.fetch_add(1, Ordering::Relaxed);
-                match e {
-                    FrameError::BadSize(size) => tracing::warn!(
+                match (&e, e.foreign_protocol()) {
+                    (_, Some(protocol)) => tracing::warn!(
+                        %peer,
+                        %local,
+                        protocol,
+                        "connection closed: the peer speaks another protocol than Kafka's"
+                    ),
+                    (FrameError::BadSize(size), None) => tracing::warn!(
                         %peer,
                         %local,
                         size,
