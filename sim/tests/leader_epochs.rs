@@ -134,6 +134,40 @@ fn fetch(server: &Server, broker: u32, current: i32) -> (i16, Bytes) {
     (d.error_code, d.records.clone().unwrap_or_default())
 }
 
+/// A fetch (v12) from `offset` at `broker` by a client whose last record
+/// read was of epoch `last_fetched`: its error, the diverging epoch and
+/// end offset it was answered (-1, -1: none), and the records' bytes.
+fn fetch_after(
+    server: &Server,
+    broker: u32,
+    offset: i64,
+    last_fetched: i32,
+) -> (i16, (i32, i64), Bytes) {
+    let mut p = FetchPartition::default();
+    p.partition = 0;
+    p.fetch_offset = offset;
+    p.last_fetched_epoch = last_fetched;
+    p.partition_max_bytes = 1 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = name("orders");
+    t.partitions = vec![p];
+    let mut r = FetchRequest::default();
+    r.replica_id = (-1).into();
+    r.max_bytes = 1 << 20;
+    // A divergence answers at once, not after the wait.
+    r.max_wait_ms = 10_000;
+    r.min_bytes = 1 << 20;
+    r.topics = vec![t];
+    let answer = client(server, broker).call(&r, 12);
+    let d = &answer.responses[0].partitions[0];
+    let diverging = (d.diverging_epoch.epoch, d.diverging_epoch.end_offset);
+    (
+        d.error_code,
+        diverging,
+        d.records.clone().unwrap_or_default(),
+    )
+}
+
 /// The partition leader epochs in the v2 batch headers of `records`, each
 /// with the base offset of the first batch that carries it (of a run of
 /// batches with the same epoch).
@@ -227,6 +261,39 @@ fn a_new_leader_cuts_what_was_not_replicated_and_its_epoch_says_where() {
     let (error, records) = fetch(&server, first, e2);
     assert_eq!(error, 0);
     assert_eq!(batch_epochs(records), vec![(0, e0), (3, e1), (5, e2)]);
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
+
+#[test]
+fn a_fetch_past_what_the_new_leader_kept_is_told_where_its_epoch_ended() {
+    let server = server(Duration::from_millis(300));
+    let (first, e0) = leader(&server);
+    assert_eq!(produce(&server, first, 3, -1), 0);
+    assert_eq!(produce(&server, first, 2, 1), 3);
+    // At the first leader epoch e0 runs to the log end: a reader at 5
+    // whose last record was of e0 (one that read the two records not yet
+    // replicated, as a replica does) is in step with it.
+    assert_eq!(epoch_end(&server, first, e0, e0), (0, e0, 5));
+    server.cluster().crash(first);
+    let (second, e1) = new_leader(&server, first);
+    assert_eq!(produce(&server, second, 2, -1), 3);
+    // The new leader kept epoch e0 up to 3 only: the reader at 5 is told
+    // so at once, with no records, though it asked to wait for 1 MiB.
+    let asked_at = Instant::now();
+    let (error, diverging, records) = fetch_after(&server, second, 5, e0);
+    assert!(asked_at.elapsed() < Duration::from_secs(5));
+    assert_eq!((error, diverging), (0, (e0, 3)));
+    assert!(records.is_empty());
+    // Cut back to 3, it reads on in e1; a client naming no epoch (as
+    // consumers do) is not checked.
+    let (error, diverging, records) = fetch_after(&server, second, 3, e0);
+    assert_eq!((error, diverging), (0, (-1, -1)));
+    assert_eq!(batch_epochs(records), vec![(3, e1)]);
+    assert_eq!(fetch_after(&server, second, 3, -1).1, (-1, -1));
+    // An epoch this log never reached cannot be placed.
+    let out_of_range = ResponseError::OffsetOutOfRange.code();
+    assert_eq!(fetch_after(&server, second, 5, e1 + 1).0, out_of_range);
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
 }

@@ -41,6 +41,9 @@ pub struct Position {
     pub max_bytes: i32,
     /// The leader epoch the client believes current (-1: not given).
     pub leader_epoch: i32,
+    /// The epoch of the last record the client read (-1: not given), to
+    /// tell whether the log diverged from it (v12 and later).
+    pub last_fetched_epoch: i32,
 }
 
 /// What a partition's answer said last, in a session.
@@ -125,6 +128,7 @@ fn named(r: &FetchRequest) -> Vec<(Asked, Position)> {
                     offset: p.fetch_offset,
                     max_bytes: p.partition_max_bytes,
                     leader_epoch: p.current_leader_epoch,
+                    last_fetched_epoch: p.last_fetched_epoch,
                 };
                 (asked, position)
             })

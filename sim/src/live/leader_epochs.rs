@@ -101,6 +101,32 @@ impl LeaderEpochs {
     }
 }
 
+/// What a fetch that names the epoch of the last record it read
+/// (`last_fetched`, Fetch v12 and later) gets, checked before it reads:
+/// `Ok(None)` to read on; `Ok(Some((epoch, end)))` when the log diverged
+/// from what it read, the largest epoch at or below `last_fetched` and
+/// where it ended here (the fetch is answered at once with that, and no
+/// records, for the client to cut its own copy back there); or the
+/// error, OFFSET_OUT_OF_RANGE, when that epoch's end cannot be told or
+/// the offset lies below the log start. Kafka's leader checks in this
+/// order; a client that names no epoch (-1, as consumers do) reads on.
+pub fn diverging(
+    epochs: &LeaderEpochs,
+    last_fetched: i32,
+    offset: i64,
+    log_start: i64,
+    log_end: i64,
+) -> Result<Option<(i32, i64)>, ResponseError> {
+    if last_fetched < 0 {
+        return Ok(None);
+    }
+    let (epoch, end) = epochs.end_offset_for(last_fetched, log_end);
+    if (epoch, end) == UNDEFINED || offset < log_start {
+        return Err(ResponseError::OffsetOutOfRange);
+    }
+    Ok((epoch < last_fetched || end < offset).then_some((epoch, end)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +196,27 @@ mod tests {
         assert_eq!(e.end_offset_for(0, 300), (0, 150));
         e.truncate_from_start(250);
         assert_eq!(e, epochs(&[(5, 250)]));
+    }
+
+    #[test]
+    fn a_fetch_past_where_its_epoch_ended_here_has_diverged() {
+        let e = epochs(&[(0, 0), (2, 100), (5, 250)]);
+        let check = |last, offset| diverging(&e, last, offset, 0, 300);
+        // No epoch named, or what was read is still here: read on.
+        assert_eq!(check(-1, 280), Ok(None));
+        assert_eq!(check(2, 250), Ok(None));
+        assert_eq!(check(2, 120), Ok(None));
+        assert_eq!(check(5, 300), Ok(None));
+        // Read up to 260 in epoch 2, which ended at 250 here.
+        assert_eq!(check(2, 260), Ok(Some((2, 250))));
+        // Epoch 3 never led here: its records are not this log's.
+        assert_eq!(check(3, 120), Ok(Some((2, 250))));
+        // An epoch beyond any known, or an offset below the start.
+        assert_eq!(check(6, 280), Err(ResponseError::OffsetOutOfRange));
+        assert_eq!(
+            diverging(&e, 2, 10, 50, 300),
+            Err(ResponseError::OffsetOutOfRange)
+        );
     }
 
     #[test]

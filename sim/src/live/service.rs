@@ -698,9 +698,11 @@ impl BrokerService {
                 return response;
             }
         };
-        // Valid partitions wait; the others are answered with their error.
+        // Valid partitions wait; the others are answered with their error,
+        // or with where the log diverged from what the client read.
         let mut parts = Vec::new();
         let mut errors: Vec<((TopicName, Uuid), i32, i16, i64)> = Vec::new();
+        let mut diverged: Vec<((TopicName, Uuid), i32, Diverged)> = Vec::new();
         // From v13 topics are named by id (KIP-516), and answered by id.
         let by_id = version >= 13;
         let mut ids: Vec<(Arc<str>, Uuid)> = Vec::new();
@@ -725,17 +727,34 @@ impl BrokerService {
                 .and_then(|name| self.partition(&name.0, part.partition));
             let checked = checked.and_then(|p| {
                 let log = p.log.lock();
-                if let Err(e) = self.leads(&log, at.leader_epoch) {
-                    Err(e)
-                } else if at.offset < log.log_start || at.offset > log.log_end() {
-                    Err(code(ResponseError::OffsetOutOfRange))
-                } else {
-                    drop(log);
-                    Ok(p)
+                self.leads(&log, at.leader_epoch)?;
+                let diverging = leader_epochs::diverging(
+                    &log.epochs,
+                    at.last_fetched_epoch,
+                    at.offset,
+                    log.log_start,
+                    log.log_end(),
+                )
+                .map_err(code)?;
+                if let Some((epoch, end)) = diverging {
+                    return Ok(Err(Diverged {
+                        epoch,
+                        end,
+                        told: (log.hw, log.last_stable(), log.log_start),
+                    }));
                 }
+                if at.offset < log.log_start || at.offset > log.log_end() {
+                    return Err(code(ResponseError::OffsetOutOfRange));
+                }
+                drop(log);
+                Ok(Ok(p))
             });
             match checked {
-                Ok(p) => parts.push(FetchPart {
+                Ok(Err(d)) => {
+                    let name = name.clone().unwrap_or_default();
+                    diverged.push(((name, part.topic_id), part.partition, d));
+                }
+                Ok(Ok(p)) => parts.push(FetchPart {
                     partition: p,
                     offset: at.offset,
                     max_bytes: usize::try_from(at.max_bytes).unwrap_or(0),
@@ -757,8 +776,10 @@ impl BrokerService {
         drop(asked);
         let parked_at = Instant::now();
         let mut woken_at = None;
-        // As Kafka: an error anywhere, or nothing to wait for, answers now.
-        let at_once = !errors.is_empty() || parts.is_empty() || max_wait.is_zero();
+        // As Kafka: an error or a divergence anywhere, or nothing to wait
+        // for, answers now.
+        let at_once =
+            !errors.is_empty() || !diverged.is_empty() || parts.is_empty() || max_wait.is_zero();
         let keys: Vec<u32> = parts.iter().map(|p| p.partition.key).collect();
         let op = WireFetch {
             broker: self.id,
@@ -824,13 +845,25 @@ impl BrokerService {
                 (p.hw, p.last_stable, p.log_start),
                 p.records,
                 aborted.collect(),
+                None,
             )
         });
         let errored = errors
             .into_iter()
-            .map(|(t, i, e, hw)| (t, i, e, (hw, hw, -1), Bytes::new(), Vec::new()));
-        for (topic, index, error, (hw, last_stable, log_start), records, aborted) in
-            answered.chain(errored)
+            .map(|(t, i, e, hw)| (t, i, e, (hw, hw, -1), Bytes::new(), Vec::new(), None));
+        let diverged = diverged.into_iter().map(|(t, i, d)| {
+            (
+                t,
+                i,
+                0,
+                d.told,
+                Bytes::new(),
+                Vec::new(),
+                Some((d.epoch, d.end)),
+            )
+        });
+        for (topic, index, error, (hw, last_stable, log_start), records, aborted, diverging) in
+            answered.chain(errored).chain(diverged)
         {
             // In a session, only what is new (a fetch with none answers all).
             if context != Context::Sessionless {
@@ -849,7 +882,8 @@ impl BrokerService {
                     last_stable,
                     log_start,
                 };
-                if !sessions.answer(context, &asked, told, !records.is_empty(), error) {
+                let must = !records.is_empty() || diverging.is_some();
+                if !sessions.answer(context, &asked, told, must, error) {
                     continue;
                 }
             }
@@ -864,6 +898,10 @@ impl BrokerService {
             d.aborted_transactions = committed_only.then_some(aborted);
             d.preferred_read_replica = BrokerId(-1);
             d.records = Some(records);
+            if let Some((epoch, end)) = diverging {
+                d.diverging_epoch.epoch = epoch;
+                d.diverging_epoch.end_offset = end;
+            }
             let (name, id) = topic;
             if version >= leader_hints::FETCH_V && leader_hints::fetch_hinted(error) {
                 let (leader, epoch) = hints.leader_of(&name.0, index);
@@ -913,4 +951,14 @@ fn retention_moved(p: &Partition, log: &mut PartitionLog, cfg: &LiveConfig) -> b
     // The clock only for a topic that keeps records by age.
     let now = by_age.map_or(0, |_| now_ms());
     log.apply_retention(by_size, by_age, now).is_some()
+}
+
+/// Where a partition's log diverged from what a fetch read (the fetch's
+/// last fetched epoch ended earlier here): the epoch and its end offset,
+/// and the high watermark, last stable offset and log start offset of the
+/// answer, which carries no records.
+struct Diverged {
+    epoch: i32,
+    end: i64,
+    told: (i64, i64, i64),
 }
