@@ -12,6 +12,7 @@ use broker_sim::wire::Limits;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
@@ -115,12 +116,16 @@ fn epoch_end(server: &Server, broker: u32, current: i32, asked: i32) -> (i16, i3
     (a.error_code, a.leader_epoch, a.end_offset)
 }
 
-/// A fetch (v12) from offset 0 at `broker` naming `current` as the epoch:
-/// its error and the records' bytes.
-fn fetch(server: &Server, broker: u32, current: i32) -> (i16, Bytes) {
-    let mut p = FetchPartition::default();
+/// A fetch (v12) of partition `p` of "orders" at `broker`, which waits
+/// up to `max_wait_ms` for `min_bytes`: the partition's answer.
+fn fetch_one(
+    server: &Server,
+    broker: u32,
+    mut p: FetchPartition,
+    max_wait_ms: i32,
+    min_bytes: i32,
+) -> PartitionData {
     p.partition = 0;
-    p.current_leader_epoch = current;
     p.partition_max_bytes = 1 << 20;
     let mut t = FetchTopic::default();
     t.topic = name("orders");
@@ -128,15 +133,26 @@ fn fetch(server: &Server, broker: u32, current: i32) -> (i16, Bytes) {
     let mut r = FetchRequest::default();
     r.replica_id = (-1).into();
     r.max_bytes = 1 << 20;
+    r.max_wait_ms = max_wait_ms;
+    r.min_bytes = min_bytes;
     r.topics = vec![t];
-    let answer = client(server, broker).call(&r, 12);
-    let d = &answer.responses[0].partitions[0];
-    (d.error_code, d.records.clone().unwrap_or_default())
+    let mut answer = client(server, broker).call(&r, 12);
+    answer.responses.remove(0).partitions.remove(0)
 }
 
-/// A fetch (v12) from `offset` at `broker` by a client whose last record
-/// read was of epoch `last_fetched`: its error, the diverging epoch and
-/// end offset it was answered (-1, -1: none), and the records' bytes.
+/// A fetch from offset 0 at `broker` naming `current` as the epoch: its
+/// error and the records' bytes.
+fn fetch(server: &Server, broker: u32, current: i32) -> (i16, Bytes) {
+    let mut p = FetchPartition::default();
+    p.current_leader_epoch = current;
+    let d = fetch_one(server, broker, p, 0, 0);
+    (d.error_code, d.records.unwrap_or_default())
+}
+
+/// A fetch from `offset` at `broker` by a client whose last record read
+/// was of epoch `last_fetched`, asking to wait up to 10 s for a byte: its
+/// error, the diverging epoch and end offset it was answered (-1, -1:
+/// none), and the records' bytes.
 fn fetch_after(
     server: &Server,
     broker: u32,
@@ -144,28 +160,11 @@ fn fetch_after(
     last_fetched: i32,
 ) -> (i16, (i32, i64), Bytes) {
     let mut p = FetchPartition::default();
-    p.partition = 0;
     p.fetch_offset = offset;
     p.last_fetched_epoch = last_fetched;
-    p.partition_max_bytes = 1 << 20;
-    let mut t = FetchTopic::default();
-    t.topic = name("orders");
-    t.partitions = vec![p];
-    let mut r = FetchRequest::default();
-    r.replica_id = (-1).into();
-    r.max_bytes = 1 << 20;
-    // A divergence answers at once, not after the wait.
-    r.max_wait_ms = 10_000;
-    r.min_bytes = 1 << 20;
-    r.topics = vec![t];
-    let answer = client(server, broker).call(&r, 12);
-    let d = &answer.responses[0].partitions[0];
+    let d = fetch_one(server, broker, p, 10_000, 1);
     let diverging = (d.diverging_epoch.epoch, d.diverging_epoch.end_offset);
-    (
-        d.error_code,
-        diverging,
-        d.records.clone().unwrap_or_default(),
-    )
+    (d.error_code, diverging, d.records.unwrap_or_default())
 }
 
 /// The partition leader epochs in the v2 batch headers of `records`, each
@@ -279,7 +278,8 @@ fn a_fetch_past_what_the_new_leader_kept_is_told_where_its_epoch_ended() {
     let (second, e1) = new_leader(&server, first);
     assert_eq!(produce(&server, second, 2, -1), 3);
     // The new leader kept epoch e0 up to 3 only: the reader at 5 is told
-    // so at once, with no records, though it asked to wait for 1 MiB.
+    // so at once, with no records, though it asked to wait for a byte
+    // where there is none yet.
     let asked_at = Instant::now();
     let (error, diverging, records) = fetch_after(&server, second, 5, e0);
     assert!(asked_at.elapsed() < Duration::from_secs(5));
