@@ -31,8 +31,13 @@ pub enum PartStatus {
     Ok,
     /// The broker is not (or no longer) the partition's leader.
     NotLeader,
-    /// The ISR is smaller than `min.insync.replicas`.
+    /// The ISR is smaller than `min.insync.replicas`: the batch was not
+    /// appended.
     NotEnoughReplicas,
+    /// The batch was appended and the high watermark passed it, but the ISR
+    /// had fallen below `min.insync.replicas` meanwhile: fewer replicas
+    /// than asked for hold it.
+    NotEnoughReplicasAfterAppend,
     /// The request timed out before the partition was replicated.
     TimedOut,
     /// The broker shut down.
@@ -46,6 +51,7 @@ impl PartStatus {
             PartStatus::Ok => "NONE",
             PartStatus::NotLeader => "NOT_LEADER_OR_FOLLOWER",
             PartStatus::NotEnoughReplicas => "NOT_ENOUGH_REPLICAS",
+            PartStatus::NotEnoughReplicasAfterAppend => "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
             PartStatus::TimedOut => "REQUEST_TIMED_OUT",
             PartStatus::NotAvailable => "BROKER_NOT_AVAILABLE",
         }
@@ -61,8 +67,9 @@ pub enum Reply {
         req: u64,
         /// How the purgatory ended it.
         outcome: Outcome,
-        /// Per partition: id, required offset, status.
-        parts: Vec<(u32, u64, PartStatus)>,
+        /// Per partition: id, required offset, leader epoch at the
+        /// append, status.
+        parts: Vec<(u32, u64, u64, PartStatus)>,
         /// When.
         at: Instant,
     },
@@ -117,15 +124,23 @@ pub struct DelayedProduce {
 }
 
 impl DelayedProduce {
+    /// Kafka's `checkEnoughReplicasReachOffset`: done once the high
+    /// watermark passes the batch, acknowledged if the ISR then still has
+    /// `min.insync.replicas`; until then it waits, even with the ISR below
+    /// that (a shrink moves the high watermark up to what the replicas
+    /// left hold, so it is not long).
     fn status(&self, part: &ProducePart) -> Option<PartStatus> {
+        // The high watermark first: `publish` stores it last, so the epoch
+        // and ISR read after it are those it was published with, or later.
+        let hw = part.view.hw.load(Ordering::Acquire);
         if part.view.epoch.load(Ordering::Acquire) != part.epoch {
             Some(PartStatus::NotLeader)
-        } else if part.view.hw.load(Ordering::Acquire) >= part.required {
-            Some(PartStatus::Ok)
-        } else if part.view.isr.load(Ordering::Acquire) < self.min_insync {
-            Some(PartStatus::NotEnoughReplicas)
-        } else {
+        } else if hw < part.required {
             None
+        } else if part.view.isr.load(Ordering::Acquire) >= self.min_insync {
+            Some(PartStatus::Ok)
+        } else {
+            Some(PartStatus::NotEnoughReplicasAfterAppend)
         }
     }
 }
@@ -151,7 +166,7 @@ impl DelayedOperation for DelayedProduce {
                     Outcome::Cancelled => PartStatus::NotLeader,
                     Outcome::Shutdown => PartStatus::NotAvailable,
                 });
-                (p.partition, p.required, status)
+                (p.partition, p.required, p.epoch, status)
             })
             .collect();
         // The engine outlives every operation; a send can only fail while

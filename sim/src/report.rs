@@ -215,7 +215,7 @@ pub fn human(cfg: &Config, stats: &Stats, wall: Duration) -> String {
         let _ = writeln!(out);
         let _ = writeln!(out, "errors (requests, by request type and error):");
         for ((kind, error), n) in &stats.errors {
-            let _ = writeln!(out, "  {:<16}{:<26}{n:>12}", kind, error);
+            let _ = writeln!(out, "  {:<16}{:<34}{n:>10}", kind, error);
         }
     }
     let _ = writeln!(out);

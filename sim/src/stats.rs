@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub enum Check {
     /// Every request (and every session) is answered exactly once.
     ExactlyOnce,
-    /// No `acks=all` produce is acknowledged before the HW covers it.
+    /// No `acks=all` produce is acknowledged before the HW covers it, nor
+    /// while fewer than `min.insync.replicas` replicas hold it.
     AckedBelowHw,
     /// No fetch is answered before `max.wait` with fewer than `min.bytes`
     /// (unless an error ends it), and no consumer reads above the HW.
@@ -35,7 +36,7 @@ impl Check {
     pub fn describe(self) -> &'static str {
         match self {
             Check::ExactlyOnce => "every request and session answered exactly once",
-            Check::AckedBelowHw => "no acks=all produce acknowledged below the high watermark",
+            Check::AckedBelowHw => "no acks=all produce acknowledged below the HW or min.insync",
             Check::EarlyFetch => "no fetch answered early below min.bytes, none read above the HW",
             Check::EarlyExpiry => "no expiration before its deadline",
             Check::EmptyAtEnd => "purgatories empty (watched and delayed 0) once drained",
