@@ -151,8 +151,12 @@ impl Partition {
     }
 
     /// `dead` has died at `now`: it leaves the ISR, and if it led, the first
-    /// alive in-sync replica takes over (an alive out-of-sync one if none is
-    /// left), followers truncate to the new leader's log, the epoch moves.
+    /// alive in-sync replica takes over, followers truncate to the new
+    /// leader's log, the epoch moves. With no in-sync replica alive the
+    /// partition is offline until one comes back ([`rejoin`](Self::rejoin)),
+    /// as in Kafka with `unclean.leader.election.enable` off (its default):
+    /// an out-of-sync replica taking over would cut the log below the high
+    /// watermark, losing what `acks=all` produces were acknowledged for.
     /// Returns whether leadership moved, and the HW change.
     pub fn remove_broker(&mut self, dead: u32, alive: &[bool], now: u64) -> (bool, Change) {
         let before = self.isr.len();
@@ -167,16 +171,13 @@ impl Partition {
             self.publish();
             return (false, change);
         }
-        let candidates = self.isr.iter().chain(self.replicas.iter());
-        let leader = candidates
-            .copied()
-            .find(|&r| r != dead && alive[r as usize]);
+        let leader = self.isr.iter().copied().find(|&r| alive[r as usize]);
         change.hw_moved = self.hand_over(leader, now);
         (true, change)
     }
 
-    /// `back` has restarted: it leads if nobody does (every replica was
-    /// down) and it holds every committed record; otherwise it is a
+    /// `back` has restarted: it leads if nobody does (no in-sync replica
+    /// was up) and it holds every committed record; otherwise it is a
     /// follower that rejoins the ISR once it has caught up. Its log needs
     /// no cut here: each leader change cut every replica's, its own
     /// included, to the new leader's log end. Returns whether it took the
@@ -206,19 +207,16 @@ impl Partition {
         Some((old, self.hand_over(Some(preferred), now)))
     }
 
-    /// Leadership moves to `leader` (`None`: offline) in a new epoch; an
-    /// out-of-sync leader is in sync alone (an unclean election); every
-    /// replica is cut to the new leader's log end. Returns whether the HW
-    /// moved.
+    /// Leadership moves to `leader` (`None`: offline), an in-sync replica,
+    /// in a new epoch; every replica is cut to the new leader's log end.
+    /// Returns whether the HW moved.
     fn hand_over(&mut self, leader: Option<u32>, now: u64) -> bool {
         self.leader = leader;
         self.epoch += 1;
         let mut hw_moved = false;
         if let Some(l) = leader {
+            debug_assert!(self.isr.contains(&l), "only an in-sync replica leads");
             let leader_leo = self.leo[l as usize];
-            if !self.isr.contains(&l) {
-                self.isr = vec![l];
-            }
             for r in self.replicas.clone() {
                 let r = r as usize;
                 self.leo[r] = self.leo[r].min(leader_leo);
@@ -319,5 +317,28 @@ mod tests {
         assert_eq!(p.leader, None);
         assert!(p.rejoin(1, 4));
         assert_eq!((p.leader, p.isr.clone()), (Some(1), vec![1]));
+    }
+
+    #[test]
+    fn an_out_of_sync_replica_does_not_take_over_and_cut_committed_data() {
+        // Follower 2, at 60, never caught up and leaves the ISR; the leader
+        // and follower 0 hold 100, all of it committed.
+        let mut p = Partition::new(0, vec![1, 0, 2], 3);
+        p.append(100);
+        p.served_leo[0] = 100;
+        p.follower_fetched(0, 100, 1_000);
+        p.leo[0] = 100;
+        p.leo[2] = 60;
+        p.shrink_isr(10_500, 10_000);
+        assert_eq!((p.isr.clone(), p.hw), (vec![1, 0], 100));
+        p.remove_broker(0, &[false, true, true], 10_600);
+        // The last in-sync replica dies: offline, not led by broker 2.
+        let (moved, _) = p.remove_broker(1, &[false, false, true], 10_700);
+        assert!(moved);
+        assert_eq!((p.leader, p.hw, p.leo[2]), (None, 100, 60));
+        assert_eq!(p.view.epoch.load(Ordering::Acquire), p.epoch);
+        // Back, the in-sync one leads again with everything committed.
+        assert!(p.rejoin(0, 11_000));
+        assert_eq!((p.leader, p.leo[0]), (Some(0), 100));
     }
 }

@@ -67,9 +67,8 @@ pub enum Reply {
         req: u64,
         /// How the purgatory ended it.
         outcome: Outcome,
-        /// Per partition: id, required offset, leader epoch at the
-        /// append, status.
-        parts: Vec<(u32, u64, u64, PartStatus)>,
+        /// Per partition: id, required offset, status.
+        parts: Vec<(u32, u64, PartStatus)>,
         /// When.
         at: Instant,
     },
@@ -166,7 +165,7 @@ impl DelayedOperation for DelayedProduce {
                     Outcome::Cancelled => PartStatus::NotLeader,
                     Outcome::Shutdown => PartStatus::NotAvailable,
                 });
-                (p.partition, p.required, p.epoch, status)
+                (p.partition, p.required, status)
             })
             .collect();
         // The engine outlives every operation; a send can only fail while

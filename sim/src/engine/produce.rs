@@ -165,7 +165,7 @@ impl Engine {
         &mut self,
         req: u64,
         outcome: Outcome,
-        parts: Vec<(u32, u64, u64, PartStatus)>,
+        parts: Vec<(u32, u64, PartStatus)>,
         at: Instant,
     ) {
         let at = self.answer_came("produce", req, outcome, at);
@@ -178,18 +178,18 @@ impl Engine {
         let (mut statuses, arrived_at) = (early.clone(), *arrived_at);
         let due = arrived_at + micros(self.cfg.produce_timeout);
         self.check_expiry("produce", req, outcome, at, due, "its timeout");
-        for (p, required, epoch, status) in parts {
+        for (p, required, status) in parts {
             let part = &self.partitions[p as usize];
             if status == PartStatus::Ok && part.hw < required {
                 let hw = part.hw;
                 self.stats.violation(Check::AckedBelowHw, format!("produce {req} acknowledged at HW {hw} < offset {required} on partition {p}"));
             }
             // Counted on the replicas' logs, not on the ISR the operation
-            // read. Only while the epoch of the append lasts: a leader
-            // change may cut the logs (an unclean one, what was acked).
+            // read. A leader change since cut no log below the new
+            // leader's end, which is at or above the high watermark.
             let holding = part.leo.iter().filter(|&&leo| leo >= required).count();
             let min_insync = self.cfg.min_insync as usize;
-            if status == PartStatus::Ok && part.epoch == epoch && holding < min_insync {
+            if status == PartStatus::Ok && holding < min_insync {
                 self.stats.violation(Check::AckedBelowHw, format!("produce {req} acknowledged on partition {p} with {holding} replicas holding offset {required}, min.insync {min_insync}"));
             }
             statuses.push((p, status));
