@@ -201,21 +201,30 @@ fn list_offset(server: &Server, broker: u32, current: i32, timestamp: i64) -> (i
     (a.error_code, a.offset, a.leader_epoch)
 }
 
-#[test]
-fn a_new_leader_cuts_what_was_not_replicated_and_its_epoch_says_where() {
-    // Followers fetch 300 ms after an append: a record acknowledged with
-    // acks=1 and not yet replicated dies with its leader.
+/// The first leader (epoch `e0`) takes three records with acks=all and
+/// two with acks=1, then crashes before its followers, which fetch 300 ms
+/// after an append, have the last two: the second leader (`e1`) starts
+/// its epoch at 3, and takes two records with acks=all there. Returns the
+/// server, the first leader and its epoch, the second and its epoch.
+fn cut_back() -> (Server, (u32, i32), (u32, i32)) {
     let server = server(Duration::from_millis(300));
     let (first, e0) = leader(&server);
     assert_eq!(produce(&server, first, 3, -1), 0);
     assert_eq!(produce(&server, first, 2, 1), 3);
+    // At the first leader epoch e0 runs to the log end.
     assert_eq!(epoch_end(&server, first, e0, e0), (0, e0, 5));
     server.cluster().crash(first);
     let (second, e1) = new_leader(&server, first);
     assert!(e1 > e0, "{e1} after {e0}");
+    assert_eq!(produce(&server, second, 2, -1), 3);
+    (server, (first, e0), (second, e1))
+}
+
+#[test]
+fn a_new_leader_cuts_what_was_not_replicated_and_its_epoch_says_where() {
+    let (server, (first, e0), (second, e1)) = cut_back();
     // The two records of acks=1 went with the old leader: the new epoch
     // starts at 3, where the old one now ends.
-    assert_eq!(produce(&server, second, 2, -1), 3);
     assert_eq!(epoch_end(&server, second, e1, e0), (0, e0, 3));
     assert_eq!(epoch_end(&server, second, e1, e1), (0, e1, 5));
     assert_eq!(epoch_end(&server, second, -1, e1), (0, e1, 5));
@@ -266,17 +275,10 @@ fn a_new_leader_cuts_what_was_not_replicated_and_its_epoch_says_where() {
 
 #[test]
 fn a_fetch_past_what_the_new_leader_kept_is_told_where_its_epoch_ended() {
-    let server = server(Duration::from_millis(300));
-    let (first, e0) = leader(&server);
-    assert_eq!(produce(&server, first, 3, -1), 0);
-    assert_eq!(produce(&server, first, 2, 1), 3);
-    // At the first leader epoch e0 runs to the log end: a reader at 5
-    // whose last record was of e0 (one that read the two records not yet
-    // replicated, as a replica does) is in step with it.
-    assert_eq!(epoch_end(&server, first, e0, e0), (0, e0, 5));
-    server.cluster().crash(first);
-    let (second, e1) = new_leader(&server, first);
-    assert_eq!(produce(&server, second, 2, -1), 3);
+    // A reader at 5 whose last record was of e0 (one that read the two
+    // records not yet replicated, as a replica does) was in step with the
+    // first leader.
+    let (server, (_, e0), (second, e1)) = cut_back();
     // The new leader kept epoch e0 up to 3 only: the reader at 5 is told
     // so at once, with no records, though it asked to wait for a byte
     // where there is none yet.
