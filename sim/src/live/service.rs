@@ -701,8 +701,7 @@ impl BrokerService {
         // Valid partitions wait; the others are answered with their error,
         // or with where the log diverged from what the client read.
         let mut parts = Vec::new();
-        let mut errors: Vec<((TopicName, Uuid), i32, i16, i64)> = Vec::new();
-        let mut diverged: Vec<((TopicName, Uuid), i32, Diverged)> = Vec::new();
+        let mut unread: Vec<((TopicName, Uuid), i32, Unread)> = Vec::new();
         // From v13 topics are named by id (KIP-516), and answered by id.
         let by_id = version >= 13;
         let mut ids: Vec<(Arc<str>, Uuid)> = Vec::new();
@@ -724,10 +723,11 @@ impl BrokerService {
             };
             let checked = name
                 .clone()
-                .and_then(|name| self.partition(&name.0, part.partition));
+                .and_then(|name| self.partition(&name.0, part.partition))
+                .map_err(Unread::error);
             let checked = checked.and_then(|p| {
                 let log = p.log.lock();
-                self.leads(&log, at.leader_epoch)?;
+                self.leads(&log, at.leader_epoch).map_err(Unread::error)?;
                 let diverging = leader_epochs::diverging(
                     &log.epochs,
                     at.last_fetched_epoch,
@@ -735,26 +735,22 @@ impl BrokerService {
                     log.log_start,
                     log.log_end(),
                 )
-                .map_err(code)?;
-                if let Some((epoch, end)) = diverging {
-                    return Ok(Err(Diverged {
-                        epoch,
-                        end,
+                .map_err(|e| Unread::error(code(e)))?;
+                if diverging.is_some() {
+                    return Err(Unread {
+                        error: 0,
                         told: (log.hw, log.last_stable(), log.log_start),
-                    }));
+                        diverging,
+                    });
                 }
                 if at.offset < log.log_start || at.offset > log.log_end() {
-                    return Err(code(ResponseError::OffsetOutOfRange));
+                    return Err(Unread::error(code(ResponseError::OffsetOutOfRange)));
                 }
                 drop(log);
-                Ok(Ok(p))
+                Ok(p)
             });
             match checked {
-                Ok(Err(d)) => {
-                    let name = name.clone().unwrap_or_default();
-                    diverged.push(((name, part.topic_id), part.partition, d));
-                }
-                Ok(Ok(p)) => parts.push(FetchPart {
+                Ok(p) => parts.push(FetchPart {
                     partition: p,
                     offset: at.offset,
                     max_bytes: usize::try_from(at.max_bytes).unwrap_or(0),
@@ -766,9 +762,9 @@ impl BrokerService {
                     log_start: 0,
                     aborted: Vec::new(),
                 }),
-                Err(e) => {
+                Err(u) => {
                     let name = name.clone().unwrap_or_default();
-                    errors.push(((name, part.topic_id), part.partition, e, -1));
+                    unread.push(((name, part.topic_id), part.partition, u));
                 }
             }
         }
@@ -778,8 +774,7 @@ impl BrokerService {
         let mut woken_at = None;
         // As Kafka: an error or a divergence anywhere, or nothing to wait
         // for, answers now.
-        let at_once =
-            !errors.is_empty() || !diverged.is_empty() || parts.is_empty() || max_wait.is_zero();
+        let at_once = !unread.is_empty() || parts.is_empty() || max_wait.is_zero();
         let keys: Vec<u32> = parts.iter().map(|p| p.partition.key).collect();
         let op = WireFetch {
             broker: self.id,
@@ -848,22 +843,11 @@ impl BrokerService {
                 None,
             )
         });
-        let errored = errors
+        let unread = unread
             .into_iter()
-            .map(|(t, i, e, hw)| (t, i, e, (hw, hw, -1), Bytes::new(), Vec::new(), None));
-        let diverged = diverged.into_iter().map(|(t, i, d)| {
-            (
-                t,
-                i,
-                0,
-                d.told,
-                Bytes::new(),
-                Vec::new(),
-                Some((d.epoch, d.end)),
-            )
-        });
+            .map(|(t, i, u)| (t, i, u.error, u.told, Bytes::new(), Vec::new(), u.diverging));
         for (topic, index, error, (hw, last_stable, log_start), records, aborted, diverging) in
-            answered.chain(errored).chain(diverged)
+            answered.chain(unread)
         {
             // In a session, only what is new (a fetch with none answers all).
             if context != Context::Sessionless {
@@ -953,12 +937,23 @@ fn retention_moved(p: &Partition, log: &mut PartitionLog, cfg: &LiveConfig) -> b
     log.apply_retention(by_size, by_age, now).is_some()
 }
 
-/// Where a partition's log diverged from what a fetch read (the fetch's
-/// last fetched epoch ended earlier here): the epoch and its end offset,
-/// and the high watermark, last stable offset and log start offset of the
-/// answer, which carries no records.
-struct Diverged {
-    epoch: i32,
-    end: i64,
+/// A partition a fetch answers without reading it, at once: with its
+/// error, or (error 0) with where its log diverged from what the client
+/// read (the epoch and its end offset; see `leader_epochs::diverging`).
+struct Unread {
+    error: i16,
+    /// The high watermark, last stable offset and log start offset told
+    /// (-1 each with an error).
     told: (i64, i64, i64),
+    diverging: Option<(i32, i64)>,
+}
+
+impl Unread {
+    fn error(code: i16) -> Self {
+        Unread {
+            error: code,
+            told: (-1, -1, -1),
+            diverging: None,
+        }
+    }
 }

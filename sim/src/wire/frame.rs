@@ -22,6 +22,11 @@ pub enum FrameError {
     Io(std::io::Error),
 }
 
+/// The first four bytes of an HTTP/1 request, by its method.
+const HTTP_METHODS: [&[u8; 4]; 8] = [
+    b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN",
+];
+
 impl FrameError {
     /// What a peer that sent a size out of bounds most likely speaks
     /// instead of Kafka's protocol, read off the four bytes taken for the
@@ -37,20 +42,7 @@ impl FrameError {
             [0x16, 0x03, ..] => {
                 Some("TLS (a client configured for SSL; this listener is plaintext)")
             }
-            _ if [
-                &b"GET "[..],
-                b"POST",
-                b"PUT ",
-                b"HEAD",
-                b"DELE",
-                b"OPTI",
-                b"PATC",
-                b"CONN",
-            ]
-            .contains(&&bytes[..]) =>
-            {
-                Some("HTTP")
-            }
+            _ if HTTP_METHODS.contains(&&bytes) => Some("HTTP"),
             _ => None,
         }
     }
