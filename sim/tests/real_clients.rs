@@ -39,6 +39,7 @@ fn quick_groups() -> LiveConfig {
         groups: broker_sim::live::GroupConfig {
             initial_rebalance_delay: Duration::from_millis(300),
             consumer_heartbeat_interval: Duration::from_millis(500),
+            share_heartbeat_interval: Duration::from_millis(500),
             ..Default::default()
         },
         ..LiveConfig::default()
@@ -266,6 +267,44 @@ fn confluent_kafka_round_trips_every_acknowledged_record() {
     assert_eq!(r["acked"], 500, "{r}");
     assert_eq!(r["read_back"], 500, "{r}");
     assert!(server.cluster().topic("auto-created").is_some());
+    passes(server);
+}
+
+/// A share group (KIP-932) read by two confluent-kafka share consumers:
+/// records given back, or held by a consumer that closes, are delivered
+/// again (with their delivery count) and accepted once; a rejected one
+/// is never handed out again; the group's own setting starts it at the
+/// log start.
+#[test]
+fn confluent_share_consumers_take_each_record_once_and_get_back_what_was_given_back() {
+    if !confluent() {
+        return;
+    }
+    let server = start(quick_groups(), &[]);
+    let r = confluent_client(&["share", &bootstrap(&server), "queue", "workers"]);
+    assert_eq!(r["reset"][0], "earliest", "{r}");
+    assert_eq!(r["sent"], 600, "{r}");
+    // All but the rejected one, each once.
+    assert_eq!(r["accepted"], 599, "{r}");
+    assert_eq!(r["accepted_twice"], 0, "{r}");
+    assert_eq!(
+        r["rejections"], 1,
+        "handed out again after its rejection: {r}"
+    );
+    assert!(r["released"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["came_back"], r["released"], "{r}");
+    assert_eq!(r["delivery_counts"], serde_json::json!(["2"]), "{r}");
+    assert!(r["held_at_close"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["held_then_accepted"], r["held_at_close"], "{r}");
+    assert!(r["per_consumer"]["b"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["errors"], serde_json::json!([]), "{r}");
+    let checks = &server.cluster().checks;
+    assert!(
+        checks
+            .share_acquired
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 600
+    );
     passes(server);
 }
 

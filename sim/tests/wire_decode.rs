@@ -111,8 +111,9 @@ mod well_formed {
         IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
         ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
         OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-        ProducerId, RequestHeader, SyncGroupRequest, TopicName, TransactionalId,
-        TxnOffsetCommitRequest,
+        ProducerId, RequestHeader, ShareAcknowledgeRequest, ShareFetchRequest,
+        ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest, TopicName,
+        TransactionalId, TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -786,6 +787,66 @@ mod well_formed {
                         let mut r = ConsumerGroupDescribeRequest::default();
                         r.group_ids = vec![group(), GroupId(StrBytes::from_static_str("g-2"))];
                         r.include_authorized_operations = true;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::ShareGroupHeartbeat => {
+                        let mut r = ShareGroupHeartbeatRequest::default();
+                        r.group_id = group();
+                        r.member_id = StrBytes::from_static_str("m-1");
+                        r.rack_id = Some(StrBytes::from_static_str("rack"));
+                        r.subscribed_topic_names = Some(vec![name("a"), name("bb")]);
+                        frame(api, version, &r)
+                    }
+                    ApiKey::ShareGroupDescribe => {
+                        let mut r = ShareGroupDescribeRequest::default();
+                        r.group_ids = vec![group(), GroupId(StrBytes::from_static_str("g-2"))];
+                        frame(api, version, &r)
+                    }
+                    ApiKey::ShareFetch => {
+                        use kafka_protocol::messages::share_fetch_request::{
+                            AcknowledgementBatch, FetchPartition, FetchTopic, ForgottenTopic,
+                        };
+                        let mut ack = AcknowledgementBatch::default();
+                        ack.first_offset = 3;
+                        ack.last_offset = 5;
+                        ack.acknowledge_types = vec![1, 2, 3];
+                        let mut p = FetchPartition::default();
+                        p.partition_index = 1;
+                        p.acknowledgement_batches = vec![ack.clone(), ack];
+                        let mut t = FetchTopic::default();
+                        t.topic_id = uuid::Uuid::from_u128(9);
+                        t.partitions = vec![p.clone(), p];
+                        let mut f = ForgottenTopic::default();
+                        f.topic_id = uuid::Uuid::from_u128(10);
+                        f.partitions = vec![0, 1];
+                        let mut r = ShareFetchRequest::default();
+                        r.group_id = Some(group());
+                        r.member_id = Some(StrBytes::from_static_str("m-1"));
+                        r.share_session_epoch = 2;
+                        r.max_records = 500;
+                        r.topics = vec![t.clone(), t];
+                        r.forgotten_topics_data = vec![f];
+                        frame(api, version, &r)
+                    }
+                    ApiKey::ShareAcknowledge => {
+                        use kafka_protocol::messages::share_acknowledge_request::{
+                            AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch,
+                        };
+                        let mut ack = AcknowledgementBatch::default();
+                        ack.first_offset = 3;
+                        ack.last_offset = 3;
+                        ack.acknowledge_types = vec![0];
+                        let mut p = AcknowledgePartition::default();
+                        p.partition_index = 1;
+                        p.acknowledgement_batches = vec![ack];
+                        let mut t = AcknowledgeTopic::default();
+                        t.topic_id = uuid::Uuid::from_u128(9);
+                        t.partitions = vec![p.clone(), p];
+                        let mut r = ShareAcknowledgeRequest::default();
+                        r.group_id = Some(group());
+                        r.member_id = Some(StrBytes::from_static_str("m-1"));
+                        r.share_session_epoch = -1;
+                        r.topics = vec![t];
                         frame(api, version, &r)
                     }
                     _ => unreachable!(),

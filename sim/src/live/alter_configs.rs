@@ -8,7 +8,8 @@
 //! setting it cannot change while running.
 
 use super::checks::Checks;
-use super::configs::{BROKER, TOPIC};
+use super::configs::{BROKER, GROUP, TOPIC};
+use super::groups::GROUP_CONFIGS;
 use super::service::BrokerService;
 use super::topic_config::{self, APPLIED};
 use super::topics::Topic;
@@ -124,6 +125,12 @@ impl BrokerService {
         replace_all: bool,
         validate_only: bool,
     ) -> (i16, Option<StrBytes>) {
+        if resource_type == GROUP {
+            return match self.alter_group(name, changes, replace_all, validate_only) {
+                Ok(()) => (0, None),
+                Err((error, message)) => (error.code(), Some(StrBytes::from_string(message))),
+            };
+        }
         let checked = self
             .topic_to_alter(resource_type, name)
             .and_then(|topic| Ok((topic, incremental_changes(changes)?)));
@@ -149,6 +156,42 @@ impl BrokerService {
             topic.config.set(&name, value);
         }
         (0, None)
+    }
+
+    /// [`alter`](Self::alter) for a group's settings: set or deleted (a
+    /// list's append or subtract is refused), all or none.
+    fn alter_group<'a>(
+        &self,
+        group: &str,
+        changes: impl Iterator<Item = (&'a str, i8, Option<&'a str>)>,
+        replace_all: bool,
+        validate_only: bool,
+    ) -> Result<(), Refusal> {
+        let mut edits: Vec<(String, Option<String>)> = Vec::new();
+        for (name, op, value) in changes {
+            let value = match op {
+                SET => value.map(str::to_string),
+                DELETE => None,
+                _ => {
+                    let message = format!("{name} is not a list: it can only be set or deleted.");
+                    return Err((ResponseError::InvalidConfig, message));
+                }
+            };
+            edits.push((name.to_string(), value));
+        }
+        if replace_all {
+            for (name, _) in GROUP_CONFIGS {
+                if !edits.iter().any(|(n, _)| n == name) {
+                    edits.push((name.to_string(), None));
+                }
+            }
+        }
+        let groups = &self.cluster.groups;
+        groups.check_configs(&edits)?;
+        if !validate_only {
+            groups.alter_configs(group, &edits)?;
+        }
+        Ok(())
     }
 
     /// The topic a resource names, or why it cannot be altered here.

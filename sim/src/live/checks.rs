@@ -85,6 +85,12 @@ pub struct Checks {
     /// Partitions whose leadership moved: from a broker that crashed, to
     /// a broker back from a crash, or to the preferred replica.
     pub leader_changes: AtomicU64,
+    /// ShareFetch and ShareAcknowledge requests received.
+    pub share_requests: AtomicU64,
+    /// Records handed to share group members (each delivery counted).
+    pub share_acquired: AtomicU64,
+    /// Share group acquisition locks that ran out.
+    pub share_locks_expired: AtomicU64,
 }
 
 /// A latency distribution in microseconds, in constant memory however long
@@ -126,6 +132,10 @@ fn get(c: &AtomicU64) -> u64 {
 impl Checks {
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn bump_by(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Called by each operation's `on_complete`; `again` if it had already
@@ -200,6 +210,15 @@ impl Checks {
                 "admin requests (topics, configs, ...)",
                 &self.admin_requests,
             ),
+            (
+                "share-group fetch and acknowledge requests",
+                &self.share_requests,
+            ),
+            (
+                "  records handed to share group members",
+                &self.share_acquired,
+            ),
+            ("  acquisition locks run out", &self.share_locks_expired),
             ("transaction requests", &self.txn_requests),
             ("  transactions committed", &self.txns_committed),
             ("  transactions aborted", &self.txns_aborted),

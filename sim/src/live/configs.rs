@@ -23,11 +23,14 @@ use kafka_protocol::protocol::StrBytes;
 /// Kafka's resource types.
 pub(super) const TOPIC: i8 = 2;
 pub(super) const BROKER: i8 = 4;
+/// A group's own settings (Kafka 4's group configs).
+pub(super) const GROUP: i8 = 32;
 
 /// Where a value comes from, as Kafka's `ConfigSource` numbers it.
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const STATIC_BROKER_CONFIG: i8 = 4;
 const DEFAULT_CONFIG: i8 = 5;
+const GROUP_CONFIG: i8 = 8;
 
 /// Kafka's `ConfigType` numbers (v3 and later).
 #[derive(Clone, Copy)]
@@ -43,6 +46,24 @@ enum Kind {
 type Entry = (&'static str, String, i8, Kind);
 
 impl BrokerService {
+    /// A group's settings, set or default.
+    fn group_configs(&self, group: &str) -> Vec<Entry> {
+        self.cluster
+            .groups
+            .configs_of(group)
+            .into_iter()
+            .map(|(name, value, set)| {
+                let source = if set { GROUP_CONFIG } else { DEFAULT_CONFIG };
+                let kind = if name == "share.auto.offset.reset" {
+                    Kind::String
+                } else {
+                    Kind::Int
+                };
+                (name, value, source, kind)
+            })
+            .collect()
+    }
+
     /// This broker's settings.
     fn broker_configs(&self) -> Vec<Entry> {
         let cfg = &self.cluster.cfg;
@@ -211,7 +232,12 @@ impl BrokerService {
                 let mut out = DescribeConfigsResult::default();
                 out.resource_type = resource.resource_type;
                 let name = resource.resource_name.to_string();
-                let of_topic = resource.resource_type == TOPIC;
+                // Only a topic's applied settings and a group's can change.
+                let writable = |n: &str| match resource.resource_type {
+                    TOPIC => topic_config::APPLIED.contains(&n),
+                    GROUP => true,
+                    _ => false,
+                };
                 let entries = match resource.resource_type {
                     TOPIC => match self.cluster.topic(&name) {
                         Some(topic) => Ok(self.topic_configs(&topic.config)),
@@ -221,7 +247,11 @@ impl BrokerService {
                         Ok(self.broker_configs())
                     }
                     BROKER => Err((ResponseError::InvalidRequest, "another broker's id")),
-                    _ => Err((ResponseError::InvalidRequest, "not a topic or broker")),
+                    GROUP => Ok(self.group_configs(&name)),
+                    _ => Err((
+                        ResponseError::InvalidRequest,
+                        "not a topic, broker or group",
+                    )),
                 };
                 out.resource_name = resource.resource_name;
                 match entries {
@@ -235,7 +265,10 @@ impl BrokerService {
                         out.configs = entries
                             .into_iter()
                             .filter(|(n, ..)| wanted(n))
-                            .map(|e| entry(e, of_topic, r.include_synonyms, version))
+                            .map(|e| {
+                                let writable = writable(e.0);
+                                entry(e, writable, r.include_synonyms, version)
+                            })
                             .collect();
                     }
                     Err((error, message)) => {
@@ -262,15 +295,14 @@ fn retention_ms(cfg: &LiveConfig) -> (String, i8) {
 /// One entry of a result.
 fn entry(
     (name, value, source, kind): Entry,
-    of_topic: bool,
+    writable: bool,
     synonyms: bool,
     version: i16,
 ) -> DescribeConfigsResourceResult {
     let mut e = DescribeConfigsResourceResult::default();
     e.name = StrBytes::from_static_str(name);
     e.value = Some(StrBytes::from_string(value.clone()));
-    // Only the topic configs this broker applies can be altered.
-    e.read_only = !(of_topic && topic_config::APPLIED.contains(&name));
+    e.read_only = !writable;
     e.config_source = source;
     if synonyms {
         let mut s = DescribeConfigsSynonym::default();

@@ -48,9 +48,10 @@ impl BrokerService {
             .filter_map(|id| {
                 let group = groups.find(&id)?;
                 let g = group.lock();
-                let (state, kind) = match &g.consumer {
-                    Some(c) => (c.state(), CONSUMER),
-                    None => (g.state.name(), CLASSIC),
+                let (state, kind) = match (&g.consumer, &g.share) {
+                    (Some(c), _) => (c.state(), CONSUMER),
+                    (None, Some(s)) => (s.state(), "share"),
+                    (None, None) => (g.state.name(), CLASSIC),
                 };
                 if !wanted(&r.states_filter, state) || !wanted(&r.types_filter, kind) {
                     return None;
@@ -158,6 +159,7 @@ impl BrokerService {
                 out.error_code = self
                     .is_coordinator(self.cluster.group_coordinator(&name))
                     .and_then(|()| self.cluster.groups.delete_group(&name))
+                    .inspect(|()| self.cluster.shares.forget_group(&name))
                     .err()
                     .unwrap_or(0);
                 out

@@ -5,7 +5,8 @@
 //! It answers decoded requests (the [`Service`](crate::wire::Service)
 //! behind the wire front: `service.rs` for data, `group_service.rs` and
 //! `group_admin.rs` for consumer groups, `consumer_group_service.rs` for
-//! the consumer group protocol (KIP-848), `txn_service.rs` for
+//! the consumer group protocol (KIP-848), `share_group_service.rs` and
+//! `share/` for share groups (KIP-932), `txn_service.rs` for
 //! transactions, `admin.rs` for producer ids and topics) and knows
 //! nothing of sockets.
 
@@ -32,6 +33,8 @@ mod partition_txns;
 mod producers;
 mod replication;
 mod service;
+mod share;
+mod share_group_service;
 mod topic_config;
 mod topics;
 mod txn_service;
@@ -104,6 +107,10 @@ pub struct LiveConfig {
     /// coordinates are held meanwhile, as nothing expires them at a
     /// coordinator that is gone.
     pub broker_session_timeout: Duration,
+    /// Kafka's `group.share.record.lock.duration.ms`: how long a share
+    /// group member holds the records it was handed, for groups that set
+    /// no `share.record.lock.duration.ms` of their own.
+    pub share_record_lock: Duration,
 }
 
 /// Each partition's retention by default: 1 GiB, Kafka's segment size.
@@ -126,6 +133,7 @@ impl Default for LiveConfig {
             faults: Vec::new(),
             groups: groups::GroupConfig::default(),
             broker_session_timeout: Duration::ZERO,
+            share_record_lock: share::RECORD_LOCK_DURATION,
         }
     }
 }
@@ -153,6 +161,10 @@ pub struct Broker {
     pub delete_records: Purgatory<u32, WireDeleteRecords>,
     /// Its consumers' incremental fetch sessions (KIP-227).
     pub fetch_sessions: fetch_sessions::FetchSessions,
+    /// Parked share fetches (KIP-932), watched by partition key.
+    pub(crate) share_fetch: Purgatory<u32, share::WireShareFetch>,
+    /// Its share group members' share sessions.
+    pub(crate) share_sessions: share::ShareSessions,
     /// Batches on their way to this broker's follower replicas.
     followers: FollowerQueue,
 }
@@ -192,6 +204,8 @@ pub struct LiveCluster {
     /// Transactional producers, served by the broker a transactional id
     /// maps to as a group id does.
     pub(crate) txns: txns::TxnCoordinator,
+    /// Share groups' state on each partition, and their records' locks.
+    pub(crate) shares: share::ShareState,
     /// Host and port each broker is reached at (set once bound).
     endpoints: RwLock<Vec<(String, i32)>>,
     stopping: AtomicBool,
@@ -249,6 +263,12 @@ impl LiveCluster {
                     .build()
                     .expect("a valid purgatory configuration"),
                 fetch_sessions: fetch_sessions::FetchSessions::default(),
+                share_fetch: Purgatory::builder(format!("ShareFetch-{id}"))
+                    .timer(kind)
+                    .driver(driver)
+                    .build()
+                    .expect("a valid purgatory configuration"),
+                share_sessions: share::ShareSessions::default(),
                 followers: FollowerQueue::default(),
             })
             .collect();
@@ -266,6 +286,7 @@ impl LiveCluster {
             .collect();
         // A crash and a restart due at once happen in that order.
         faults.sort_by_key(|&(at, _, up)| (at, up));
+        let shares = share::ShareState::new(kind, cfg.share_record_lock);
         let cluster = Arc::new(LiveCluster {
             cfg,
             brokers,
@@ -276,6 +297,7 @@ impl LiveCluster {
             checks,
             groups,
             txns,
+            shares,
             endpoints: RwLock::new(Vec::new()),
             stopping: AtomicBool::new(false),
             replication: parking_lot::Mutex::new(None),
@@ -479,9 +501,11 @@ impl LiveCluster {
                 broker.produce.cancel_for_key(&p.key);
                 broker.fetch.cancel_for_key(&p.key);
                 broker.delete_records.cancel_for_key(&p.key);
+                broker.share_fetch.cancel_for_key(&p.key);
             }
         }
         self.groups.forget_topic(name);
+        self.shares.forget_topic(topic.id);
         Some(topic)
     }
 
@@ -894,6 +918,7 @@ impl LiveCluster {
             broker.produce.cancel_for_key(&key);
             broker.fetch.cancel_for_key(&key);
             broker.delete_records.cancel_for_key(&key);
+            broker.share_fetch.cancel_for_key(&key);
         }
     }
 
@@ -1049,7 +1074,17 @@ impl LiveCluster {
                 b.produce.check_and_complete(&p.key);
                 b.fetch.check_and_complete(&p.key);
                 b.delete_records.check_and_complete(&p.key);
+                b.share_fetch.check_and_complete(&p.key);
             }
+        }
+    }
+
+    /// Checks the share fetches parked at `p`'s leader (records of it were
+    /// given back).
+    pub(crate) fn check_share_fetches(&self, p: &Partition) {
+        let leader = p.log.lock().leader;
+        if let Some(b) = leader.and_then(|l| self.brokers.get(l as usize)) {
+            b.share_fetch.check_and_complete(&p.key);
         }
     }
 
@@ -1065,8 +1100,14 @@ impl LiveCluster {
     pub fn pending(&self) -> usize {
         self.brokers
             .iter()
-            .map(|b| b.produce.delayed() + b.fetch.delayed() + b.delete_records.delayed())
+            .map(|b| {
+                b.produce.delayed()
+                    + b.fetch.delayed()
+                    + b.delete_records.delayed()
+                    + b.share_fetch.delayed()
+            })
             .sum::<usize>()
+            + self.shares.locks.delayed()
             + self.groups.pending()
             + self.txns.pending()
     }
@@ -1075,8 +1116,14 @@ impl LiveCluster {
     pub fn watched(&self) -> usize {
         self.brokers
             .iter()
-            .map(|b| b.produce.watched() + b.fetch.watched() + b.delete_records.watched())
+            .map(|b| {
+                b.produce.watched()
+                    + b.fetch.watched()
+                    + b.delete_records.watched()
+                    + b.share_fetch.watched()
+            })
             .sum::<usize>()
+            + self.shares.locks.watched()
             + self.groups.watched()
             + self.txns.watched()
     }
@@ -1096,7 +1143,9 @@ impl LiveCluster {
             b.produce.shutdown();
             b.fetch.shutdown();
             b.delete_records.shutdown();
+            b.share_fetch.shutdown();
         }
+        self.shares.locks.shutdown();
         self.groups.shutdown();
         self.txns.shutdown();
     }

@@ -58,7 +58,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 36] = [
+pub const APIS: [(ApiKey, i16, i16); 40] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -95,6 +95,10 @@ pub const APIS: [(ApiKey, i16, i16); 36] = [
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::ShareGroupHeartbeat, 1, 1),
+    (ApiKey::ShareGroupDescribe, 1, 1),
+    (ApiKey::ShareFetch, 1, 1),
+    (ApiKey::ShareAcknowledge, 1, 1),
 ];
 
 /// The cluster's id, as Metadata and DescribeCluster give it.
@@ -183,6 +187,19 @@ impl Service for BrokerService {
             RequestKind::ConsumerGroupDescribe(r) => Some(ResponseKind::ConsumerGroupDescribe(
                 self.consumer_group_describe(r),
             )),
+            RequestKind::ShareGroupHeartbeat(r) => {
+                let client = header.client_id.as_deref().unwrap_or("consumer");
+                Some(ResponseKind::ShareGroupHeartbeat(
+                    self.share_group_heartbeat(r, client),
+                ))
+            }
+            RequestKind::ShareGroupDescribe(r) => Some(ResponseKind::ShareGroupDescribe(
+                self.share_group_describe(r),
+            )),
+            RequestKind::ShareFetch(r) => Some(ResponseKind::ShareFetch(self.share_fetch(r).await)),
+            RequestKind::ShareAcknowledge(r) => {
+                Some(ResponseKind::ShareAcknowledge(self.share_acknowledge(r)))
+            }
             RequestKind::DeleteGroups(r) => Some(ResponseKind::DeleteGroups(self.delete_groups(r))),
             RequestKind::OffsetDelete(r) => Some(ResponseKind::OffsetDelete(self.offset_delete(r))),
             RequestKind::InitProducerId(r) => {

@@ -461,6 +461,47 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             }
             w.committed_offsets(version >= 2)?;
         }
+        ApiKey::ShareGroupHeartbeat => {
+            w.string()?; // group_id
+            w.string()?; // member_id
+            w.skip(4)?; // member_epoch
+            w.string()?; // rack_id
+            let min = w.min_len(2);
+            w.array(min, |w| w.string())?; // subscribed_topic_names
+        }
+        ApiKey::ShareGroupDescribe => {
+            let min = w.min_len(2);
+            w.array(min, |w| w.string())?; // group_ids
+        }
+        ApiKey::ShareFetch | ApiKey::ShareAcknowledge => {
+            w.string()?; // group_id
+            w.string()?; // member_id
+            w.skip(4)?; // share_session_epoch
+            if api == ApiKey::ShareFetch {
+                // max_wait_ms, min_bytes, max_bytes, max_records, batch_size
+                w.skip(5 * 4)?;
+            }
+            let min_partition = 4 + w.min_len(4) + w.min_tags();
+            w.topics_named(true, min_partition, |w| {
+                w.skip(4)?; // partition_index
+                let min_batch = 8 + 8 + w.min_len(4) + w.min_tags();
+                w.array(min_batch, |w| {
+                    w.skip(8 + 8)?; // first_offset, last_offset
+                    w.array(1, |w| w.skip(1))?; // acknowledge_types
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+            if api == ApiKey::ShareFetch {
+                // forgotten_topics_data: a topic id, then partition ids.
+                let min = 16 + w.min_len(4) + w.min_tags();
+                w.array(min, |w| {
+                    w.skip(16)?;
+                    w.array(4, |w| w.skip(4))?;
+                    w.tags()
+                })?;
+            }
+        }
         // ApiVersions, FindCoordinator before v4, Heartbeat,
         // InitProducerId, AddOffsetsToTxn and EndTxn have no arrays; other
         // APIs are refused before decoding.
@@ -524,6 +565,36 @@ mod tests {
         // Topics announcing more than the frame holds.
         let body = 0x0100_0000i32.to_be_bytes();
         assert!(check(ApiKey::CreateTopics, 2, false, &body).is_err());
+    }
+
+    #[test]
+    fn share_fetch_counts_are_checked_at_every_level() {
+        // v1: group "g", member "m", epoch 0, five int32s, one topic (an
+        // id) with one partition acknowledging one batch of one type.
+        let mut good = vec![2, b'g', 2, b'm', 0, 0, 0, 0];
+        good.extend_from_slice(&[0; 20]);
+        good.push(2); // one topic
+        good.extend_from_slice(&[9; 16]);
+        good.push(2); // one partition
+        good.extend_from_slice(&[0, 0, 0, 0]);
+        good.push(2); // one batch
+        good.extend_from_slice(&[0; 16]);
+        good.extend_from_slice(&[2, 1, 0]); // one type, tags
+        good.extend_from_slice(&[0, 0]); // partition and topic tags
+        let forgotten = [1, 0]; // none forgotten, tags
+        let mut body = good.clone();
+        body.extend_from_slice(&forgotten);
+        assert!(check(ApiKey::ShareFetch, 1, true, &body).is_ok());
+        // The types announcing 2^28 entries.
+        let mut huge = good.clone();
+        let at = huge.len() - 5;
+        huge.splice(at..at + 1, [0x80, 0x80, 0x80, 0x80, 0x01]);
+        huge.extend_from_slice(&forgotten);
+        assert!(check(ApiKey::ShareFetch, 1, true, &huge).is_err());
+        // Forgotten topics announcing more than the frame holds.
+        let mut body = good;
+        body.extend_from_slice(&[0x80, 0x80, 0x04, 0]);
+        assert!(check(ApiKey::ShareFetch, 1, true, &body).is_err());
     }
 
     #[test]

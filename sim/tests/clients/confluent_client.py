@@ -74,6 +74,21 @@
         many are missing and how many came out twice, the transactions
         committed and aborted, the restarts and the errors; or, if a call
         has not returned after SECONDS + 60 s, the call it is stuck in.
+    confluent_client.py share BOOTSTRAP TOPIC GROUP
+        A share group (KIP-932): GROUP set to read from the start
+        (share.auto.offset.reset=earliest, IncrementalAlterConfigs on the
+        group), 600 records produced to TOPIC, then two share consumers
+        in explicit acknowledgement mode read them. The first gives back
+        (RELEASE) the first batch it is handed, accepts the second, and
+        closes holding the third; the second starts once the first has
+        given its batch back. Whoever is handed "share-7" rejects it;
+        every other record is accepted. Prints one JSON line: the group's setting as described,
+        how many distinct records were accepted and how many were accepted
+        twice, how many each consumer accepted, how many released records
+        came back (and with which delivery counts), how many the first
+        held at its close (but "share-7") and how many of those were
+        accepted, how often
+        "share-7" was handed out, and the errors.
 
 Exits 0 when it ran; the caller judges the output.
 """
@@ -664,6 +679,120 @@ def eos(bootstrap, topic, count, seconds):
     }))
 
 
+def share(bootstrap, topic, group_id):
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry,
+                                       ConfigResource, ResourceType)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    setting = ConfigEntry("share.auto.offset.reset", "earliest",
+                          incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.GROUP, group_id,
+                              incremental_configs=[setting])
+    for f in admin.incremental_alter_configs([resource]).values():
+        f.result(10)
+    described = admin.describe_configs([ConfigResource(ResourceType.GROUP, group_id)])
+    reset = [c.value for f in described.values()
+             for name, c in f.result(10).items() if name == "share.auto.offset.reset"]
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(10)
+    sent = produce_quietly(bootstrap, topic, 600, "share")
+    lock = threading.Lock()
+    accepted = {}
+    per_consumer = {"a": 0, "b": 0}
+    released = set()
+    came_back = {}
+    rejected_again = []
+    held = []
+    errors = []
+
+    def consume(name):
+        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group_id,
+                           "share.acknowledgement.mode": "explicit"})
+        c.subscribe([topic])
+        batches = 0
+        deadline = time.time() + 40
+        while time.time() < deadline:
+            with lock:
+                if len(accepted) >= 599:
+                    break
+            try:
+                batch = c.poll(1)
+            except KafkaException as e:
+                errors.append(str(e))
+                continue
+            if batch:
+                batches += 1
+            if name == "a" and batches == 3:
+                # Leaves holding its third batch: the close gives it back.
+                with lock:
+                    held.extend(v for v in (m.value().decode() for m in batch
+                                            if not m.error()) if v != "share-7")
+                break
+            for m in batch:
+                if m.error():
+                    errors.append(str(m.error()))
+                    continue
+                value = m.value().decode()
+                with lock:
+                    if value in released:
+                        came_back[value] = m.delivery_count()
+                    if value == "share-7":
+                        if value in accepted or rejected_again:
+                            rejected_again.append(value)
+                        c.acknowledge(m, AcknowledgeType.REJECT)
+                        rejected_again.append("rejected")
+                        continue
+                    if name == "a" and batches == 1:
+                        released.add(value)
+                        c.acknowledge(m, AcknowledgeType.RELEASE)
+                        continue
+                    accepted[value] = accepted.get(value, 0) + 1
+                    per_consumer[name] += 1
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            if batch:
+                c.commit_sync(10)
+        c.close()
+
+    # "b" starts once "a" has given its first batch back.
+    threads = [threading.Thread(target=consume, args=(n,)) for n in ("a", "b")]
+    threads[0].start()
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        with lock:
+            if released:
+                break
+        time.sleep(0.05)
+    threads[1].start()
+    for t in threads:
+        t.join()
+    print(json.dumps({
+        "reset": reset,
+        "sent": sent,
+        "accepted": len(accepted),
+        "accepted_twice": sum(1 for n in accepted.values() if n > 1),
+        "per_consumer": per_consumer,
+        "released": len(released),
+        "came_back": len([v for v in released if v in accepted]),
+        "held_at_close": len(held),
+        "held_then_accepted": len([v for v in held if v in accepted]),
+        "delivery_counts": sorted(set(str(d) for d in came_back.values())),
+        "rejections": len(rejected_again),
+        "errors": errors[:5],
+    }))
+
+
+def produce_quietly(bootstrap, topic, count, prefix):
+    """Produces COUNT records PREFIX-0.. round-robin with acks=all; how
+    many were acknowledged."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    acked = []
+    partitions = len(p.list_topics(topic, timeout=10).topics[topic].partitions)
+    for i in range(count):
+        p.produce(topic, f"{prefix}-{i}".encode(), partition=i % partitions,
+                  on_delivery=lambda err, _m: acked.append(err is None))
+    p.flush(30)
+    return sum(acked)
+
+
 if __name__ == "__main__":
     mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "regex":
@@ -678,6 +807,8 @@ if __name__ == "__main__":
         group(bootstrap, topic, float(sys.argv[4]), sys.argv[5], *sys.argv[6:7])
     elif mode == "steady":
         steady(bootstrap, topic, float(sys.argv[4]), sys.argv[5])
+    elif mode == "share":
+        share(bootstrap, topic, sys.argv[4])
     elif mode == "timestamps":
         timestamps(bootstrap, topic)
     elif mode == "eos":

@@ -5,6 +5,7 @@
 
 use super::consumer_group::ConsumerGroup;
 use super::ops::{JoinResult, SessionCompleter};
+use super::share_group::ShareGroup;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -127,6 +128,9 @@ pub struct Group {
     /// Either kind of group turns into the other only while it has no
     /// members; the committed offsets stay.
     pub consumer: Option<ConsumerGroup>,
+    /// Set while the group is a share group (KIP-932): its members are
+    /// there. It turns into another kind only once it has no members.
+    pub share: Option<ShareGroup>,
 }
 
 /// What the caller runs after releasing the group's lock.
@@ -194,6 +198,7 @@ impl Group {
             join_in_purgatory: false,
             deleted: false,
             consumer: None,
+            share: None,
         }
     }
 
@@ -331,6 +336,13 @@ impl Group {
     pub fn restart_sessions(&mut self) -> Option<Vec<(SessionCompleter, Duration)>> {
         let now = Instant::now();
         let mut timers = Vec::new();
+        if let Some(s) = &mut self.share {
+            for m in s.members.values_mut() {
+                m.last_beat = now;
+                timers.extend(m.session.clone().map(|s| (s, m.session_timeout)));
+            }
+            return Some(timers);
+        }
         if let Some(c) = &mut self.consumer {
             for m in c.members.values_mut() {
                 m.last_beat = now;

@@ -21,17 +21,19 @@ mod consumer_group;
 mod consumer_group_tests;
 mod group;
 mod ops;
+mod share_group;
 
 pub use assignors::{Partitions, ASSIGNORS};
 pub use consumer_group::{Beat, ConsumerGroup, MemberState, Refusal, TopicRegex, Topics};
 pub use group::{Action, CommittedOffset, Group, GroupState, Member, Offsets};
 pub use ops::{DelayedHeartbeat, DelayedJoin, DelayedSync, JoinResult};
+pub use share_group::{ShareBeat, ShareGroup};
 
 use super::checks::Checks;
 use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
 use purgatory::{Driver, Outcome, Purgatory, TimerKind};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -54,6 +56,11 @@ pub struct GroupConfig {
     /// `group.consumer.heartbeat.interval.ms`: how often such a member is
     /// told to heartbeat.
     pub consumer_heartbeat_interval: Duration,
+    /// `group.share.session.timeout.ms`: a share group member not heard
+    /// from for this long is removed.
+    pub share_session_timeout: Duration,
+    /// `group.share.heartbeat.interval.ms`.
+    pub share_heartbeat_interval: Duration,
 }
 
 impl Default for GroupConfig {
@@ -65,6 +72,8 @@ impl Default for GroupConfig {
             offsets_partitions: 50,
             consumer_session_timeout: Duration::from_secs(45),
             consumer_heartbeat_interval: Duration::from_secs(5),
+            share_session_timeout: Duration::from_secs(45),
+            share_heartbeat_interval: Duration::from_secs(5),
         }
     }
 }
@@ -79,7 +88,19 @@ pub struct GroupCoordinator {
     next_member: AtomicU64,
     checks: Arc<Checks>,
     me: Weak<GroupCoordinator>,
+    /// Each group's own settings (IncrementalAlterConfigs on a GROUP
+    /// resource), by group id and name; a group need not exist to have
+    /// them, as in Kafka.
+    configs: Mutex<HashMap<String, BTreeMap<String, String>>>,
 }
+
+/// The group settings a client may set, with their defaults (Kafka's).
+pub const GROUP_CONFIGS: [(&str, &str); 4] = [
+    ("share.auto.offset.reset", "latest"),
+    ("share.record.lock.duration.ms", "30000"),
+    ("share.session.timeout.ms", "45000"),
+    ("share.heartbeat.interval.ms", "5000"),
+];
 
 /// A member's key in the sessions purgatory.
 fn session_key(group: &str, member: &str) -> Arc<str> {
@@ -118,6 +139,7 @@ impl GroupCoordinator {
             next_member: AtomicU64::new(1),
             checks,
             me: me.clone(),
+            configs: Mutex::new(HashMap::new()),
         })
     }
 
@@ -155,13 +177,92 @@ impl GroupCoordinator {
             .cloned()
             .ok_or(ResponseError::GroupIdNotFound.code())?;
         let mut g = group.lock();
-        let consumers = g.consumer.as_ref().is_some_and(|c| !c.members.is_empty());
+        let consumers = g.consumer.as_ref().is_some_and(|c| !c.members.is_empty())
+            || g.share.as_ref().is_some_and(|s| !s.members.is_empty());
         if consumers || !g.members.is_empty() || g.state != GroupState::Empty || g.join_in_purgatory
         {
             return Err(ResponseError::NonEmptyGroup.code());
         }
         g.deleted = true;
         groups.remove(id);
+        Ok(())
+    }
+
+    /// Whether `group`'s share-partitions start at the log start rather
+    /// than at the high watermark (`share.auto.offset.reset`).
+    pub fn share_from_earliest(&self, group: &str) -> bool {
+        self.configs
+            .lock()
+            .get(group)
+            .and_then(|c| c.get("share.auto.offset.reset"))
+            .is_some_and(|v| v == "earliest")
+    }
+
+    /// `group`'s setting `name` in milliseconds, if it set one.
+    pub fn config_ms(&self, group: &str, name: &str) -> Option<Duration> {
+        let configs = self.configs.lock();
+        let v = configs.get(group)?.get(name)?;
+        v.parse().ok().map(Duration::from_millis)
+    }
+
+    /// `group`'s settings: each of [`GROUP_CONFIGS`] with its value and
+    /// whether it was set (rather than the default).
+    pub fn configs_of(&self, group: &str) -> Vec<(&'static str, String, bool)> {
+        let configs = self.configs.lock();
+        let set = configs.get(group);
+        GROUP_CONFIGS
+            .iter()
+            .map(|&(name, default)| match set.and_then(|c| c.get(name)) {
+                Some(v) => (name, v.clone(), true),
+                None => (name, default.to_string(), false),
+            })
+            .collect()
+    }
+
+    /// Sets (`Some`) or deletes (`None`) each of `changes` for `group`,
+    /// all or none: an unknown name or a bad value refuses the lot.
+    pub fn alter_configs(
+        &self,
+        group: &str,
+        changes: &[(String, Option<String>)],
+    ) -> Result<(), (ResponseError, String)> {
+        self.check_configs(changes)?;
+        let mut configs = self.configs.lock();
+        let set = configs.entry(group.to_string()).or_default();
+        for (name, value) in changes {
+            match value {
+                Some(v) => drop(set.insert(name.clone(), v.clone())),
+                None => drop(set.remove(name)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Why `changes` cannot be made to a group's settings, if they cannot.
+    pub fn check_configs(
+        &self,
+        changes: &[(String, Option<String>)],
+    ) -> Result<(), (ResponseError, String)> {
+        for (name, value) in changes {
+            if !GROUP_CONFIGS.iter().any(|(n, _)| n == name) {
+                let message = format!("Unknown group config name: {name}");
+                return Err((ResponseError::InvalidConfig, message));
+            }
+            let Some(v) = value else { continue };
+            // Kafka's bounds: its brokers' defaults for the group
+            // settings' least and most.
+            let within = |lo: u32, hi: u32| v.parse::<u32>().is_ok_and(|n| (lo..=hi).contains(&n));
+            let valid = match name.as_str() {
+                "share.auto.offset.reset" => v == "latest" || v == "earliest",
+                "share.record.lock.duration.ms" => within(15_000, 60_000),
+                "share.session.timeout.ms" => within(45_000, 60_000),
+                _ => within(5_000, 15_000),
+            };
+            if !valid {
+                let message = format!("Invalid value {v} for configuration {name}");
+                return Err((ResponseError::InvalidConfig, message));
+            }
+        }
         Ok(())
     }
 
@@ -257,9 +358,16 @@ impl GroupCoordinator {
             let completer = handle.completer();
             let g = self.group(group);
             let mut g = g.lock();
-            let slot = match (g.members.get_mut(member), revoking_at) {
+            let gr = &mut *g;
+            let slot = match (gr.members.get_mut(member), revoking_at) {
                 (Some(m), None) => Some(&mut m.session),
-                (None, _) => g
+                (None, None) if gr.share.is_some() => gr
+                    .share
+                    .as_mut()
+                    .and_then(|s| s.members.get_mut(member))
+                    .filter(|m| m.incarnation == incarnation)
+                    .map(|m| &mut m.session),
+                (None, _) => gr
                     .consumer
                     .as_mut()
                     .and_then(|c| c.members.get_mut(member))
@@ -399,6 +507,10 @@ impl GroupCoordinator {
                 drop(g);
                 return self.consumer_member_gone(id, &group, (member, incarnation), expired);
             }
+            if g.share.is_some() {
+                drop(g);
+                return self.share_member_gone(id, &group, (member, incarnation), expired);
+            }
             let Some(m) = g.members.get_mut(member) else {
                 return;
             };
@@ -482,6 +594,43 @@ impl GroupCoordinator {
         let timers = c.remove(member);
         drop(g);
         self.run(id, timers.into_iter().map(Action::EndSession).collect());
+    }
+
+    /// [`member_gone`](Self::member_gone) for a share group member: removed
+    /// unless heard from within its session timeout meanwhile.
+    fn share_member_gone(
+        &self,
+        id: &Arc<str>,
+        group: &Mutex<Group>,
+        (member, incarnation): (&str, u64),
+        expired: bool,
+    ) {
+        let mut g = group.lock();
+        let Some(s) = g.share.as_mut() else {
+            return;
+        };
+        let Some(m) = s
+            .members
+            .get_mut(member)
+            .filter(|m| m.incarnation == incarnation)
+        else {
+            return;
+        };
+        let since = m.last_beat.elapsed();
+        if expired && since < m.session_timeout {
+            m.session = None;
+            let timeout = m.session_timeout - since;
+            drop(g);
+            return self.start_timer(id, (member, incarnation), timeout, None);
+        }
+        if expired {
+            let late = since.saturating_sub(m.session_timeout).as_micros() as u64;
+            self.checks.session_lateness_us.lock().push(late);
+            Checks::bump(&self.checks.sessions_expired);
+        }
+        let timer = s.remove(member);
+        drop(g);
+        self.run(id, timer.into_iter().map(Action::EndSession).collect());
     }
 
     /// Drops every group's committed offsets in `topic` (it was deleted).
