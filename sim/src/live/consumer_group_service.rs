@@ -171,8 +171,10 @@ impl BrokerService {
                 return response;
             }
             if g.consumer.is_none() {
-                let classic_in_use =
-                    !g.members.is_empty() || g.state != GroupState::Empty || g.join_in_purgatory;
+                let classic_in_use = !g.members.is_empty()
+                    || g.state != GroupState::Empty
+                    || g.join_in_purgatory
+                    || g.share.as_ref().is_some_and(|s| !s.members.is_empty());
                 if classic_in_use || r.member_epoch != 0 {
                     let message = format!("Group {id} is not a consumer group.");
                     return refused(
@@ -180,7 +182,9 @@ impl BrokerService {
                         Refusal::new(ResponseError::GroupIdNotFound, message),
                     );
                 }
-                // An empty classic group (or a new one) turns consumer.
+                // An empty classic or share group (or a new one) turns
+                // consumer.
+                g.share = None;
                 g.consumer = Some(ConsumerGroup::default());
                 g.protocol_type = Some("consumer".to_string());
                 g.protocol = None;

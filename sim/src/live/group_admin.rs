@@ -106,7 +106,7 @@ impl BrokerService {
                 };
                 let g = group.lock();
                 // As Kafka: DescribeGroups describes classic groups only.
-                if g.consumer.is_some() {
+                if g.consumer.is_some() || g.share.is_some() {
                     out.group_state = text("Dead");
                     if version >= 6 {
                         out.error_code = ResponseError::GroupIdNotFound.code();

@@ -255,8 +255,18 @@ impl BrokerService {
                 );
             }
             let mut actions = Vec::new();
-            // A consumer-protocol group with members takes no classic
-            // member; an empty one turns classic.
+            // A consumer-protocol or share group with members takes no
+            // classic member; an empty one turns classic.
+            if g.share.as_ref().is_some_and(|s| !s.members.is_empty()) {
+                return fail(
+                    response,
+                    code(ResponseError::InconsistentGroupProtocol),
+                    &r.member_id,
+                );
+            }
+            if g.share.take().is_some() {
+                g.protocol_type = None;
+            }
             if let Some(c) = &g.consumer {
                 if !c.members.is_empty() {
                     return fail(
