@@ -3,7 +3,7 @@
 //! records it neither acknowledges nor gives back return to the group
 //! when its acquisition lock runs out, with their delivery count raised.
 
-use broker_sim::live::LiveConfig;
+use broker_sim::live::{GroupConfig, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::{batch, produce_request, Client};
 use broker_sim::wire::Limits;
@@ -12,8 +12,8 @@ use kafka_protocol::messages::share_fetch_request::{
     AcknowledgementBatch, FetchPartition, FetchTopic,
 };
 use kafka_protocol::messages::{
-    GroupId, MetadataRequest, ShareFetchRequest, ShareFetchResponse, ShareGroupHeartbeatRequest,
-    TopicName,
+    GroupId, MetadataRequest, ShareFetchRequest, ShareFetchResponse, ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -23,8 +23,9 @@ fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 
-/// One broker holding "jobs" (one partition); locks of `lock`.
-fn server(lock: Duration) -> Server {
+/// One broker holding "jobs" (one partition); locks of `lock`, share
+/// sessions of `session`.
+fn server(lock: Duration, session: Duration) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         live: LiveConfig {
@@ -32,6 +33,10 @@ fn server(lock: Duration) -> Server {
             replication_factor: 1,
             min_insync: 1,
             share_record_lock: lock,
+            groups: GroupConfig {
+                share_session_timeout: session,
+                ..GroupConfig::default()
+            },
             ..LiveConfig::default()
         },
         topics: vec![("jobs".into(), 1)],
@@ -46,6 +51,17 @@ fn fetch(
     wait_ms: i32,
     acks: Vec<AcknowledgementBatch>,
 ) -> ShareFetchRequest {
+    fetch_as("member-1", epoch, topic, wait_ms, acks)
+}
+
+/// A ShareFetch of `member` in "workers" for partition 0 of `topic`.
+fn fetch_as(
+    member: &str,
+    epoch: i32,
+    topic: Uuid,
+    wait_ms: i32,
+    acks: Vec<AcknowledgementBatch>,
+) -> ShareFetchRequest {
     let mut p = FetchPartition::default();
     p.partition_index = 0;
     p.acknowledgement_batches = acks;
@@ -54,7 +70,7 @@ fn fetch(
     t.partitions = vec![p];
     let mut r = ShareFetchRequest::default();
     r.group_id = Some(GroupId(text("workers")));
-    r.member_id = Some(text("member-1"));
+    r.member_id = Some(text(member));
     r.share_session_epoch = epoch;
     r.max_wait_ms = wait_ms;
     r.min_bytes = 1;
@@ -76,23 +92,51 @@ fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
         .collect()
 }
 
-#[test]
-fn a_parked_share_fetch_is_woken_and_an_unacknowledged_lock_runs_out() {
-    let server = server(Duration::from_millis(1000));
-    let addr = server.addrs()[0];
-    let mut c = Client::connect(addr);
-    let mut m = MetadataRequest::default();
-    m.topics = None;
-    let topic = c.call(&m, 12).topics[0].topic_id;
+/// `member` joining "workers", subscribed to "jobs".
+fn join(member: &str) -> ShareGroupHeartbeatRequest {
     let mut hb = ShareGroupHeartbeatRequest::default();
     hb.group_id = GroupId(text("workers"));
-    hb.member_id = text("member-1");
+    hb.member_id = text(member);
     hb.subscribed_topic_names = Some(vec![TopicName(text("jobs"))]);
-    let joined = c.call(&hb, 1);
+    hb
+}
+
+/// The id of the one topic.
+fn topic_id(c: &mut Client) -> Uuid {
+    let mut m = MetadataRequest::default();
+    m.topics = None;
+    c.call(&m, 12).topics[0].topic_id
+}
+
+#[test]
+fn a_parked_share_fetch_is_woken_and_an_unacknowledged_lock_runs_out() {
+    let server = server(Duration::from_millis(1000), Duration::from_secs(45));
+    let addr = server.addrs()[0];
+    let mut c = Client::connect(addr);
+    let topic = topic_id(&mut c);
+    let joined = c.call(&join("member-1"), 1);
     assert_eq!(joined.error_code, 0, "{joined:?}");
     assert_eq!(
         joined.assignment.unwrap().topic_partitions[0].partitions,
         vec![0]
+    );
+    let mut d = ShareGroupDescribeRequest::default();
+    d.group_ids = vec![GroupId(text("workers")), GroupId(text("nobody"))];
+    let described = c.call(&d, 1);
+    let g = &described.groups[0];
+    assert_eq!((g.error_code, g.group_state.as_str()), (0, "Stable"));
+    assert_eq!(g.members.len(), 1);
+    assert_eq!(g.members[0].member_id.as_str(), "member-1");
+    assert_eq!(
+        g.members[0].assignment.topic_partitions[0]
+            .topic_name
+            .0
+            .as_str(),
+        "jobs"
+    );
+    assert_eq!(
+        described.groups[1].error_code,
+        ResponseError::GroupIdNotFound.code()
     );
 
     // Nothing yet: the share fetch waits, and a produce wakes it.
@@ -147,6 +191,91 @@ fn a_parked_share_fetch_is_woken_and_an_unacknowledged_lock_runs_out() {
         p.acknowledge_error_code,
         ResponseError::InvalidRecordState.code()
     );
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
+
+/// A member whose session runs out loses what it holds at once (not when
+/// its locks would run out): a parked fetch of another member is woken
+/// with it. One that leaves by heartbeat keeps its share session until it
+/// closes it, which gives its records back.
+#[test]
+fn a_member_gone_gives_back_what_it_holds() {
+    let server = server(Duration::from_secs(60), Duration::from_millis(600));
+    let addr = server.addrs()[0];
+    let mut c = Client::connect(addr);
+    let topic = topic_id(&mut c);
+    let records: [&[u8]; 2] = [b"a", b"b"];
+    let r = produce_request("jobs", &[(0, batch(&records))], -1, 10_000);
+    assert_eq!(
+        c.call(&r, 9).responses[0].partition_responses[0].error_code,
+        0
+    );
+    // Read from the log start: the group's own setting.
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    let mut setting = AlterableConfig::default();
+    setting.name = text("share.auto.offset.reset");
+    setting.value = Some(text("earliest"));
+    let mut resource = AlterConfigsResource::default();
+    resource.resource_type = 32;
+    resource.resource_name = text("workers");
+    resource.configs = vec![setting];
+    let mut alter = IncrementalAlterConfigsRequest::default();
+    alter.resources = vec![resource];
+    assert_eq!(c.call(&alter, 1).responses[0].error_code, 0);
+
+    assert_eq!(c.call(&join("one"), 1).error_code, 0);
+    assert_eq!(
+        acquired(&c.call(&fetch_as("one", 0, topic, 0, vec![]), 1)),
+        vec![(0, 1, 1)]
+    );
+    let mut two = Client::connect(addr);
+    assert_eq!(two.call(&join("two"), 1).error_code, 0);
+    // "two" keeps its session alive while it waits; "one" says nothing.
+    let beating = std::thread::spawn(move || {
+        let mut c = Client::connect(addr);
+        let mut epoch = 2;
+        for _ in 0..10 {
+            std::thread::sleep(Duration::from_millis(200));
+            let mut hb = join("two");
+            hb.member_epoch = epoch;
+            hb.subscribed_topic_names = None;
+            let r = c.call(&hb, 1);
+            assert_eq!(r.error_code, 0, "{r:?}");
+            epoch = r.member_epoch;
+        }
+    });
+    let asked = Instant::now();
+    let got = two.call(&fetch_as("two", 0, topic, 5000, vec![]), 1);
+    assert!(
+        asked.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(acquired(&got), vec![(0, 1, 2)]);
+    beating.join().unwrap();
+    // "one" is gone; "two" leaves and its records come back.
+    let mut hb = join("one");
+    hb.member_epoch = 1;
+    assert_eq!(
+        c.call(&hb, 1).error_code,
+        ResponseError::UnknownMemberId.code()
+    );
+    let mut leave = join("two");
+    leave.member_epoch = -1;
+    leave.subscribed_topic_names = None;
+    assert_eq!(c.call(&leave, 1).member_epoch, -1);
+    assert_eq!(c.call(&join("three"), 1).error_code, 0);
+    let held = c.call(&fetch_as("three", 0, topic, 0, vec![]), 1);
+    assert_eq!(acquired(&held), vec![]);
+    // Its last share fetch closes the session.
+    let closed = two.call(&fetch_as("two", -1, topic, 0, vec![]), 1);
+    assert_eq!(closed.error_code, 0, "{closed:?}");
+    let again = c.call(&fetch_as("three", 1, topic, 0, vec![]), 1);
+    assert_eq!(acquired(&again), vec![(0, 1, 3)]);
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
 }

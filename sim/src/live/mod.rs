@@ -306,6 +306,14 @@ impl LiveCluster {
             faults: parking_lot::Mutex::new(faults),
             fences: parking_lot::Mutex::new(Vec::new()),
         });
+        let gone = Arc::downgrade(&cluster);
+        cluster
+            .groups
+            .on_share_member_gone(Box::new(move |group, member| {
+                if let Some(cluster) = gone.upgrade() {
+                    cluster.share_member_gone(group, member);
+                }
+            }));
         let weak = Arc::downgrade(&cluster);
         let thread = std::thread::Builder::new()
             .name("followers".into())
@@ -616,6 +624,7 @@ impl LiveCluster {
         broker.next_life();
         broker.followers.clear();
         broker.fetch_sessions.clear();
+        broker.share_sessions.clear();
         let led: Vec<u32> = self
             .topics()
             .iter()

@@ -119,6 +119,8 @@ impl BrokerService {
             let s = g.share.as_mut().expect("set above");
             s.heartbeat(beat, &*self.cluster, session_timeout, &mut actions)
         };
+        // A member leaving keeps its share sessions: its close acknowledges
+        // what it holds through them next (or its locks run out).
         groups.run(&id, actions);
         match answer {
             Err(refusal) => refused(response, refusal),

@@ -92,7 +92,12 @@ pub struct GroupCoordinator {
     /// resource), by group id and name; a group need not exist to have
     /// them, as in Kafka.
     configs: Mutex<HashMap<String, BTreeMap<String, String>>>,
+    /// Told (group, member) when a share group member's session runs out.
+    share_member_gone: std::sync::OnceLock<ShareMemberGone>,
 }
+
+/// What the cluster does when a share group member's session runs out.
+pub type ShareMemberGone = Box<dyn Fn(&str, &str) + Send + Sync>;
 
 /// The group settings a client may set, with their defaults (Kafka's).
 pub const GROUP_CONFIGS: [(&str, &str); 4] = [
@@ -140,6 +145,7 @@ impl GroupCoordinator {
             checks,
             me: me.clone(),
             configs: Mutex::new(HashMap::new()),
+            share_member_gone: std::sync::OnceLock::new(),
         })
     }
 
@@ -186,6 +192,20 @@ impl GroupCoordinator {
         g.deleted = true;
         groups.remove(id);
         Ok(())
+    }
+
+    /// Sets what is done when a share group member's session runs out
+    /// (once).
+    pub fn on_share_member_gone(&self, f: ShareMemberGone) {
+        let _ = self.share_member_gone.set(f);
+    }
+
+    /// A share group member's session ran out: its share sessions and
+    /// records go.
+    pub fn share_member_removed(&self, group: &str, member: &str) {
+        if let Some(f) = self.share_member_gone.get() {
+            f(group, member);
+        }
     }
 
     /// Whether `group`'s share-partitions start at the log start rather
@@ -631,6 +651,7 @@ impl GroupCoordinator {
         let timer = s.remove(member);
         drop(g);
         self.run(id, timer.into_iter().map(Action::EndSession).collect());
+        self.share_member_removed(id, member);
     }
 
     /// Drops every group's committed offsets in `topic` (it was deleted).

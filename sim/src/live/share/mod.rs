@@ -102,6 +102,15 @@ impl ShareState {
         self.partitions.lock().get(key).cloned()
     }
 
+    /// Every share-partition of `group`.
+    pub fn of_group(&self, group: &str) -> Vec<(ShareKey, Shared)> {
+        let all = self.partitions.lock();
+        all.iter()
+            .filter(|(k, _)| &*k.group == group)
+            .map(|(k, sp)| (k.clone(), Arc::clone(sp)))
+            .collect()
+    }
+
     /// Forgets the share-partitions of a deleted topic (their locks end
     /// as they run out, and find nothing).
     pub fn forget_topic(&self, topic: Uuid) {
@@ -116,6 +125,34 @@ impl ShareState {
     /// A lock id never used before.
     pub fn next_lock(&self) -> u64 {
         self.next_lock.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+impl LiveCluster {
+    /// `member` of share group `group` was not heard from within its
+    /// session: its share sessions are closed at every broker and what it
+    /// holds is given back at once, rather than when its locks run out. (A
+    /// member that leaves by heartbeat keeps its sessions: its close
+    /// acknowledges through them next.)
+    pub(crate) fn share_member_gone(&self, group: &str, member: &str) {
+        for b in &self.brokers {
+            b.share_sessions.forget(group, member);
+        }
+        for (key, sp) in self.shares.of_group(group) {
+            let (timers, available) = sp.lock().release_member(member);
+            end_timers(timers);
+            if !available {
+                continue;
+            }
+            let partition = self.topic_by_id(key.topic).and_then(|t| {
+                usize::try_from(key.partition)
+                    .ok()
+                    .and_then(|i| t.partitions.get(i).cloned())
+            });
+            if let Some(p) = partition {
+                self.check_share_fetches(&p);
+            }
+        }
     }
 }
 

@@ -88,6 +88,17 @@ impl ShareSessions {
         }
     }
 
+    /// Drops `member`'s session in `group` (it left the group).
+    pub fn forget(&self, group: &str, member: &str) {
+        let id = (group.to_string(), member.to_string());
+        self.sessions.lock().remove(&id);
+    }
+
+    /// Drops every session (the broker crashed).
+    pub fn clear(&self) {
+        self.sessions.lock().clear();
+    }
+
     /// Open sessions.
     #[cfg(test)]
     pub fn len(&self) -> usize {
