@@ -599,21 +599,40 @@ impl GroupCoordinator {
             return;
         };
         let since = m.last_beat.elapsed();
-        if expired && !m.away && since < m.session_timeout {
+        if self.heard_in_time(expired, m.away, since, m.session_timeout) {
             m.session = None;
             let timeout = m.session_timeout - since;
             drop(g);
             let again = (member, incarnation);
             return self.start_timer(id, again, timeout, None);
         }
-        if expired {
-            let late = since.saturating_sub(m.session_timeout).as_micros() as u64;
-            self.checks.session_lateness_us.lock().push(late);
-            Checks::bump(&self.checks.sessions_expired);
-        }
         let timers = c.remove(member);
         drop(g);
         self.run(id, timers.into_iter().map(Action::EndSession).collect());
+    }
+
+    /// Whether a member whose session `expired`, last heard from `since`
+    /// ago, was heard from within its `session_timeout` after all (a
+    /// heartbeat that came while the expiry was under way), unless it is
+    /// `away` (a static member that left for a while); if not, an expiry
+    /// is counted with how late it came.
+    fn heard_in_time(
+        &self,
+        expired: bool,
+        away: bool,
+        since: Duration,
+        session_timeout: Duration,
+    ) -> bool {
+        if !expired {
+            return false;
+        }
+        if !away && since < session_timeout {
+            return true;
+        }
+        let late = since.saturating_sub(session_timeout).as_micros() as u64;
+        self.checks.session_lateness_us.lock().push(late);
+        Checks::bump(&self.checks.sessions_expired);
+        false
     }
 
     /// [`member_gone`](Self::member_gone) for a share group member: removed
@@ -637,16 +656,11 @@ impl GroupCoordinator {
             return;
         };
         let since = m.last_beat.elapsed();
-        if expired && since < m.session_timeout {
+        if self.heard_in_time(expired, false, since, m.session_timeout) {
             m.session = None;
             let timeout = m.session_timeout - since;
             drop(g);
             return self.start_timer(id, (member, incarnation), timeout, None);
-        }
-        if expired {
-            let late = since.saturating_sub(m.session_timeout).as_micros() as u64;
-            self.checks.session_lateness_us.lock().push(late);
-            Checks::bump(&self.checks.sessions_expired);
         }
         let timer = s.remove(member);
         drop(g);
