@@ -190,12 +190,10 @@ impl BrokerService {
                 g.protocol = None;
             }
             let c = g.consumer.as_mut().expect("set above");
-            let answer = c.heartbeat(
-                beat,
-                &*self.cluster,
-                groups.cfg.consumer_session_timeout,
-                &mut actions,
-            );
+            let session_timeout = groups
+                .config_ms(&id, "consumer.session.timeout.ms")
+                .unwrap_or(groups.cfg.consumer_session_timeout);
+            let answer = c.heartbeat(beat, &*self.cluster, session_timeout, &mut actions);
             if c.owned_twice() {
                 Checks::bump(&self.cluster.checks.assigned_twice);
             }
@@ -207,8 +205,10 @@ impl BrokerService {
             Ok(answer) => {
                 response.member_id = Some(text(&answer.member_id));
                 response.member_epoch = answer.epoch;
-                response.heartbeat_interval_ms =
-                    groups.cfg.consumer_heartbeat_interval.as_millis() as i32;
+                let interval = groups
+                    .config_ms(&id, "consumer.heartbeat.interval.ms")
+                    .unwrap_or(groups.cfg.consumer_heartbeat_interval);
+                response.heartbeat_interval_ms = interval.as_millis() as i32;
                 response.assignment = answer.assignment.map(|a| {
                     let mut out = Assignment::default();
                     out.topic_partitions = a

@@ -100,7 +100,9 @@ pub struct GroupCoordinator {
 pub type ShareMemberGone = Box<dyn Fn(&str, &str) + Send + Sync>;
 
 /// The group settings a client may set, with their defaults (Kafka's).
-pub const GROUP_CONFIGS: [(&str, &str); 4] = [
+pub const GROUP_CONFIGS: [(&str, &str); 6] = [
+    ("consumer.session.timeout.ms", "45000"),
+    ("consumer.heartbeat.interval.ms", "5000"),
     ("share.auto.offset.reset", "latest"),
     ("share.record.lock.duration.ms", "30000"),
     ("share.session.timeout.ms", "45000"),
@@ -275,7 +277,9 @@ impl GroupCoordinator {
             let valid = match name.as_str() {
                 "share.auto.offset.reset" => v == "latest" || v == "earliest",
                 "share.record.lock.duration.ms" => within(15_000, 60_000),
-                "share.session.timeout.ms" => within(45_000, 60_000),
+                "share.session.timeout.ms" | "consumer.session.timeout.ms" => {
+                    within(45_000, 60_000)
+                }
                 _ => within(5_000, 15_000),
             };
             if !valid {
@@ -859,6 +863,40 @@ mod tests {
         // Its own session's end removes it.
         c.member_gone(&g, "m", second, false);
         assert_eq!(incarnation(&c, &g, "m"), None);
+        c.shutdown();
+    }
+
+    #[test]
+    fn a_groups_settings_are_checked_together_and_kept_apart_from_others() {
+        let checks = Arc::new(Checks::default());
+        let c = GroupCoordinator::new(GroupConfig::default(), TimerKind::Wheel, checks);
+        let set = |name: &str, value: Option<&str>| (name.to_string(), value.map(str::to_string));
+        let earliest = set("share.auto.offset.reset", Some("earliest"));
+        // One bad change refuses all of them.
+        let bad = c.alter_configs(
+            "g",
+            &[
+                earliest.clone(),
+                set("share.session.timeout.ms", Some("1000")),
+            ],
+        );
+        assert_eq!(bad.unwrap_err().0, ResponseError::InvalidConfig);
+        assert!(c.alter_configs("g", &[set("no.such", Some("1"))]).is_err());
+        assert!(!c.share_from_earliest("g"));
+        let ok = [earliest, set("consumer.session.timeout.ms", Some("50000"))];
+        c.alter_configs("g", &ok).unwrap();
+        assert!(c.share_from_earliest("g"));
+        assert!(!c.share_from_earliest("other"));
+        let session = c.config_ms("g", "consumer.session.timeout.ms");
+        assert_eq!(session, Some(Duration::from_millis(50_000)));
+        let listed = c.configs_of("g");
+        assert_eq!(listed.len(), GROUP_CONFIGS.len());
+        assert!(listed.contains(&("share.auto.offset.reset", "earliest".to_string(), true)));
+        assert!(listed.contains(&("share.heartbeat.interval.ms", "5000".to_string(), false)));
+        // Deleted: back to the default.
+        c.alter_configs("g", &[set("share.auto.offset.reset", None)])
+            .unwrap();
+        assert!(!c.share_from_earliest("g"));
         c.shutdown();
     }
 
