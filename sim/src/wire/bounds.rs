@@ -461,6 +461,48 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             }
             w.committed_offsets(version >= 2)?;
         }
+        ApiKey::ConsumerGroupHeartbeat => {
+            w.string()?; // group_id
+            w.string()?; // member_id
+            w.skip(4)?; // member_epoch
+            w.string()?; // instance_id
+            w.string()?; // rack_id
+            w.skip(4)?; // rebalance_timeout_ms
+            let min = w.min_len(2);
+            w.array(min, |w| w.string())?; // subscribed_topic_names
+            if version >= 1 {
+                w.string()?; // subscribed_topic_regex
+            }
+            w.string()?; // server_assignor
+            let min = 16 + w.min_len(4) + w.min_tags();
+            // topic_partitions: a topic id, then partition ids.
+            w.array(min, |w| {
+                w.skip(16)?;
+                w.array(4, |w| w.skip(4))?;
+                w.tags()
+            })?;
+        }
+        ApiKey::ConsumerGroupDescribe => {
+            let min = w.min_len(2);
+            w.array(min, |w| w.string())?; // group_ids
+        }
+        ApiKey::DescribeLogDirs => {
+            w.topics(4, |w| w.skip(4))?;
+        }
+        ApiKey::CreateAcls | ApiKey::DeleteAcls => {
+            // A creation or a filter: resource type, name, pattern type,
+            // principal, host, operation, permission type.
+            let min = 1 + w.min_len(2) + 1 + 2 * w.min_len(2) + 2 + w.min_tags();
+            w.array(min, |w| {
+                w.skip(1)?;
+                w.string()?;
+                w.skip(1)?;
+                w.string()?;
+                w.string()?;
+                w.skip(2)?;
+                w.tags()
+            })?;
+        }
         ApiKey::ShareGroupHeartbeat => {
             w.string()?; // group_id
             w.string()?; // member_id
@@ -503,8 +545,9 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             }
         }
         // ApiVersions, FindCoordinator before v4, Heartbeat,
-        // InitProducerId, AddOffsetsToTxn and EndTxn have no arrays; other
-        // APIs are refused before decoding.
+        // InitProducerId, AddOffsetsToTxn, EndTxn, DescribeAcls and
+        // DescribeCluster have no arrays; other APIs are refused before
+        // decoding.
         _ => return Ok(()),
     }
     // The rest (trailing fields, tagged fields) holds no array the
@@ -595,6 +638,19 @@ mod tests {
         let mut body = good;
         body.extend_from_slice(&[0x80, 0x80, 0x04, 0]);
         assert!(check(ApiKey::ShareFetch, 1, true, &body).is_err());
+    }
+
+    #[test]
+    fn consumer_group_heartbeat_counts_are_checked() {
+        // v0: group "g", member "m", epoch 0, no instance or rack, a
+        // rebalance timeout, then the topic names.
+        let mut head = vec![2, b'g', 2, b'm', 0, 0, 0, 0, 0, 0, 0, 0, 0x75, 0x30];
+        let mut good = head.clone();
+        good.extend_from_slice(&[2, 2, b't', 0, 1, 0]); // ["t"], no assignor, no partitions, tags
+        assert!(check(ApiKey::ConsumerGroupHeartbeat, 0, true, &good).is_ok());
+        // 2^31 - 2 topic names in a few bytes.
+        head.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07, 0, 0]);
+        assert!(check(ApiKey::ConsumerGroupHeartbeat, 0, true, &head).is_err());
     }
 
     #[test]
