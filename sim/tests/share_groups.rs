@@ -8,12 +8,15 @@ use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::{batch, produce_request, Client};
 use broker_sim::wire::Limits;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::share_fetch_request::{
     AcknowledgementBatch, FetchPartition, FetchTopic,
 };
 use kafka_protocol::messages::{
-    GroupId, MetadataRequest, ShareFetchRequest, ShareFetchResponse, ShareGroupDescribeRequest,
-    ShareGroupHeartbeatRequest, TopicName,
+    GroupId, MetadataRequest, OffsetCommitRequest, ShareFetchRequest, ShareFetchResponse,
+    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -138,6 +141,19 @@ fn a_parked_share_fetch_is_woken_and_an_unacknowledged_lock_runs_out() {
         described.groups[1].error_code,
         ResponseError::GroupIdNotFound.code()
     );
+    // A share group commits no offsets, as in Kafka.
+    let mut commit = OffsetCommitRequest::default();
+    commit.group_id = GroupId(text("workers"));
+    commit.generation_id_or_member_epoch = -1;
+    let mut p = OffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = 1;
+    let mut t = OffsetCommitRequestTopic::default();
+    t.name = TopicName(text("jobs"));
+    t.partitions = vec![p];
+    commit.topics = vec![t];
+    let refused = c.call(&commit, 8).topics[0].partitions[0].error_code;
+    assert_eq!(refused, ResponseError::GroupIdNotFound.code());
 
     // Nothing yet: the share fetch waits, and a produce wakes it.
     let producer = std::thread::spawn(move || {

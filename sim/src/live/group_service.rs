@@ -740,6 +740,9 @@ impl BrokerService {
                 let instance = r.group_instance_id.as_deref();
                 let error = if g.deleted {
                     code(ResponseError::CoordinatorNotAvailable)
+                } else if g.share.is_some() {
+                    // As Kafka: a share group keeps no offsets of its own.
+                    code(ResponseError::GroupIdNotFound)
                 } else if let Some(c) = &g.consumer {
                     let member = r.member_id.as_str();
                     c.validate_commit(member, generation, false, version)
@@ -850,6 +853,9 @@ impl BrokerService {
         // A group nobody made has nothing committed; it is not made here.
         let group = self.cluster.groups.find(group);
         let g = group.as_ref().map(|g| g.lock());
+        if g.as_ref().is_some_and(|g| g.share.is_some()) {
+            return Err(code(ResponseError::GroupIdNotFound));
+        }
         if let Some(c) = g.as_ref().and_then(|g| g.consumer.as_ref()) {
             c.validate_fetch(member.map(|m| m.0), member.map_or(-1, |m| m.1))?;
         }
