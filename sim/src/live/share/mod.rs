@@ -129,6 +129,14 @@ impl ShareState {
 }
 
 impl LiveCluster {
+    /// Partition `index` of the topic whose id is `topic`, if both exist.
+    pub(crate) fn partition_by_id(&self, topic: Uuid, index: i32) -> Option<Arc<Partition>> {
+        let t = self.topic_by_id(topic)?;
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| t.partitions.get(i).cloned())
+    }
+
     /// `member` of share group `group` was not heard from within its
     /// session: its share sessions are closed at every broker and what it
     /// holds is given back at once, rather than when its locks run out. (A
@@ -144,12 +152,7 @@ impl LiveCluster {
             if !available {
                 continue;
             }
-            let partition = self.topic_by_id(key.topic).and_then(|t| {
-                usize::try_from(key.partition)
-                    .ok()
-                    .and_then(|i| t.partitions.get(i).cloned())
-            });
-            if let Some(p) = partition {
+            if let Some(p) = self.partition_by_id(key.topic, key.partition) {
                 self.check_share_fetches(&p);
             }
         }

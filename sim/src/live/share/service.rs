@@ -10,7 +10,6 @@ use crate::live::checks::Checks;
 use crate::live::group_service::text;
 use crate::live::leader_hints::{node_endpoints, LeaderHints};
 use crate::live::service::BrokerService;
-use crate::live::topics::Partition;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::share_acknowledge_request::AcknowledgementBatch as AckBatch;
@@ -422,10 +421,7 @@ impl BrokerService {
         tp: Tp,
         batches: Vec<AckBatchView>,
     ) -> i16 {
-        let Some(t) = self.cluster.topic_by_id(tp.0) else {
-            return code(ResponseError::UnknownTopicOrPartition);
-        };
-        let Some(partition) = usize::try_from(tp.1).ok().and_then(|i| t.partitions.get(i)) else {
+        let Some(partition) = self.cluster.partition_by_id(tp.0, tp.1) else {
             return code(ResponseError::UnknownTopicOrPartition);
         };
         let key = ShareKey {
@@ -459,7 +455,7 @@ impl BrokerService {
         }
         end_timers(freed);
         if released {
-            self.cluster.check_share_fetches(partition);
+            self.cluster.check_share_fetches(&partition);
         }
         error
     }
@@ -478,7 +474,7 @@ impl BrokerService {
             let (timers, available) = state.lock().release_member(member);
             end_timers(timers);
             if available {
-                if let Some(p) = self.partition_by_id(topic, partition) {
+                if let Some(p) = self.cluster.partition_by_id(topic, partition) {
                     self.cluster.check_share_fetches(&p);
                 }
             }
@@ -491,13 +487,6 @@ impl BrokerService {
         groups
             .config_ms(group, "share.record.lock.duration.ms")
             .unwrap_or(self.cluster.shares.lock_duration)
-    }
-
-    fn partition_by_id(&self, topic: uuid::Uuid, index: i32) -> Option<Arc<Partition>> {
-        let t = self.cluster.topic_by_id(topic)?;
-        usize::try_from(index)
-            .ok()
-            .and_then(|i| t.partitions.get(i).cloned())
     }
 
     /// The leader and epoch of a partition named by topic id.
