@@ -105,6 +105,23 @@ impl<'a> Walk<'a> {
         })
     }
 
+    /// An array of strings (topic names, group ids).
+    fn strings(&mut self) -> Result<(), Refused> {
+        let min = self.min_len(2);
+        self.array(min, |w| w.string())
+    }
+
+    /// An array of topics named by id, each with an array of partition
+    /// ids, then tags.
+    fn topic_ids_with_partitions(&mut self) -> Result<(), Refused> {
+        let min = 16 + self.min_len(4) + self.min_tags();
+        self.array(min, |w| {
+            w.skip(16)?;
+            w.array(4, |w| w.skip(4))?;
+            w.tags()
+        })
+    }
+
     /// Tagged fields, in flexible versions.
     fn tags(&mut self) -> Result<(), Refused> {
         if !self.flexible {
@@ -468,23 +485,15 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             w.string()?; // instance_id
             w.string()?; // rack_id
             w.skip(4)?; // rebalance_timeout_ms
-            let min = w.min_len(2);
-            w.array(min, |w| w.string())?; // subscribed_topic_names
+            w.strings()?; // subscribed_topic_names
             if version >= 1 {
                 w.string()?; // subscribed_topic_regex
             }
             w.string()?; // server_assignor
-            let min = 16 + w.min_len(4) + w.min_tags();
-            // topic_partitions: a topic id, then partition ids.
-            w.array(min, |w| {
-                w.skip(16)?;
-                w.array(4, |w| w.skip(4))?;
-                w.tags()
-            })?;
+            w.topic_ids_with_partitions()?; // topic_partitions
         }
         ApiKey::ConsumerGroupDescribe => {
-            let min = w.min_len(2);
-            w.array(min, |w| w.string())?; // group_ids
+            w.strings()?; // group_ids
         }
         ApiKey::DescribeLogDirs => {
             w.topics(4, |w| w.skip(4))?;
@@ -508,12 +517,10 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             w.string()?; // member_id
             w.skip(4)?; // member_epoch
             w.string()?; // rack_id
-            let min = w.min_len(2);
-            w.array(min, |w| w.string())?; // subscribed_topic_names
+            w.strings()?; // subscribed_topic_names
         }
         ApiKey::ShareGroupDescribe => {
-            let min = w.min_len(2);
-            w.array(min, |w| w.string())?; // group_ids
+            w.strings()?; // group_ids
         }
         ApiKey::ShareFetch | ApiKey::ShareAcknowledge => {
             w.string()?; // group_id
@@ -535,13 +542,7 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.tags()
             })?;
             if api == ApiKey::ShareFetch {
-                // forgotten_topics_data: a topic id, then partition ids.
-                let min = 16 + w.min_len(4) + w.min_tags();
-                w.array(min, |w| {
-                    w.skip(16)?;
-                    w.array(4, |w| w.skip(4))?;
-                    w.tags()
-                })?;
+                w.topic_ids_with_partitions()?; // forgotten_topics_data
             }
         }
         // ApiVersions, FindCoordinator before v4, Heartbeat,
