@@ -6,7 +6,7 @@
 
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::client::{batch, produce_request, timed_batch, Client};
+use broker_sim::wire::client::{batch, keyed_batch, produce_request, timed_batch, Client};
 use broker_sim::wire::Limits;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -141,7 +141,12 @@ fn alter(
 /// A produce of one batch of `value` to `topic`'s partition 0, sent to
 /// `addr` (its leader); the error code.
 fn produce(addr: SocketAddr, topic: &str, acks: i16, value: &[u8]) -> i16 {
-    let r = produce_request(topic, &[(0, batch(&[value]))], acks, 5_000);
+    produce_batch(addr, topic, acks, batch(&[value]))
+}
+
+/// Produces `records` to `topic`'s partition 0 at `addr`: the error code.
+fn produce_batch(addr: SocketAddr, topic: &str, acks: i16, records: bytes::Bytes) -> i16 {
+    let r = produce_request(topic, &[(0, records)], acks, 5_000);
     let got = Client::connect(addr).call(&r, 9);
     got.responses[0].partition_responses[0].error_code
 }
@@ -356,12 +361,18 @@ fn a_compacted_topic_keeps_every_record_until_its_policy_also_deletes() {
             .lock()
             .log_start
     };
+    let keyed = || keyed_batch(b"k", &[&[b'v'; 500]]);
     for _ in 0..6 {
-        assert_eq!(produce(at, "table", -1, &[b'v'; 500]), 0);
+        assert_eq!(produce_batch(at, "table", -1, keyed()), 0);
     }
     // Compacted, and this broker does not compact: every record stays,
     // whatever retention.bytes says (Kafka applies it only with delete).
     assert_eq!(log_start(), 0);
+    // As in Kafka, a compacted topic takes no record without a key.
+    assert_eq!(
+        produce(at, "table", -1, b"no key"),
+        ResponseError::InvalidRecord.code()
+    );
     // A list: delete appended, the retention applies from the next append.
     let append = [("cleanup.policy", APPEND, Some("delete"))];
     assert_eq!(alter(addr, TOPIC, "table", &append, false), 0);
@@ -369,7 +380,7 @@ fn a_compacted_topic_keeps_every_record_until_its_policy_also_deletes() {
         described(addr, TOPIC, "table", "cleanup.policy"),
         ("compact,delete".into(), TOPIC_SOURCE, false)
     );
-    assert_eq!(produce(at, "table", -1, &[b'v'; 500]), 0);
+    assert_eq!(produce_batch(at, "table", -1, keyed()), 0);
     assert!(log_start() > 0);
     // Subtracting both would leave it empty: refused, nothing changes.
     let both = [("cleanup.policy", SUBTRACT, Some("compact,delete"))];

@@ -3,6 +3,7 @@
 //! transactions, and its replication state (replicas, ISR, each replica's
 //! log end, the high watermark).
 
+use super::batch_records::{self, RecordsError};
 use super::leader_epochs::LeaderEpochs;
 use super::partition_txns::{AbortedTxn, PartitionTxns, TxnBatch};
 use super::producers::{ProducerBatch, Producers, SequenceError, Verdict};
@@ -81,6 +82,22 @@ pub enum AppendError {
     Transactional,
     /// A control batch: only the transaction coordinator writes those.
     Control,
+    /// A batch whose records do not match its header, or break a rule of
+    /// the topic's (a record without a key for a compacted one).
+    Records(RecordsError),
+}
+
+/// What a partition's topic asks of the batches appended to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendRules {
+    /// The largest request's records for the partition, in bytes (Kafka's
+    /// `max.message.bytes`).
+    pub max_bytes: usize,
+    /// The leader's append time to stamp the batches with (a
+    /// `LogAppendTime` topic's), in milliseconds since the epoch.
+    pub stamp: Option<i64>,
+    /// Every record needs a key (a compacted topic's).
+    pub keys_required: bool,
 }
 
 /// The state of one partition, under its lock.
@@ -239,11 +256,10 @@ impl PartitionLog {
     pub fn append(
         &mut self,
         records: &Bytes,
-        max_bytes: usize,
+        rules: &AppendRules,
         txn: Option<(i64, i16)>,
-        stamp: Option<i64>,
     ) -> Result<Appended, AppendError> {
-        if records.len() > max_bytes {
+        if records.len() > rules.max_bytes {
             return Err(AppendError::TooLarge);
         }
         let mut pieces = Vec::new();
@@ -272,6 +288,7 @@ impl PartitionLog {
             if info.control {
                 return Err(AppendError::Control);
             }
+            batch_records::check(&batch, rules.keys_required).map_err(AppendError::Records)?;
             if info.transactional && txn != Some((info.producer_id, info.producer_epoch)) {
                 return Err(AppendError::Transactional);
             }
@@ -311,14 +328,14 @@ impl PartitionLog {
         }
         let base = self.log_end();
         for (batch, count, producer, txn) in pieces {
-            self.store(batch, count, producer, txn, stamp);
+            self.store(batch, count, producer, txn, rules.stamp);
         }
         let end = self.leader_appended();
         Ok(Appended {
             base,
             end,
             duplicate: false,
-            log_append_time: stamp,
+            log_append_time: rules.stamp,
         })
     }
 
@@ -655,23 +672,18 @@ fn header_i64(bytes: &[u8], at: usize) -> i64 {
 }
 
 /// The first record of `batch` whose timestamp is at least `timestamp`
-/// (the batch's largest is), with its timestamp. The records of a
-/// compressed batch are not decompressed here: it answers with its first
-/// offset and first timestamp, which may be earlier than asked (a consumer
-/// seeking by time then reads a few records more).
+/// (the batch's largest is), with its timestamp, compressed or not.
 fn first_record_at_or_after(batch: &StoredBatch, timestamp: i64) -> (i64, i64) {
     // Stamped with its append time: every record has that timestamp.
     if let Some(at) = stamped_at(&batch.bytes) {
         return (batch.base, at);
     }
-    let mut bytes = batch.bytes.clone();
-    let found = RecordBatchDecoder::decode(&mut bytes).ok().and_then(|set| {
-        set.records
-            .into_iter()
-            .find(|r| r.timestamp >= timestamp)
-            .map(|r| (r.offset, r.timestamp))
-    });
-    found.unwrap_or((batch.base, header_i64(&batch.bytes, BASE_TIMESTAMP)))
+    // Its records were checked when it was stored; should they not read,
+    // its first offset and first timestamp are the nearest answer.
+    batch_records::first_at_or_after(&batch.bytes, timestamp).map_or(
+        (batch.base, header_i64(&batch.bytes, BASE_TIMESTAMP)),
+        |r| (batch.base + i64::from(r.offset_delta), r.timestamp),
+    )
 }
 
 #[cfg(test)]
@@ -679,18 +691,32 @@ mod tests {
     use super::*;
     use crate::wire::client::{batch, idempotent_batch, timed_batch, transactional_batch, values};
 
+    const RULES: AppendRules = AppendRules {
+        max_bytes: 1 << 20,
+        stamp: None,
+        keys_required: false,
+    };
+
+    impl AppendRules {
+        fn stamped(&self, at: i64) -> AppendRules {
+            AppendRules {
+                stamp: Some(at),
+                ..*self
+            }
+        }
+    }
+
     #[test]
     fn appends_assign_offsets_and_reads_stop_at_the_high_watermark() {
         let now = Instant::now();
         let mut log = PartitionLog::new(vec![0, 1], now);
         let first = batch(&[b"a", b"b"]);
         assert_eq!(
-            log.append(&first, 1 << 20, None, None)
-                .map(|a| (a.base, a.end)),
+            log.append(&first, &RULES, None).map(|a| (a.base, a.end)),
             Ok((0, 2))
         );
         assert_eq!(
-            log.append(&batch(&[b"c"]), 1 << 20, None, None)
+            log.append(&batch(&[b"c"]), &RULES, None)
                 .map(|a| (a.base, a.end)),
             Ok((2, 3))
         );
@@ -736,19 +762,29 @@ mod tests {
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
         assert_eq!(
-            log.append(&bad.freeze(), 1 << 20, None, None),
+            log.append(&bad.freeze(), &RULES, None),
             Err(AppendError::Corrupt)
         );
         let truncated = good.slice(..good.len() - 3);
         assert_eq!(
-            log.append(&truncated, 1 << 20, None, None),
+            log.append(&truncated, &RULES, None),
             Err(AppendError::Corrupt)
         );
         assert_eq!(
-            log.append(&Bytes::new(), 1 << 20, None, None),
+            log.append(&Bytes::new(), &RULES, None),
             Err(AppendError::Corrupt)
         );
-        assert_eq!(log.append(&good, 4, None, None), Err(AppendError::TooLarge));
+        assert_eq!(
+            log.append(
+                &good,
+                &AppendRules {
+                    max_bytes: 4,
+                    ..RULES
+                },
+                None
+            ),
+            Err(AppendError::TooLarge)
+        );
         assert!(log.batches.is_empty());
     }
 
@@ -756,7 +792,7 @@ mod tests {
     fn a_stamped_batch_carries_the_append_time_and_a_crc_that_still_checks() {
         let mut log = PartitionLog::new(vec![0], Instant::now());
         let first = idempotent_batch(&[b"a", b"b"], 7, 0, 0);
-        let stamped = log.append(&first, 1 << 20, None, Some(5_000)).unwrap();
+        let stamped = log.append(&first, &RULES.stamped(5_000), None).unwrap();
         assert_eq!(stamped.log_append_time, Some(5_000));
         // The decoder checks the CRC: a stale one would fail here. Readers
         // give every record the header's max timestamp (this decoder does
@@ -774,13 +810,13 @@ mod tests {
         assert_eq!(log.offset_for_timestamp(4_000), Some((0, 5_000)));
         assert_eq!(log.offset_for_timestamp(5_001), None);
         // A resend is answered with the first append's time.
-        let again = log.append(&first, 1 << 20, None, Some(9_000)).unwrap();
+        let again = log.append(&first, &RULES.stamped(9_000), None).unwrap();
         assert_eq!(
             (again.duplicate, again.log_append_time),
             (true, Some(5_000))
         );
         // Unstamped, the producer's timestamps stay.
-        let plain = log.append(&batch(&[b"c"]), 1 << 20, None, None).unwrap();
+        let plain = log.append(&batch(&[b"c"]), &RULES, None).unwrap();
         assert_eq!(plain.log_append_time, None);
         let mut bytes = log.batches[1].bytes.clone();
         let set = RecordBatchDecoder::decode(&mut bytes).expect("a valid batch");
@@ -793,48 +829,33 @@ mod tests {
         let first = idempotent_batch(&[b"a", b"b"], 42, 0, 0);
         let second = idempotent_batch(&[b"c"], 42, 0, 2);
         let stored = |a: Result<Appended, AppendError>| a.map(|a| (a.base, a.end, a.duplicate));
-        assert_eq!(
-            stored(log.append(&first, 1 << 20, None, None)),
-            Ok((0, 2, false))
-        );
-        assert_eq!(
-            stored(log.append(&second, 1 << 20, None, None)),
-            Ok((2, 3, false))
-        );
-        assert_eq!(
-            stored(log.append(&first, 1 << 20, None, None)),
-            Ok((0, 2, true))
-        );
+        assert_eq!(stored(log.append(&first, &RULES, None)), Ok((0, 2, false)));
+        assert_eq!(stored(log.append(&second, &RULES, None)), Ok((2, 3, false)));
+        assert_eq!(stored(log.append(&first, &RULES, None)), Ok((0, 2, true)));
         assert_eq!(log.batches.len(), 2);
         // Out of order, from a fenced epoch, transactional: nothing stored.
         let gap = idempotent_batch(&[b"x"], 42, 0, 5);
         assert_eq!(
-            log.append(&gap, 1 << 20, None, None),
+            log.append(&gap, &RULES, None),
             Err(AppendError::OutOfOrderSequence)
         );
         let old = idempotent_batch(&[b"x"], 42, 0, 3);
-        log.append(&idempotent_batch(&[b"d"], 42, 1, 0), 1 << 20, None, None)
+        log.append(&idempotent_batch(&[b"d"], 42, 1, 0), &RULES, None)
             .unwrap();
         assert_eq!(
-            log.append(&old, 1 << 20, None, None),
+            log.append(&old, &RULES, None),
             Err(AppendError::InvalidProducerEpoch)
         );
         assert_eq!(log.batches.len(), 3);
         // A new leader without the last two batches: the producer's state
         // is the first batch's again, so the second is new there.
         log.truncate(2);
-        assert_eq!(
-            stored(log.append(&first, 1 << 20, None, None)),
-            Ok((0, 2, true))
-        );
-        assert_eq!(
-            stored(log.append(&second, 1 << 20, None, None)),
-            Ok((2, 3, false))
-        );
+        assert_eq!(stored(log.append(&first, &RULES, None)), Ok((0, 2, true)));
+        assert_eq!(stored(log.append(&second, &RULES, None)), Ok((2, 3, false)));
         assert_eq!(log.producers.len(), 1);
         // A producer without idempotence is not tracked.
-        log.append(&batch(&[b"e"]), 1 << 20, None, None).unwrap();
-        log.append(&batch(&[b"e"]), 1 << 20, None, None).unwrap();
+        log.append(&batch(&[b"e"]), &RULES, None).unwrap();
+        log.append(&batch(&[b"e"]), &RULES, None).unwrap();
         assert_eq!(log.batches.len(), 4);
     }
 
@@ -843,18 +864,12 @@ mod tests {
         let mut log = PartitionLog::new(vec![0, 1], Instant::now());
         log.append(
             &timed_batch(&[(100, b"a"), (300, b"b"), (200, b"c")]),
-            1 << 20,
-            None,
-            None,
-        )
-        .unwrap();
-        log.append(
-            &timed_batch(&[(250, b"d"), (400, b"e")]),
-            1 << 20,
-            None,
+            &RULES,
             None,
         )
         .unwrap();
+        log.append(&timed_batch(&[(250, b"d"), (400, b"e")]), &RULES, None)
+            .unwrap();
         // Nothing is committed yet: nothing is found.
         assert_eq!(log.offset_for_timestamp(0), None);
         assert_eq!(log.offset_of_max_timestamp(), None);
@@ -880,20 +895,18 @@ mod tests {
         // Only from the producer whose transaction holds the partition,
         // and never a control batch from a client.
         assert_eq!(
-            log.append(&txn, 1 << 20, None, None),
+            log.append(&txn, &RULES, None),
             Err(AppendError::Transactional)
         );
         assert_eq!(
-            log.append(&txn, 1 << 20, Some((5, 1)), None),
+            log.append(&txn, &RULES, Some((5, 1))),
             Err(AppendError::Transactional)
         );
         assert_eq!(transactional_producer(&txn), Some((5, 0)));
         assert_eq!(transactional_producer(&batch(&[b"x"])), None);
-        log.append(&batch(&[b"plain"]), 1 << 20, None, None)
-            .unwrap();
-        log.append(&txn, 1 << 20, Some((5, 0)), None).unwrap();
-        log.append(&batch(&[b"after"]), 1 << 20, None, None)
-            .unwrap();
+        log.append(&batch(&[b"plain"]), &RULES, None).unwrap();
+        log.append(&txn, &RULES, Some((5, 0))).unwrap();
+        log.append(&batch(&[b"after"]), &RULES, None).unwrap();
         log.replica_leo[1] = log.log_end();
         log.advance_hw();
         assert_eq!(log.hw, 4);
@@ -923,11 +936,11 @@ mod tests {
         // a marker at a newer epoch (an abort at its timeout) fences the
         // old one.
         let next = transactional_batch(&[b"t3"], 5, 0, 2);
-        log.append(&next, 1 << 20, Some((5, 0)), None).unwrap();
+        log.append(&next, &RULES, Some((5, 0))).unwrap();
         log.append_marker(5, 1, false);
         let late = transactional_batch(&[b"t4"], 5, 0, 3);
         assert_eq!(
-            log.append(&late, 1 << 20, Some((5, 0)), None),
+            log.append(&late, &RULES, Some((5, 0))),
             Err(AppendError::InvalidProducerEpoch)
         );
     }
@@ -936,7 +949,7 @@ mod tests {
     fn a_marker_cut_off_by_a_new_leader_is_written_again() {
         let mut log = PartitionLog::new(vec![0, 1], Instant::now());
         let txn = transactional_batch(&[b"t"], 9, 2, 0);
-        log.append(&txn, 1 << 20, Some((9, 2)), None).unwrap();
+        log.append(&txn, &RULES, Some((9, 2))).unwrap();
         log.replica_leo[1] = 1;
         log.advance_hw();
         log.append_marker(9, 2, true);
@@ -951,7 +964,7 @@ mod tests {
         assert_eq!(log.aborted_in(0, 2), vec![]);
         // Nothing is written again when the records went too.
         let mut log = PartitionLog::new(vec![0, 1], Instant::now());
-        log.append(&txn, 1 << 20, Some((9, 2)), None).unwrap();
+        log.append(&txn, &RULES, Some((9, 2))).unwrap();
         log.append_marker(9, 2, true);
         assert!(!log.truncate(0));
         assert_eq!(log.log_end(), 0);
@@ -961,7 +974,7 @@ mod tests {
     fn deleted_records_move_the_log_start_and_the_low_watermark_follows_the_replicas() {
         let mut log = PartitionLog::new(vec![0, 1, 2], Instant::now());
         for v in [b"a", b"b", b"c", b"d"] {
-            log.append(&batch(&[v]), 1 << 20, None, None).unwrap();
+            log.append(&batch(&[v]), &RULES, None).unwrap();
         }
         log.replica_leo = vec![4, 4, 3];
         log.advance_hw();
@@ -990,7 +1003,7 @@ mod tests {
         log.advance_hw();
         assert_eq!(log.delete_records(-1), Some(4));
         assert_eq!((log.batches.len(), log.log_end(), log.bytes), (0, 4, 0));
-        log.append(&batch(&[b"e"]), 1 << 20, None, None).unwrap();
+        log.append(&batch(&[b"e"]), &RULES, None).unwrap();
         assert_eq!(log.log_end(), 5);
     }
 
@@ -999,7 +1012,7 @@ mod tests {
         let mut log = PartitionLog::new(vec![0, 1], Instant::now());
         let value = [7u8; 1000];
         for _ in 0..10 {
-            log.append(&batch(&[&value]), 1 << 20, None, None).unwrap();
+            log.append(&batch(&[&value]), &RULES, None).unwrap();
         }
         let size = log.batches[0].bytes.len() as u64;
         assert_eq!(log.bytes, 10 * size);
@@ -1029,7 +1042,7 @@ mod tests {
     fn retention_by_time_deletes_the_oldest_batches_until_one_is_recent_enough() {
         let mut log = PartitionLog::new(vec![0], Instant::now());
         for t in [1_000, 2_000, 5_000, 3_000, 9_000] {
-            log.append(&timed_batch(&[(t, b"v")]), 1 << 20, None, None)
+            log.append(&timed_batch(&[(t, b"v")]), &RULES, None)
                 .unwrap();
         }
         assert_eq!(log.hw, 5);
@@ -1040,7 +1053,7 @@ mod tests {
         assert_eq!(by_time(&mut log, 7_500, 10_000), Some(2));
         assert_eq!(by_time(&mut log, 1_000, 10_000), Some(4));
         // No further than the high watermark.
-        log.append(&timed_batch(&[(1, b"late")]), 1 << 20, None, None)
+        log.append(&timed_batch(&[(1, b"late")]), &RULES, None)
             .unwrap();
         log.hw = 5;
         assert_eq!(by_time(&mut log, 0, 100_000), Some(5));
@@ -1051,9 +1064,9 @@ mod tests {
     fn an_open_transaction_deleted_under_holds_the_last_stable_offset_at_the_log_start() {
         let mut log = PartitionLog::new(vec![0], Instant::now());
         let open = transactional_batch(&[b"t"], 7, 0, 0);
-        log.append(&open, 1 << 20, Some((7, 0)), None).unwrap();
-        log.append(&batch(&[b"a"]), 1 << 20, None, None).unwrap();
-        log.append(&batch(&[b"b"]), 1 << 20, None, None).unwrap();
+        log.append(&open, &RULES, Some((7, 0))).unwrap();
+        log.append(&batch(&[b"a"]), &RULES, None).unwrap();
+        log.append(&batch(&[b"b"]), &RULES, None).unwrap();
         assert_eq!((log.hw, log.last_stable()), (3, 0));
         assert_eq!(log.delete_records(2), Some(2));
         assert_eq!(log.last_stable(), 2);

@@ -13,6 +13,7 @@
 mod acls;
 mod admin;
 mod alter_configs;
+mod batch_records;
 mod checks;
 mod configs;
 mod consumer_group_service;
@@ -40,9 +41,10 @@ mod topics;
 mod txn_service;
 mod txns;
 
+pub use batch_records::RecordsError;
 pub use checks::Checks;
 pub use groups::{GroupConfig, GroupState};
-pub use log::{AppendError, Appended, PartitionLog, StoredBatch};
+pub use log::{AppendError, AppendRules, Appended, PartitionLog, StoredBatch};
 pub use producers::{ProducerBatch, Producers, SequenceError, Verdict};
 pub use service::{BrokerService, APIS};
 pub use topics::{valid_topic_name, Partition, Topic};

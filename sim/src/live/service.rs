@@ -4,11 +4,14 @@
 //! parked in the broker's purgatories, and the request's task awaits the
 //! handle.
 
+use super::batch_records::RecordsError;
 use super::checks::Checks;
 use super::fetch_sessions::{Asked, Context, Told};
 use super::leader_epochs;
 use super::leader_hints::{self, node_endpoints, LeaderHints};
-use super::log::{now_ms, transactional_producer, AppendError, Appended, PartitionLog};
+use super::log::{
+    now_ms, transactional_producer, AppendError, AppendRules, Appended, PartitionLog,
+};
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::{LiveCluster, LiveConfig};
@@ -665,21 +668,24 @@ impl BrokerService {
                 return Err(code(ResponseError::NotEnoughReplicas));
             }
             let hw = log.hw;
-            let max_bytes = p.config.max_message_bytes(cfg.message_max_bytes);
-            // A LogAppendTime topic's batches carry this append's time.
-            let stamp = p.config.log_append_time().then(now_ms);
-            let appended = log
-                .append(records, max_bytes, txn, stamp)
-                .map_err(|e| match e {
-                    AppendError::Corrupt => code(ResponseError::CorruptMessage),
-                    AppendError::TooLarge => code(ResponseError::MessageTooLarge),
-                    AppendError::OutOfOrderSequence => {
-                        code(ResponseError::OutOfOrderSequenceNumber)
-                    }
-                    AppendError::InvalidProducerEpoch => code(ResponseError::InvalidProducerEpoch),
-                    AppendError::Transactional => code(ResponseError::InvalidTxnState),
-                    AppendError::Control => code(ResponseError::InvalidRecord),
-                })?;
+            let rules = AppendRules {
+                max_bytes: p.config.max_message_bytes(cfg.message_max_bytes),
+                // A LogAppendTime topic's batches carry this append's time.
+                stamp: p.config.log_append_time().then(now_ms),
+                keys_required: p.config.compacts(),
+            };
+            let appended = log.append(records, &rules, txn).map_err(|e| match e {
+                AppendError::Corrupt => code(ResponseError::CorruptMessage),
+                AppendError::TooLarge => code(ResponseError::MessageTooLarge),
+                AppendError::OutOfOrderSequence => code(ResponseError::OutOfOrderSequenceNumber),
+                AppendError::InvalidProducerEpoch => code(ResponseError::InvalidProducerEpoch),
+                AppendError::Transactional => code(ResponseError::InvalidTxnState),
+                AppendError::Control => code(ResponseError::InvalidRecord),
+                AppendError::Records(RecordsError::Corrupt) => code(ResponseError::CorruptMessage),
+                AppendError::Records(RecordsError::Invalid | RecordsError::NoKeyForCompaction) => {
+                    code(ResponseError::InvalidRecord)
+                }
+            })?;
             if appended.duplicate {
                 Checks::bump(&self.checks().duplicates);
             } else if retention_moved(p, &mut log, cfg) {

@@ -135,6 +135,13 @@ impl TopicConfig {
         self.at(CLEANUP_POLICY_AT).is_none_or(|v| v & DELETE != 0)
     }
 
+    /// Whether the topic is compacted (`compact` among its cleanup
+    /// policies): as in Kafka, each record written to it needs a key,
+    /// although this broker keeps every record rather than compacting.
+    pub fn compacts(&self) -> bool {
+        self.at(CLEANUP_POLICY_AT).is_some_and(|v| v & COMPACT != 0)
+    }
+
     /// The retentions in force, by size and by age (`None` within: no
     /// limit), each the broker's (`log.retention.bytes`,
     /// `log.retention.ms`) where the topic sets none; `None` for a topic

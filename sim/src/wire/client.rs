@@ -220,7 +220,7 @@ pub fn batch(values: &[&[u8]]) -> Bytes {
 /// `first_seq` (-1 for all three: a producer without idempotence).
 pub fn idempotent_batch(values: &[&[u8]], producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
     let timed: Vec<(i64, &[u8])> = values.iter().map(|v| (0, *v)).collect();
-    encode_batch(&timed, (producer_id, epoch, first_seq), false)
+    encode_batch(&timed, (producer_id, epoch, first_seq), false, None)
 }
 
 /// As [`idempotent_batch`], in a transaction of the producer.
@@ -231,17 +231,29 @@ pub fn transactional_batch(
     first_seq: i32,
 ) -> Bytes {
     let timed: Vec<(i64, &[u8])> = values.iter().map(|v| (0, *v)).collect();
-    encode_batch(&timed, (producer_id, epoch, first_seq), true)
+    encode_batch(&timed, (producer_id, epoch, first_seq), true, None)
 }
 
 /// A v2 record batch, uncompressed, of (timestamp in ms, value) records.
 pub fn timed_batch(records: &[(i64, &[u8])]) -> Bytes {
-    encode_batch(records, (-1, -1, -1), false)
+    encode_batch(records, (-1, -1, -1), false, None)
+}
+
+/// A v2 record batch holding `values`, uncompressed, each under `key`,
+/// from a producer without idempotence.
+pub fn keyed_batch(key: &[u8], values: &[&[u8]]) -> Bytes {
+    let timed: Vec<(i64, &[u8])> = values.iter().map(|v| (0, *v)).collect();
+    encode_batch(&timed, (-1, -1, -1), false, Some(key))
 }
 
 /// A batch of `timed` records from `producer` (its id, epoch and first
-/// sequence number), in a transaction if `transactional`.
-fn encode_batch(timed: &[(i64, &[u8])], producer: (i64, i16, i32), transactional: bool) -> Bytes {
+/// sequence number), in a transaction if `transactional`, each with `key`.
+fn encode_batch(
+    timed: &[(i64, &[u8])],
+    producer: (i64, i16, i32),
+    transactional: bool,
+    key: Option<&[u8]>,
+) -> Bytes {
     let (producer_id, producer_epoch, first_seq) = producer;
     let records: Vec<Record> = timed
         .iter()
@@ -260,7 +272,7 @@ fn encode_batch(timed: &[(i64, &[u8])], producer: (i64, i16, i32), transactional
                 first_seq + i as i32
             },
             timestamp: *timestamp,
-            key: None,
+            key: key.map(Bytes::copy_from_slice),
             value: Some(Bytes::copy_from_slice(v)),
             headers: Default::default(),
             delete_horizon: false,
