@@ -470,6 +470,55 @@ fn confluent_kafka_reads_a_log_append_time_topic_with_the_leaders_stamps() {
     passes(server);
 }
 
+/// librdkafka's batches in every codec: each record read back, and
+/// ListOffsets finding a record by time inside the compressed batch, as
+/// Kafka does; a compacted topic refusing a record without a key.
+#[test]
+fn confluent_kafka_finds_records_by_time_inside_batches_of_every_codec() {
+    if !confluent() {
+        return;
+    }
+    let server = start(LiveConfig::default(), &[]);
+    let r = confluent_client(&["codecs", &bootstrap(&server), "codec"]);
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+        let c = &r[codec];
+        assert_eq!(c["errors"], serde_json::json!([]), "{codec}: {c}");
+        let stamps: Vec<i64> = c["stamps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_i64().unwrap())
+            .collect();
+        let read = c["read"].as_array().unwrap();
+        assert_eq!(read.len(), stamps.len(), "{codec}: {c}");
+        for (i, record) in read.iter().enumerate() {
+            let expected = serde_json::json!([i, format!("{codec}-{i}"), stamps[i]]);
+            assert_eq!(record, &expected, "{codec}: {c}");
+        }
+        // The first record with the largest timestamp, and for each
+        // timestamp the first record at least that late.
+        let at_least = |t: i64| {
+            let i = stamps.iter().position(|&s| s >= t).unwrap();
+            serde_json::json!([i, stamps[i]])
+        };
+        let max = *stamps.iter().max().unwrap();
+        assert_eq!(c["found"]["max"], at_least(max), "{codec}: {c}");
+        for &t in &stamps {
+            assert_eq!(
+                c["found"][t.to_string()],
+                at_least(t),
+                "{codec} at {t}: {c}"
+            );
+        }
+    }
+    assert_eq!(
+        r["compacted"],
+        serde_json::json!({"keyless": "INVALID_RECORD", "keyed": null}),
+        "{r}"
+    );
+    passes(server);
+}
+
 #[test]
 fn acks_all_to_a_lagging_follower_times_out_at_the_request_timeout() {
     if !confluent() {

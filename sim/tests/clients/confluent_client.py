@@ -52,6 +52,16 @@
         with check.crcs. Prints one JSON line: the wall clock before and
         after (ms), and the timestamp types and timestamps the delivery
         reports and the consumer gave.
+    confluent_client.py codecs BOOTSTRAP TOPIC
+        For each codec (none, gzip, snappy, lz4, zstd), create TOPIC-CODEC
+        with one partition and produce 40 records with acks=all in one
+        batch, their timestamps out of order, then ask ListOffsets for the
+        largest timestamp and for the first at or after each timestamp,
+        and read the records back with check.crcs. Then create a compacted
+        TOPIC-compacted and produce one record without a key and one with.
+        Prints one JSON line: per codec the timestamps produced (in offset
+        order), what ListOffsets answered and the values read; and the two
+        compacted produces' errors.
     confluent_client.py steady BOOTSTRAP TOPIC SECONDS GROUP
         For SECONDS, an idempotent producer writes TOPIC while a consumer
         in GROUP (auto-commit, every 5 s by default) reads it; then the
@@ -99,7 +109,7 @@ import threading
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 
 def roundtrip(bootstrap, topic, count, extra=None):
@@ -521,6 +531,63 @@ def timestamps(bootstrap, topic):
     }))
 
 
+def codecs(bootstrap, topic):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = ["none", "gzip", "snappy", "lz4", "zstd"]
+    topics = [f"{topic}-{codec}" for codec in names]
+    for f in admin.create_topics([NewTopic(t, 1) for t in topics]).values():
+        f.result()
+    base = int(time.time() * 1000) - 60000
+    # Out of order within the batch: the largest is neither first nor last.
+    stamps = [base + (i * 7) % 40 for i in range(40)]
+    out = {}
+    for codec, t in zip(names, topics):
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                             "compression.type": codec, "linger.ms": 100})
+        errors = []
+        for i, stamp in enumerate(stamps):
+            producer.produce(t, value=f"{codec}-{i}".encode(), partition=0, timestamp=stamp,
+                             on_delivery=lambda err, _m: err and errors.append(err.name()))
+        producer.flush(30)
+        tp = TopicPartition(t, 0)
+        found = {}
+        specs = [("max", OffsetSpec.max_timestamp())] + [
+            (str(stamp), OffsetSpec.for_timestamp(stamp)) for stamp in sorted(set(stamps))]
+        for name, spec in specs:
+            r = admin.list_offsets({tp: spec})[tp].result(10)
+            found[name] = [r.offset, r.timestamp]
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "codecs",
+                             "check.crcs": True})
+        consumer.assign([TopicPartition(t, 0, 0)])
+        read = []
+        deadline = time.time() + 20
+        while len(read) < len(stamps) and time.time() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                errors.append(msg.error().name())
+                continue
+            read.append([msg.offset(), msg.value().decode(), msg.timestamp()[1]])
+        consumer.close()
+        out[codec] = {"stamps": stamps, "found": found, "read": read, "errors": errors}
+    compacted = f"{topic}-compacted"
+    config = {"cleanup.policy": "compact"}
+    for f in admin.create_topics([NewTopic(compacted, 1, config=config)]).values():
+        f.result()
+    answers = {}
+    for name, key in (("keyless", None), ("keyed", b"k")):
+        # One record per producer, so that each is a batch of its own.
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0,
+                             "enable.idempotence": False})
+        producer.produce(compacted, key=key, value=b"v", partition=0,
+                         on_delivery=lambda err, _m, n=name: answers.update(
+                             {n: err.name() if err else None}))
+        producer.flush(30)
+    out["compacted"] = answers
+    print(json.dumps(out))
+
+
 def steady(bootstrap, topic, seconds, group_id):
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "linger.ms": 5})
@@ -811,6 +878,8 @@ if __name__ == "__main__":
         share(bootstrap, topic, sys.argv[4])
     elif mode == "timestamps":
         timestamps(bootstrap, topic)
+    elif mode == "codecs":
+        codecs(bootstrap, topic)
     elif mode == "eos":
         eos(bootstrap, topic, int(sys.argv[4]), float(sys.argv[5]))
     elif mode == "idempotent":
