@@ -519,6 +519,36 @@ fn confluent_kafka_finds_records_by_time_inside_batches_of_every_codec() {
     passes(server);
 }
 
+/// SCRAM credentials set, refused, replaced and described by
+/// confluent-kafka's admin client, with Kafka's checks and answers.
+#[test]
+fn confluent_kafka_manages_scram_credentials() {
+    if !confluent() {
+        return;
+    }
+    let server = start(LiveConfig::default(), &[]);
+    let r = confluent_client(&["scram", &bootstrap(&server), "-"]);
+    let expected = serde_json::json!({
+        "first": {
+            "alice": null,
+            "bob": null,
+            "carol": "UNACCEPTABLE_CREDENTIAL",
+            "dave": "RESOURCE_NOT_FOUND",
+        },
+        "second": {"alice": null, "bob": null},
+        "all": {
+            "alice": [["SCRAM_SHA_256", 8192], ["SCRAM_SHA_512", 10000]],
+            "bob": [["SCRAM_SHA_512", 16384]],
+        },
+        "some": {
+            "alice": [["SCRAM_SHA_256", 8192], ["SCRAM_SHA_512", 10000]],
+            "carol": "RESOURCE_NOT_FOUND",
+        },
+    });
+    assert_eq!(r, expected);
+    passes(server);
+}
+
 #[test]
 fn acks_all_to_a_lagging_follower_times_out_at_the_request_timeout() {
     if !confluent() {

@@ -102,16 +102,17 @@ mod well_formed {
         TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
     };
     use kafka_protocol::messages::{
-        AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AlterConfigsRequest, ApiKey, BrokerId,
-        ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, CreateAclsRequest,
-        CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest,
-        DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest,
-        DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, ElectLeadersRequest,
-        EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
-        IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-        ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-        OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-        ProducerId, RequestHeader, ShareAcknowledgeRequest, ShareFetchRequest,
+        AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AlterConfigsRequest,
+        AlterUserScramCredentialsRequest, ApiKey, BrokerId, ConsumerGroupDescribeRequest,
+        ConsumerGroupHeartbeatRequest, CreateAclsRequest, CreatePartitionsRequest,
+        CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
+        DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+        DescribeGroupsRequest, DescribeLogDirsRequest, DescribeUserScramCredentialsRequest,
+        ElectLeadersRequest, EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId,
+        HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
+        LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+        OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
+        ProduceRequest, ProducerId, RequestHeader, ShareAcknowledgeRequest, ShareFetchRequest,
         ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest, TopicName,
         TransactionalId, TxnOffsetCommitRequest,
     };
@@ -847,6 +848,32 @@ mod well_formed {
                         r.member_id = Some(StrBytes::from_static_str("m-1"));
                         r.share_session_epoch = -1;
                         r.topics = vec![t];
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DescribeUserScramCredentials => {
+                        use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+                        let mut user = UserName::default();
+                        user.name = StrBytes::from_static_str("alice");
+                        let mut r = DescribeUserScramCredentialsRequest::default();
+                        r.users = Some(vec![user.clone(), user]);
+                        frame(api, version, &r)
+                    }
+                    ApiKey::AlterUserScramCredentials => {
+                        use kafka_protocol::messages::alter_user_scram_credentials_request::{
+                            ScramCredentialDeletion, ScramCredentialUpsertion,
+                        };
+                        let mut deletion = ScramCredentialDeletion::default();
+                        deletion.name = StrBytes::from_static_str("bob");
+                        deletion.mechanism = 2;
+                        let mut upsertion = ScramCredentialUpsertion::default();
+                        upsertion.name = StrBytes::from_static_str("alice");
+                        upsertion.mechanism = 1;
+                        upsertion.iterations = 8192;
+                        upsertion.salt = Bytes::from_static(b"salt");
+                        upsertion.salted_password = Bytes::from_static(&[7; 32]);
+                        let mut r = AlterUserScramCredentialsRequest::default();
+                        r.deletions = vec![deletion];
+                        r.upsertions = vec![upsertion.clone(), upsertion];
                         frame(api, version, &r)
                     }
                     _ => unreachable!(),

@@ -33,6 +33,7 @@ mod ops;
 mod partition_txns;
 mod producers;
 mod replication;
+mod scram_credentials;
 mod service;
 mod share;
 mod share_group_service;
@@ -208,6 +209,8 @@ pub struct LiveCluster {
     pub(crate) txns: txns::TxnCoordinator,
     /// Share groups' state on each partition, and their records' locks.
     pub(crate) shares: share::ShareState,
+    /// Users' SCRAM credentials, kept to be described.
+    pub(crate) scram: scram_credentials::ScramCredentials,
     /// Host and port each broker is reached at (set once bound).
     endpoints: RwLock<Vec<(String, i32)>>,
     stopping: AtomicBool,
@@ -300,6 +303,7 @@ impl LiveCluster {
             groups,
             txns,
             shares,
+            scram: Default::default(),
             endpoints: RwLock::new(Vec::new()),
             stopping: AtomicBool::new(false),
             replication: parking_lot::Mutex::new(None),

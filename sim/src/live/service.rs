@@ -61,7 +61,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 40] = [
+pub const APIS: [(ApiKey, i16, i16); 42] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -98,6 +98,8 @@ pub const APIS: [(ApiKey, i16, i16); 40] = [
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::ShareGroupHeartbeat, 1, 1),
     (ApiKey::ShareGroupDescribe, 1, 1),
     (ApiKey::ShareFetch, 1, 1),
@@ -238,6 +240,18 @@ impl Service for BrokerService {
             RequestKind::DescribeCluster(r) => Some(ResponseKind::DescribeCluster(
                 self.describe_cluster(r, version),
             )),
+            RequestKind::DescribeUserScramCredentials(r) => {
+                Checks::bump(&self.checks().admin_requests);
+                Some(ResponseKind::DescribeUserScramCredentials(
+                    self.describe_user_scram_credentials(r),
+                ))
+            }
+            RequestKind::AlterUserScramCredentials(r) => {
+                Checks::bump(&self.checks().admin_requests);
+                Some(ResponseKind::AlterUserScramCredentials(
+                    self.alter_user_scram_credentials(r),
+                ))
+            }
             RequestKind::OffsetForLeaderEpoch(r) => Some(ResponseKind::OffsetForLeaderEpoch(
                 self.offset_for_leader_epoch(r),
             )),

@@ -512,6 +512,31 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.tags()
             })?;
         }
+        ApiKey::DescribeUserScramCredentials => {
+            let min = w.min_len(2) + w.min_tags();
+            w.array(min, |w| {
+                w.string()?; // name
+                w.tags()
+            })?;
+        }
+        ApiKey::AlterUserScramCredentials => {
+            // Deletions: name, mechanism. Upsertions: name, mechanism,
+            // iterations, salt, salted password.
+            let min = w.min_len(2) + 1 + w.min_tags();
+            w.array(min, |w| {
+                w.string()?;
+                w.skip(1)?;
+                w.tags()
+            })?;
+            let min = w.min_len(2) + 1 + 4 + 2 * w.min_len(4) + w.min_tags();
+            w.array(min, |w| {
+                w.string()?;
+                w.skip(1 + 4)?;
+                w.bytes()?;
+                w.bytes()?;
+                w.tags()
+            })?;
+        }
         ApiKey::ShareGroupHeartbeat => {
             w.string()?; // group_id
             w.string()?; // member_id
@@ -652,6 +677,24 @@ mod tests {
         // 2^31 - 2 topic names in a few bytes.
         head.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07, 0, 0]);
         assert!(check(ApiKey::ConsumerGroupHeartbeat, 0, true, &head).is_err());
+    }
+
+    #[test]
+    fn scram_credential_counts_are_checked() {
+        // Describe v0: users ["a"], then tags; null users.
+        let good = [2, 2, b'a', 0, 0];
+        assert!(check(ApiKey::DescribeUserScramCredentials, 0, true, &good).is_ok());
+        assert!(check(ApiKey::DescribeUserScramCredentials, 0, true, &[0, 0]).is_ok());
+        let many = [0xff, 0xff, 0xff, 0xff, 0x07, 2, b'a', 0, 0];
+        assert!(check(ApiKey::DescribeUserScramCredentials, 0, true, &many).is_err());
+        // Alter v0: no deletions, one upsertion ("a", SHA-256, 4096
+        // iterations, salt "s", salted password "p"), then tags.
+        let mut good = vec![1, 2, 2, b'a', 1, 0, 0, 0x10, 0, 2, b's', 2, b'p', 0, 0];
+        assert!(check(ApiKey::AlterUserScramCredentials, 0, true, &good).is_ok());
+        // The same upsertion announced 2^31 - 2 times.
+        good[1] = 0xff;
+        good.splice(2..2, [0xff, 0xff, 0xff, 0x07]);
+        assert!(check(ApiKey::AlterUserScramCredentials, 0, true, &good).is_err());
     }
 
     #[test]

@@ -62,6 +62,12 @@
         Prints one JSON line: per codec the timestamps produced (in offset
         order), what ListOffsets answered and the values read; and the two
         compacted produces' errors.
+    confluent_client.py scram BOOTSTRAP -
+        Set SCRAM credentials for three users (one with too few
+        iterations), delete one that does not exist, replace one, and
+        describe them. Prints one JSON line: each alter's answers (user to
+        error name, or null), and each describe's (user to its mechanisms
+        and iterations, or the error name).
     confluent_client.py steady BOOTSTRAP TOPIC SECONDS GROUP
         For SECONDS, an idempotent producer writes TOPIC while a consumer
         in GROUP (auto-commit, every 5 s by default) reads it; then the
@@ -588,6 +594,48 @@ def codecs(bootstrap, topic):
     print(json.dumps(out))
 
 
+def scram(bootstrap):
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialDeletion, UserScramCredentialUpsertion)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def answers(futures):
+        out = {}
+        for user, f in futures.items():
+            try:
+                r = f.result(10)
+            except KafkaException as e:
+                out[user] = e.args[0].name()
+                continue
+            out[user] = None if r is None else sorted(
+                [i.mechanism.name, i.iterations] for i in r.scram_credential_infos)
+        return out
+
+    def upsert(user, mechanism, iterations):
+        info = ScramCredentialInfo(mechanism, iterations)
+        return UserScramCredentialUpsertion(user, info, b"password", b"salt")
+
+    sha256, sha512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
+    first = answers(admin.alter_user_scram_credentials([
+        upsert("alice", sha256, 8192),
+        upsert("bob", sha512, 4096),
+        upsert("carol", sha256, 100),
+        UserScramCredentialDeletion("dave", sha256),
+    ]))
+    second = answers(admin.alter_user_scram_credentials([
+        upsert("alice", sha512, 10000),
+        upsert("bob", sha512, 16384),
+    ]))
+    # Asked for every user, the client answers with one future of them all.
+    everyone = admin.describe_user_scram_credentials().result(10)
+    described_all = {user: sorted([i.mechanism.name, i.iterations]
+                                  for i in d.scram_credential_infos)
+                     for user, d in everyone.items()}
+    described_some = answers(admin.describe_user_scram_credentials(["alice", "carol"]))
+    print(json.dumps({"first": first, "second": second,
+                      "all": described_all, "some": described_some}))
+
+
 def steady(bootstrap, topic, seconds, group_id):
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "linger.ms": 5})
@@ -880,6 +928,8 @@ if __name__ == "__main__":
         timestamps(bootstrap, topic)
     elif mode == "codecs":
         codecs(bootstrap, topic)
+    elif mode == "scram":
+        scram(bootstrap)
     elif mode == "eos":
         eos(bootstrap, topic, int(sys.argv[4]), float(sys.argv[5]))
     elif mode == "idempotent":
