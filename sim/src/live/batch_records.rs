@@ -407,39 +407,53 @@ mod tests {
         Compression::Zstd,
     ];
 
-    /// A batch of records with these timestamps and keys, each with a
-    /// value and a header, written by the protocol crate's encoder.
-    fn encoded(records: &[(i64, Option<&[u8]>)], compression: Compression) -> Bytes {
-        let records: Vec<Record> = records
-            .iter()
-            .enumerate()
-            .map(|(i, &(timestamp, key))| Record {
-                transactional: false,
-                control: false,
-                partition_leader_epoch: 0,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                // One batch: the encoder starts another where the offset
-                // less the sequence changes. Its base sequence is -1.
-                sequence: i as i32 - 1,
-                timestamp,
-                key: key.map(Bytes::copy_from_slice),
-                value: Some(Bytes::from(vec![b'v'; 300])),
-                headers: [("h".into(), Some(Bytes::from_static(b"x")))]
-                    .into_iter()
-                    .collect(),
-                delete_horizon: false,
-            })
-            .collect();
+    /// A record of a producer without idempotence.
+    fn record(offset: i64, timestamp: i64, key: Option<&[u8]>, value: Bytes) -> Record {
+        Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset,
+            // One batch: the encoder starts another where the offset less
+            // the sequence changes. Its base sequence is -1.
+            sequence: offset as i32 - 1,
+            timestamp,
+            key: key.map(Bytes::copy_from_slice),
+            value: Some(value),
+            headers: Default::default(),
+            delete_horizon: false,
+        }
+    }
+
+    /// `records` as one batch, by the protocol crate's encoder.
+    fn encode(records: &[Record], compression: Compression) -> Bytes {
         let mut buf = BytesMut::new();
         let options = RecordEncodeOptions {
             version: 2,
             compression,
         };
-        RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encodes");
+        RecordBatchEncoder::encode(&mut buf, records, &options).expect("encodes");
         buf.freeze()
+    }
+
+    /// A batch of records with these timestamps and keys, each with a
+    /// 300-byte value and a header.
+    fn encoded(records: &[(i64, Option<&[u8]>)], compression: Compression) -> Bytes {
+        let records: Vec<Record> = records
+            .iter()
+            .enumerate()
+            .map(|(i, &(timestamp, key))| {
+                let mut r = record(i as i64, timestamp, key, Bytes::from(vec![b'v'; 300]));
+                r.headers = [("h".into(), Some(Bytes::from_static(b"x")))]
+                    .into_iter()
+                    .collect();
+                r
+            })
+            .collect();
+        encode(&records, compression)
     }
 
     /// `batch` with its count, last offset delta or records changed, and
@@ -594,27 +608,8 @@ mod tests {
     fn a_record_that_inflates_far_is_read_through_not_held() {
         // 64 MiB of one byte compresses to a few kilobytes; the walk reads
         // through it with its own small buffers.
-        let mut bytes = BytesMut::new();
-        let huge = Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: 0,
-            sequence: -1,
-            timestamp: 7,
-            key: None,
-            value: Some(Bytes::from(vec![0u8; 64 << 20])),
-            headers: Default::default(),
-            delete_horizon: false,
-        };
-        let options = RecordEncodeOptions {
-            version: 2,
-            compression: Compression::Zstd,
-        };
-        RecordBatchEncoder::encode(&mut bytes, [&huge], &options).expect("encodes");
+        let huge = record(0, 7, None, Bytes::from(vec![0u8; 64 << 20]));
+        let bytes = encode(&[huge], Compression::Zstd);
         assert!(bytes.len() < 1 << 20, "{} bytes", bytes.len());
         assert_eq!(check(&bytes, false), Ok(()));
         assert_eq!(

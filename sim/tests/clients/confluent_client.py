@@ -499,6 +499,29 @@ def transactions(bootstrap, topic):
     }))
 
 
+def read_partition(bootstrap, topic, group_id, count, take):
+    """Reads partition 0 of TOPIC from its start with check.crcs, up to
+    COUNT records or 20 s: TAKE of each record, and the errors met."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": group_id,
+        "check.crcs": True,
+    })
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    read, errors = [], []
+    deadline = time.time() + 20
+    while len(read) < count and time.time() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            errors.append(msg.error().name())
+            continue
+        read.append(take(msg))
+    consumer.close()
+    return read, errors
+
+
 def timestamps(bootstrap, topic):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     config = {"message.timestamp.type": "LogAppendTime"}
@@ -511,23 +534,7 @@ def timestamps(bootstrap, topic):
         producer.produce(topic, value=f"stamped-{i}".encode(), timestamp=1000,
                          callback=lambda err, msg: delivered.append(msg.timestamp()))
     producer.flush(30)
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": "timestamps",
-        "check.crcs": True,
-    })
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    read, errors = [], []
-    deadline = time.time() + 20
-    while len(read) < 10 and time.time() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error():
-            errors.append(msg.error().name())
-            continue
-        read.append(msg.timestamp())
-    consumer.close()
+    read, errors = read_partition(bootstrap, topic, "timestamps", 10, lambda m: m.timestamp())
     print(json.dumps({
         "before": before,
         "after": int(time.time() * 1000),
@@ -562,20 +569,10 @@ def codecs(bootstrap, topic):
         for name, spec in specs:
             r = admin.list_offsets({tp: spec})[tp].result(10)
             found[name] = [r.offset, r.timestamp]
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "codecs",
-                             "check.crcs": True})
-        consumer.assign([TopicPartition(t, 0, 0)])
-        read = []
-        deadline = time.time() + 20
-        while len(read) < len(stamps) and time.time() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                errors.append(msg.error().name())
-                continue
-            read.append([msg.offset(), msg.value().decode(), msg.timestamp()[1]])
-        consumer.close()
+        read, read_errors = read_partition(
+            bootstrap, t, "codecs", len(stamps),
+            lambda m: [m.offset(), m.value().decode(), m.timestamp()[1]])
+        errors += read_errors
         out[codec] = {"stamps": stamps, "found": found, "read": read, "errors": errors}
     compacted = f"{topic}-compacted"
     config = {"cleanup.policy": "compact"}
