@@ -626,6 +626,95 @@ fn kafka_python_creates_a_topic_produces_idempotently_consumes_in_a_group_and_cl
     idempotent_and_deleted(server, &r, "from-python");
 }
 
+/// kafka-python's transaction admin calls: ListTransactions at every
+/// broker (each id at its coordinator only), DescribeTransactions, and
+/// DescribeProducers with where an open transaction began, before and
+/// after it is aborted.
+#[test]
+fn kafka_python_lists_and_describes_transactions_and_their_producers() {
+    if !kafka_python() {
+        return;
+    }
+    let server = start(LiveConfig::default(), &[]);
+    let r = python_client(
+        "kafka_python_client.py",
+        &["transactions", &bootstrap(&server), "txns"],
+    );
+    let described = &r["described"];
+    let (open, done) = (&described["open"], &described["done"]);
+    let open_id = open["producer_id"].as_i64().unwrap();
+    let done_id = done["producer_id"].as_i64().unwrap();
+    assert_ne!(open_id, done_id, "{r}");
+    // Each id is listed by its coordinator, and by no other broker.
+    let mut expected_listing = serde_json::json!({"0": [], "1": [], "2": []});
+    let mut expected_ongoing = expected_listing.clone();
+    for (id, txn, pid, state) in [
+        ("done", done, done_id, "CompleteCommit"),
+        ("open", open, open_id, "Ongoing"),
+    ] {
+        let at = txn["coordinator"].to_string();
+        let entry = serde_json::json!([id, pid, state]);
+        expected_listing[&at]
+            .as_array_mut()
+            .unwrap()
+            .push(entry.clone());
+        if state == "Ongoing" {
+            expected_ongoing[&at].as_array_mut().unwrap().push(entry);
+        }
+    }
+    for at in ["0", "1", "2"] {
+        let listed = expected_listing[at].as_array_mut().unwrap();
+        listed.sort_by_key(|e| e[0].as_str().unwrap().to_string());
+    }
+    assert_eq!(r["listed"], expected_listing, "{r}");
+    assert_eq!(r["ongoing"], expected_ongoing, "{r}");
+    assert_eq!(open["state"], "Ongoing", "{r}");
+    assert_eq!(open["epoch"], 0, "{r}");
+    assert_eq!(open["timeout_ms"], 60000, "kafka-python's default: {r}");
+    let (before, after) = (r["before"].as_i64().unwrap(), r["after"].as_i64().unwrap());
+    let started = open["start_ms"].as_i64().unwrap();
+    assert!((before..=after).contains(&started), "{r}");
+    assert_eq!(
+        open["partitions"],
+        serde_json::json!([["txns", 0], ["txns", 1]]),
+        "{r}"
+    );
+    assert_eq!(done["state"], "CompleteCommit", "{r}");
+    assert_eq!(done["partitions"], serde_json::json!([]), "{r}");
+    assert_eq!(r["never_used"], "TransactionalIdNotFoundError", "{r}");
+    // Each producer: id, epoch, last sequence, coordinator epoch (-1
+    // before any marker), the offset its open transaction began at.
+    // Listed by producer id.
+    let mut on_zero = vec![
+        serde_json::json!([open_id, 0, 0, -1, 0]),
+        serde_json::json!([done_id, 0, 0, 0, -1]),
+    ];
+    on_zero.sort_by_key(|p| p[0].as_i64());
+    assert_eq!(
+        r["producers"],
+        serde_json::json!({"0": on_zero, "1": [[open_id, 0, 0, -1, 0]]}),
+        "{r}"
+    );
+    let aborted = &r["described_after_abort"]["open"];
+    assert_eq!(aborted["state"], "CompleteAbort", "{r}");
+    assert_eq!(aborted["partitions"], serde_json::json!([]), "{r}");
+    let producers = &r["producers_after_abort"];
+    for at in ["0", "1"] {
+        let open_there = producers[at]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p[0] == open_id)
+            .unwrap();
+        assert_eq!(
+            open_there,
+            &serde_json::json!([open_id, 0, 0, 0, -1]),
+            "{r}"
+        );
+    }
+    passes(server);
+}
+
 #[test]
 fn sarama_produces_idempotently_long_polls_and_a_group_of_two_commits_every_record() {
     let Some(client) = sarama_client() else {

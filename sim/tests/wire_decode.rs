@@ -107,10 +107,11 @@ mod well_formed {
         ConsumerGroupHeartbeatRequest, CreateAclsRequest, CreatePartitionsRequest,
         CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
         DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-        DescribeGroupsRequest, DescribeLogDirsRequest, DescribeUserScramCredentialsRequest,
-        ElectLeadersRequest, EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId,
-        HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
-        LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+        DescribeGroupsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
+        DescribeTransactionsRequest, DescribeUserScramCredentialsRequest, ElectLeadersRequest,
+        EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+        IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+        ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest, MetadataRequest,
         OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
         ProduceRequest, ProducerId, RequestHeader, ShareAcknowledgeRequest, ShareFetchRequest,
         ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest, TopicName,
@@ -848,6 +849,30 @@ mod well_formed {
                         r.member_id = Some(StrBytes::from_static_str("m-1"));
                         r.share_session_epoch = -1;
                         r.topics = vec![t];
+                        frame(api, version, &r)
+                    }
+                    ApiKey::ListTransactions => {
+                        let mut r = ListTransactionsRequest::default();
+                        r.state_filters = vec![StrBytes::from_static_str("Ongoing")];
+                        r.producer_id_filters = vec![ProducerId(3), ProducerId(4)];
+                        if version >= 1 {
+                            r.duration_filter = 1_000;
+                        }
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DescribeTransactions => {
+                        let mut r = DescribeTransactionsRequest::default();
+                        let id = TransactionalId(StrBytes::from_static_str("tx-1"));
+                        r.transactional_ids = vec![id.clone(), id];
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DescribeProducers => {
+                        use kafka_protocol::messages::describe_producers_request::TopicRequest;
+                        let mut t = TopicRequest::default();
+                        t.name = TopicName(StrBytes::from_static_str("orders"));
+                        t.partition_indexes = vec![0, 2];
+                        let mut r = DescribeProducersRequest::default();
+                        r.topics = vec![t.clone(), t];
                         frame(api, version, &r)
                     }
                     ApiKey::DescribeUserScramCredentials => {

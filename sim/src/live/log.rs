@@ -371,6 +371,11 @@ impl PartitionLog {
         if let Some(t) = txn {
             self.note(t, base);
         }
+        let producer_id = header_i64(&bytes, PRODUCER_ID);
+        if producer_id >= 0 {
+            let timestamp = header_i64(&bytes, MAX_TIMESTAMP);
+            self.producers.stamp(producer_id, timestamp);
+        }
         self.batches.push(StoredBatch {
             base,
             end: base + count,

@@ -7,7 +7,8 @@
 //! `group_admin.rs` for consumer groups, `consumer_group_service.rs` for
 //! the consumer group protocol (KIP-848), `share_group_service.rs` and
 //! `share/` for share groups (KIP-932), `txn_service.rs` for
-//! transactions, `admin.rs` for producer ids and topics) and knows
+//! transactions and `txn_admin.rs` for their admin calls, `admin.rs` for
+//! producer ids and topics) and knows
 //! nothing of sockets.
 
 mod acls;
@@ -39,6 +40,7 @@ mod share;
 mod share_group_service;
 mod topic_config;
 mod topics;
+mod txn_admin;
 mod txn_service;
 mod txns;
 

@@ -126,6 +126,12 @@ impl PartitionTxns {
         self.open.contains_key(&producer_id)
     }
 
+    /// The offset of `producer_id`'s first record in its transaction with
+    /// no marker yet, if it has one.
+    pub fn open_since(&self, producer_id: i64) -> Option<i64> {
+        self.open.get(&producer_id).copied()
+    }
+
     /// Forgets everything: the caller records the batches that are left.
     pub fn clear(&mut self) {
         *self = PartitionTxns::default();

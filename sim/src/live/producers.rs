@@ -97,6 +97,34 @@ struct Producer {
     epoch: i16,
     /// The last batches stored, oldest first.
     batches: VecDeque<Stored>,
+    /// The largest timestamp of its last batch, -1 before any.
+    last_timestamp: i64,
+    /// The epoch of the coordinator whose marker it last got here: -1
+    /// before any, then 0 (one coordinator epoch for the cluster's life).
+    coordinator_epoch: i32,
+}
+
+impl Producer {
+    fn new(epoch: i16) -> Producer {
+        Producer {
+            epoch,
+            batches: VecDeque::with_capacity(BATCHES_RETAINED),
+            last_timestamp: -1,
+            coordinator_epoch: -1,
+        }
+    }
+}
+
+/// A producer with state in a partition, as DescribeProducers gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The sequence number of its last record stored, -1 if none.
+    pub last_sequence: i32,
+    /// The largest timestamp of its last batch, -1 if none.
+    pub last_timestamp: i64,
+    pub coordinator_epoch: i32,
 }
 
 /// The state of every producer that wrote to one partition with a
@@ -151,10 +179,9 @@ impl Producers {
 
     /// Records `batch`, stored at offsets `base..end`.
     pub fn record(&mut self, batch: ProducerBatch, base: i64, end: i64) {
-        let p = self.by_id.entry(batch.producer_id).or_insert(Producer {
-            epoch: batch.epoch,
-            batches: VecDeque::with_capacity(BATCHES_RETAINED),
-        });
+        let p = (self.by_id)
+            .entry(batch.producer_id)
+            .or_insert_with(|| Producer::new(batch.epoch));
         if p.epoch != batch.epoch {
             p.epoch = batch.epoch;
             p.batches.clear();
@@ -175,14 +202,37 @@ impl Producers {
     /// and fenced it) makes its next batch start at 0 in that epoch, and
     /// refuses the older epoch's.
     pub fn end_transaction(&mut self, producer_id: i64, epoch: i16) {
-        let p = self.by_id.entry(producer_id).or_insert(Producer {
-            epoch,
-            batches: VecDeque::with_capacity(BATCHES_RETAINED),
-        });
+        let p = (self.by_id)
+            .entry(producer_id)
+            .or_insert_with(|| Producer::new(epoch));
         if epoch > p.epoch {
             p.epoch = epoch;
             p.batches.clear();
         }
+        p.coordinator_epoch = 0;
+    }
+
+    /// Takes note of the largest timestamp of `producer_id`'s batch just
+    /// stored (or of its marker).
+    pub fn stamp(&mut self, producer_id: i64, timestamp: i64) {
+        if let Some(p) = self.by_id.get_mut(&producer_id) {
+            p.last_timestamp = timestamp;
+        }
+    }
+
+    /// Every producer with state here, by producer id.
+    pub fn active(&self) -> Vec<ActiveProducer> {
+        let mut active: Vec<ActiveProducer> = (self.by_id.iter())
+            .map(|(&producer_id, p)| ActiveProducer {
+                producer_id,
+                epoch: p.epoch,
+                last_sequence: p.batches.back().map_or(-1, |b| b.last_seq),
+                last_timestamp: p.last_timestamp,
+                coordinator_epoch: p.coordinator_epoch,
+            })
+            .collect();
+        active.sort_by_key(|a| a.producer_id);
+        active
     }
 
     /// Forgets everything: the caller records the batches that are left.
@@ -259,6 +309,40 @@ mod tests {
         // The old epoch's batches are forgotten with it.
         assert_eq!(p.check(&[b(1, 2, 0, 5)]), Err(SequenceError::OldEpoch));
         assert_eq!(p.check(&[b(1, 3, 1, 1)]), Ok(Verdict::Append));
+    }
+
+    #[test]
+    fn active_producers_say_their_last_sequence_time_and_marker() {
+        let mut producers = Producers::default();
+        producers.record(b(7, 0, 0, 3), 0, 3);
+        producers.stamp(7, 1_000);
+        producers.record(b(5, 2, 0, 1), 3, 4);
+        // A producer without state is not made by a stamp.
+        producers.stamp(9, 2_000);
+        let active = producers.active();
+        assert_eq!(
+            active.iter().map(|a| a.producer_id).collect::<Vec<_>>(),
+            [5, 7]
+        );
+        assert_eq!(
+            active[1],
+            ActiveProducer {
+                producer_id: 7,
+                epoch: 0,
+                last_sequence: 2,
+                last_timestamp: 1_000,
+                coordinator_epoch: -1,
+            }
+        );
+        assert_eq!((active[0].last_sequence, active[0].last_timestamp), (0, -1));
+        // A marker: the coordinator's epoch, and a new producer epoch
+        // leaves no sequence behind.
+        producers.end_transaction(7, 1);
+        let seven = producers.active()[1];
+        assert_eq!(
+            (seven.epoch, seven.last_sequence, seven.coordinator_epoch),
+            (1, -1, 0)
+        );
     }
 
     #[test]

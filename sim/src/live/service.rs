@@ -61,7 +61,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 42] = [
+pub const APIS: [(ApiKey, i16, i16); 45] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -83,6 +83,9 @@ pub const APIS: [(ApiKey, i16, i16); 42] = [
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::ListTransactions, 0, 1),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::CreatePartitions, 0, 3),
@@ -240,6 +243,15 @@ impl Service for BrokerService {
             RequestKind::DescribeCluster(r) => Some(ResponseKind::DescribeCluster(
                 self.describe_cluster(r, version),
             )),
+            RequestKind::ListTransactions(r) => {
+                Some(ResponseKind::ListTransactions(self.list_transactions(r)))
+            }
+            RequestKind::DescribeTransactions(r) => Some(ResponseKind::DescribeTransactions(
+                self.describe_transactions(r),
+            )),
+            RequestKind::DescribeProducers(r) => {
+                Some(ResponseKind::DescribeProducers(self.describe_producers(r)))
+            }
             RequestKind::DescribeUserScramCredentials(r) => {
                 Checks::bump(&self.checks().admin_requests);
                 Some(ResponseKind::DescribeUserScramCredentials(

@@ -495,8 +495,15 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
         ApiKey::ConsumerGroupDescribe => {
             w.strings()?; // group_ids
         }
-        ApiKey::DescribeLogDirs => {
+        ApiKey::DescribeLogDirs | ApiKey::DescribeProducers => {
             w.topics(4, |w| w.skip(4))?;
+        }
+        ApiKey::DescribeTransactions => {
+            w.strings()?; // transactional_ids
+        }
+        ApiKey::ListTransactions => {
+            w.strings()?; // state_filters
+            w.array(8, |w| w.skip(8))?; // producer_id_filters
         }
         ApiKey::CreateAcls | ApiKey::DeleteAcls => {
             // A creation or a filter: resource type, name, pattern type,
@@ -695,6 +702,22 @@ mod tests {
         good[1] = 0xff;
         good.splice(2..2, [0xff, 0xff, 0xff, 0x07]);
         assert!(check(ApiKey::AlterUserScramCredentials, 0, true, &good).is_err());
+    }
+
+    #[test]
+    fn list_transactions_filters_must_fit() {
+        // v1: states ["Ongoing"], producer ids [7], duration 0, tags.
+        let mut good = vec![2, 8];
+        good.extend_from_slice(b"Ongoing");
+        good.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0, 7]);
+        good.extend_from_slice(&[0; 8]);
+        good.push(0);
+        assert!(check(ApiKey::ListTransactions, 1, true, &good).is_ok());
+        // The producer ids announcing 2^31 - 2.
+        let mut body = good[..9].to_vec();
+        body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]);
+        body.extend_from_slice(&good[10..]);
+        assert!(check(ApiKey::ListTransactions, 1, true, &body).is_err());
     }
 
     #[test]

@@ -8,6 +8,13 @@ defaults (its producer is idempotent unless told otherwise).
         commit, then consume again in the same group (nothing should be
         left); list and describe the groups while a member is in, then
         delete the topic. Prints one JSON line; the caller judges it.
+    kafka_python_client.py transactions BOOTSTRAP TOPIC
+        Create TOPIC with 2 partitions, leave one transaction open on both
+        (transactional id "open") and commit another on partition 0
+        ("done"), then list the transactions at every broker (also by
+        state), describe both ids and one never used, and describe the
+        partitions' producers; abort the open one and describe again.
+        Prints one JSON line: what each call answered.
 
 Needs kafka-python 3 or later (its admin client answers in dicts, and
 its producer is idempotent by default). Exits 0 when it ran.
@@ -16,7 +23,7 @@ import json
 import sys
 import time
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 
@@ -94,9 +101,76 @@ def describe_a_live_group(bootstrap, topic):
     return {"listed": listed, "described": json.loads(json.dumps(described["watchers"], default=str))}
 
 
+def transactions(bootstrap, topic):
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 2, 3)])
+    before = int(time.time() * 1000)
+    open_txn = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="open", acks="all")
+    open_txn.init_transactions()
+    open_txn.begin_transaction()
+    open_txn.send(topic, b"open-0", partition=0)
+    open_txn.send(topic, b"open-1", partition=1)
+    open_txn.flush()
+    done = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="done", acks="all")
+    done.init_transactions()
+    done.begin_transaction()
+    done.send(topic, b"done-0", partition=0)
+    done.flush()
+    done.commit_transaction()
+    done.close()
+
+    def listed(**filters):
+        return {str(broker): sorted([t.transactional_id, t.producer_id, t.state.value]
+                                    for t in txns)
+                for broker, txns in admin.list_transactions(**filters).items()}
+
+    def described():
+        out = {}
+        for txn_id, d in admin.describe_transactions(["open", "done"]).items():
+            out[txn_id] = {
+                "coordinator": d.coordinator_id,
+                "state": d.state.value,
+                "producer_id": d.producer_id,
+                "epoch": d.producer_epoch,
+                "timeout_ms": d.transaction_timeout_ms,
+                "start_ms": d.transaction_start_time_ms,
+                "partitions": sorted([tp.topic, tp.partition] for tp in d.topic_partitions),
+            }
+        return out
+
+    def producers():
+        partitions = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+        return {str(tp.partition): [[p.producer_id, p.producer_epoch, p.last_sequence,
+                                     p.coordinator_epoch, p.current_transaction_start_offset]
+                                    for p in state.active_producers]
+                for tp, state in admin.describe_producers(partitions).items()}
+
+    out = {
+        "before": before,
+        "listed": listed(),
+        "ongoing": listed(state_filters=["Ongoing"]),
+        "described": described(),
+        "producers": producers(),
+    }
+    try:
+        admin.describe_transactions(["never-used"])
+        out["never_used"] = None
+    except Exception as e:  # the client raises the per-id error
+        out["never_used"] = type(e).__name__
+    open_txn.abort_transaction()
+    open_txn.close()
+    out["after"] = int(time.time() * 1000)
+    out["described_after_abort"] = described()
+    out["producers_after_abort"] = producers()
+    admin.close()
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
     mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "all":
         all_apis(bootstrap, topic, int(sys.argv[4]))
+    elif mode == "transactions":
+        transactions(bootstrap, topic)
     else:
         sys.exit(f"unknown mode {mode}")

@@ -26,6 +26,7 @@ pub use expiry::TxnExpiry;
 
 use super::checks::Checks;
 use super::groups::Offsets;
+use super::log::now_ms;
 use super::topics::Partition;
 use super::LiveCluster;
 use kafka_protocol::error::ResponseError;
@@ -52,6 +53,48 @@ pub enum TxnState {
     CompleteAbort,
 }
 
+impl TxnState {
+    /// Kafka's name for it, as ListTransactions and DescribeTransactions
+    /// give it and take it as a filter.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxnState::Empty => "Empty",
+            TxnState::Ongoing => "Ongoing",
+            TxnState::CompleteCommit => "CompleteCommit",
+            TxnState::CompleteAbort => "CompleteAbort",
+        }
+    }
+}
+
+/// Kafka's names for a transaction's states: those kept here, and those
+/// it passes through within one request here (a marker is written at
+/// once), which a filter may still name.
+pub const STATE_NAMES: [&str; 8] = [
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+];
+
+/// A transactional id's transaction as the admin APIs describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnView {
+    pub transactional_id: Arc<str>,
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub state: TxnState,
+    pub timeout: Duration,
+    /// When its last transaction began, in ms since the epoch; -1 before
+    /// any.
+    pub started_ms: i64,
+    /// The partitions of the ongoing transaction: topic and index.
+    pub partitions: Vec<(Arc<str>, i32)>,
+}
+
 /// One transactional id.
 pub struct Txn {
     pub producer_id: i64,
@@ -69,6 +112,23 @@ pub struct Txn {
     /// When the ongoing transaction times out, as its coordinator's log
     /// records it (its start plus its timeout).
     deadline: Instant,
+    /// When the last transaction began, in ms since the epoch; -1 before
+    /// any (Kafka's `txnStartTimestamp`).
+    started_ms: i64,
+}
+
+fn view(transactional_id: Arc<str>, t: &Txn) -> TxnView {
+    TxnView {
+        transactional_id,
+        producer_id: t.producer_id,
+        epoch: t.epoch,
+        state: t.state,
+        timeout: t.timeout,
+        started_ms: t.started_ms,
+        partitions: (t.partitions.values())
+            .map(|p| (Arc::clone(&p.topic), p.index))
+            .collect(),
+    }
 }
 
 /// A partition that got a marker, for the caller to replicate once the
@@ -144,6 +204,7 @@ impl TxnCoordinator {
                         number: 0,
                         expiry: None,
                         deadline: Instant::now(),
+                        started_ms: -1,
                     };
                     let id: Arc<str> = Arc::from(id);
                     self.by_producer.lock().insert(producer_id, Arc::clone(&id));
@@ -224,6 +285,7 @@ impl TxnCoordinator {
         t.state = TxnState::Ongoing;
         t.number += 1;
         t.deadline = Instant::now() + t.timeout;
+        t.started_ms = now_ms();
         let key: Arc<str> = Arc::from(id);
         let op = TxnExpiry {
             cluster: Arc::downgrade(cluster),
@@ -452,6 +514,31 @@ impl TxnCoordinator {
                 expiry.reset_timeout(until.saturating_duration_since(Instant::now()));
             }
         }
+    }
+
+    /// The transactions of the ids for which `of` holds, by id.
+    pub fn views_where(&self, of: impl Fn(&str) -> bool) -> Vec<TxnView> {
+        let txns: Vec<(Arc<str>, Arc<Mutex<Txn>>)> = (self.txns.lock().iter())
+            .filter(|(id, _)| of(id))
+            .map(|(id, t)| (Arc::clone(id), Arc::clone(t)))
+            .collect();
+        let mut views: Vec<TxnView> = txns
+            .into_iter()
+            .map(|(id, t)| view(id, &t.lock()))
+            .collect();
+        views.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        views
+    }
+
+    /// The transaction of `id`, if the coordinator knows it.
+    pub fn view(&self, id: &str) -> Option<TxnView> {
+        let (id, txn) = {
+            let txns = self.txns.lock();
+            let (id, txn) = txns.get_key_value(id)?;
+            (Arc::clone(id), Arc::clone(txn))
+        };
+        let t = txn.lock();
+        Some(view(id, &t))
     }
 
     /// The transactional ids for which `of` holds.
