@@ -1978,3 +1978,92 @@ fn describe_cluster_names_a_live_controller_and_crashed_brokers_as_fenced_until_
     );
     passes(server);
 }
+
+#[test]
+fn describe_topic_partitions_pages_through_the_topics_in_name_order() {
+    use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
+    use kafka_protocol::messages::DescribeTopicPartitionsRequest;
+    let server = server(
+        Duration::from_millis(5),
+        &[("charlie", 1), ("alpha", 3), ("bravo", 2)],
+    );
+    let addr = server.addrs()[0];
+    // (topics asked, or all; limit; cursor) -> (topic, partitions) and
+    // the next cursor.
+    type Page = (Vec<(String, i16, Vec<i32>)>, Option<(String, i32)>);
+    let describe = |topics: &[&str], limit: i32, cursor: Option<(&str, i32)>| -> Page {
+        let mut r = DescribeTopicPartitionsRequest::default();
+        r.topics = topics
+            .iter()
+            .map(|&t| {
+                let mut request = TopicRequest::default();
+                request.name = TopicName(StrBytes::from_string(t.to_string()));
+                request
+            })
+            .collect();
+        r.response_partition_limit = limit;
+        r.cursor = cursor.map(|(t, p)| {
+            let mut c = Cursor::default();
+            c.topic_name = TopicName(StrBytes::from_string(t.to_string()));
+            c.partition_index = p;
+            c
+        });
+        let got = Client::connect(addr).call(&r, 0);
+        let topics = got
+            .topics
+            .iter()
+            .map(|t| {
+                let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+                let partitions = t.partitions.iter().map(|p| p.partition_index).collect();
+                (name, t.error_code, partitions)
+            })
+            .collect();
+        let next = got
+            .next_cursor
+            .map(|c| (c.topic_name.0.to_string(), c.partition_index));
+        (topics, next)
+    };
+    let t =
+        |name: &str, error: i16, partitions: &[i32]| (name.to_string(), error, partitions.to_vec());
+    // Every topic, two partitions a page.
+    assert_eq!(
+        describe(&[], 2, None),
+        (vec![t("alpha", 0, &[0, 1])], Some(("alpha".into(), 2)))
+    );
+    assert_eq!(
+        describe(&[], 2, Some(("alpha", 2))),
+        (
+            vec![t("alpha", 0, &[2]), t("bravo", 0, &[0])],
+            Some(("bravo".into(), 1))
+        )
+    );
+    assert_eq!(
+        describe(&[], 2, Some(("bravo", 1))),
+        (vec![t("bravo", 0, &[1]), t("charlie", 0, &[0])], None)
+    );
+    // A page that ends with a topic: the cursor is the next topic's start.
+    assert_eq!(
+        describe(&[], 3, None),
+        (vec![t("alpha", 0, &[0, 1, 2])], Some(("bravo".into(), 0)))
+    );
+    // Topics asked: an unknown one is answered so, in name order.
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    assert_eq!(
+        describe(&["charlie", "nope", "bravo"], 10, None),
+        (
+            vec![
+                t("bravo", 0, &[0, 1]),
+                t("charlie", 0, &[0]),
+                t("nope", unknown, &[])
+            ],
+            None
+        )
+    );
+    // The cursor's topic must be among those asked.
+    let invalid = ResponseError::InvalidRequest.code();
+    assert_eq!(
+        describe(&["bravo"], 10, Some(("alpha", 0))).0,
+        vec![t("bravo", invalid, &[])]
+    );
+    passes(server);
+}

@@ -108,12 +108,13 @@ mod well_formed {
         CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
         DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
         DescribeGroupsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
-        DescribeTransactionsRequest, DescribeUserScramCredentialsRequest, ElectLeadersRequest,
-        EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
-        IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-        ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest, MetadataRequest,
-        OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
-        ProduceRequest, ProducerId, RequestHeader, ShareAcknowledgeRequest, ShareFetchRequest,
+        DescribeTopicPartitionsRequest, DescribeTransactionsRequest,
+        DescribeUserScramCredentialsRequest, ElectLeadersRequest, EndTxnRequest, FetchRequest,
+        FindCoordinatorRequest, GroupId, HeartbeatRequest, IncrementalAlterConfigsRequest,
+        InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+        ListOffsetsRequest, ListTransactionsRequest, MetadataRequest, OffsetCommitRequest,
+        OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+        ProducerId, RequestHeader, ShareAcknowledgeRequest, ShareFetchRequest,
         ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest, TopicName,
         TransactionalId, TxnOffsetCommitRequest,
     };
@@ -849,6 +850,21 @@ mod well_formed {
                         r.member_id = Some(StrBytes::from_static_str("m-1"));
                         r.share_session_epoch = -1;
                         r.topics = vec![t];
+                        frame(api, version, &r)
+                    }
+                    ApiKey::DescribeTopicPartitions => {
+                        use kafka_protocol::messages::describe_topic_partitions_request::{
+                            Cursor, TopicRequest,
+                        };
+                        let mut t = TopicRequest::default();
+                        t.name = TopicName(StrBytes::from_static_str("orders"));
+                        let mut cursor = Cursor::default();
+                        cursor.topic_name = TopicName(StrBytes::from_static_str("orders"));
+                        cursor.partition_index = 2;
+                        let mut r = DescribeTopicPartitionsRequest::default();
+                        r.topics = vec![t.clone(), t];
+                        r.response_partition_limit = 100;
+                        r.cursor = Some(cursor);
                         frame(api, version, &r)
                     }
                     ApiKey::ListTransactions => {

@@ -20,6 +20,7 @@ mod configs;
 mod consumer_group_service;
 mod delete_records;
 mod describe_cluster;
+mod describe_topic_partitions;
 mod elect_leaders;
 mod fetch_sessions;
 mod group_admin;

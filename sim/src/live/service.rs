@@ -61,7 +61,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 45] = [
+pub const APIS: [(ApiKey, i16, i16); 46] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -101,6 +101,7 @@ pub const APIS: [(ApiKey, i16, i16); 45] = [
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::ShareGroupHeartbeat, 1, 1),
@@ -242,6 +243,9 @@ impl Service for BrokerService {
             RequestKind::DeleteAcls(r) => Some(ResponseKind::DeleteAcls(self.delete_acls(r))),
             RequestKind::DescribeCluster(r) => Some(ResponseKind::DescribeCluster(
                 self.describe_cluster(r, version),
+            )),
+            RequestKind::DescribeTopicPartitions(r) => Some(ResponseKind::DescribeTopicPartitions(
+                self.describe_topic_partitions(r),
             )),
             RequestKind::ListTransactions(r) => {
                 Some(ResponseKind::ListTransactions(self.list_transactions(r)))
@@ -400,7 +404,7 @@ impl BrokerService {
         response
     }
 
-    fn partition_metadata(&self, p: &Partition) -> MetadataResponsePartition {
+    pub(crate) fn partition_metadata(&self, p: &Partition) -> MetadataResponsePartition {
         let log = p.log.lock();
         let ids = |v: &[u32]| v.iter().map(|&b| BrokerId(b as i32)).collect::<Vec<_>>();
         let mut out = MetadataResponsePartition::default();

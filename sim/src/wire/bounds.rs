@@ -498,6 +498,13 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
         ApiKey::DescribeLogDirs | ApiKey::DescribeProducers => {
             w.topics(4, |w| w.skip(4))?;
         }
+        ApiKey::DescribeTopicPartitions => {
+            let min = w.min_len(2) + w.min_tags();
+            w.array(min, |w| {
+                w.string()?; // name
+                w.tags()
+            })?;
+        }
         ApiKey::DescribeTransactions => {
             w.strings()?; // transactional_ids
         }
