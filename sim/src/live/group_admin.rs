@@ -26,9 +26,10 @@ use kafka_protocol::protocol::StrBytes;
 const CLASSIC: &str = "classic";
 const CONSUMER: &str = "consumer";
 
-/// What an authorizer with no ACLs allows on a group: READ, DELETE and
-/// DESCRIBE, as bits of Kafka's `AclOperation` codes.
-pub(crate) const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+/// What an authorizer with no ACLs allows on a group: READ, DELETE,
+/// DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (a group has settings of
+/// its own), as bits of Kafka's `AclOperation` codes.
+pub(crate) const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
 
 impl BrokerService {
     /// The groups this broker coordinates, in the states and of the types
