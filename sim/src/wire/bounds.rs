@@ -498,10 +498,11 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
         ApiKey::DescribeLogDirs | ApiKey::DescribeProducers => {
             w.topics(4, |w| w.skip(4))?;
         }
-        ApiKey::DescribeTopicPartitions => {
+        ApiKey::DescribeTopicPartitions | ApiKey::DescribeUserScramCredentials => {
+            // Topics or users: each a name alone.
             let min = w.min_len(2) + w.min_tags();
             w.array(min, |w| {
-                w.string()?; // name
+                w.string()?;
                 w.tags()
             })?;
         }
@@ -523,13 +524,6 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.string()?;
                 w.string()?;
                 w.skip(2)?;
-                w.tags()
-            })?;
-        }
-        ApiKey::DescribeUserScramCredentials => {
-            let min = w.min_len(2) + w.min_tags();
-            w.array(min, |w| {
-                w.string()?; // name
                 w.tags()
             })?;
         }
