@@ -368,11 +368,28 @@ fn a_compacted_topic_keeps_every_record_until_its_policy_also_deletes() {
     // Compacted, and this broker does not compact: every record stays,
     // whatever retention.bytes says (Kafka applies it only with delete).
     assert_eq!(log_start(), 0);
-    // As in Kafka, a compacted topic takes no record without a key.
-    assert_eq!(
-        produce(at, "table", -1, b"no key"),
-        ResponseError::InvalidRecord.code()
+    // As in Kafka, a compacted topic takes no record without a key, and
+    // (from Produce v8) says which record and why.
+    let r = produce_request("table", &[(0, batch(&[b"no key"]))], -1, 5_000);
+    let got = Client::connect(at).call(&r, 9);
+    let refused = &got.responses[0].partition_responses[0];
+    assert_eq!(refused.error_code, ResponseError::InvalidRecord.code());
+    let message = refused.error_message.as_ref().map(|m| m.to_string());
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("without key")),
+        "{message:?}"
     );
+    let at_fault: Vec<(i32, Option<String>)> = (refused.record_errors.iter())
+        .map(|e| {
+            (
+                e.batch_index,
+                e.batch_index_error_message.as_ref().map(|m| m.to_string()),
+            )
+        })
+        .collect();
+    assert_eq!(at_fault, vec![(0, message)]);
     // A list: delete appended, the retention applies from the next append.
     let append = [("cleanup.policy", APPEND, Some("delete"))];
     assert_eq!(alter(addr, TOPIC, "table", &append, false), 0);

@@ -41,10 +41,32 @@ pub enum RecordsError {
     Invalid,
     /// A record without a key for a topic that is compacted (INVALID_RECORD
     /// too, as Kafka answers it).
-    NoKeyForCompaction,
+    NoKeyForCompaction {
+        /// The first such record's index in its batch.
+        record: i32,
+    },
     /// The compressed records do not decompress, or name a codec Kafka does
     /// not define (CORRUPT_MESSAGE).
     Corrupt,
+}
+
+impl RecordsError {
+    /// What the produce's answer says of it (Kafka's `error_message`).
+    pub fn message(self) -> &'static str {
+        match self {
+            RecordsError::Invalid => {
+                "The records do not match their batch's header: the record count must be the \
+                 offset range, the records must fill the batch, each its own length, in offset order"
+            }
+            RecordsError::NoKeyForCompaction { .. } => {
+                "Compacted topic cannot accept message without key"
+            }
+            RecordsError::Corrupt => {
+                "The batch's records do not decompress, or name a compression codec Kafka does \
+                 not define"
+            }
+        }
+    }
 }
 
 /// One record's place and time in its batch.
@@ -76,7 +98,7 @@ pub fn check(batch: &[u8], keys_required: bool) -> Result<(), RecordsError> {
             return Err(RecordsError::Invalid);
         }
         if keys_required && !has_key {
-            return Err(RecordsError::NoKeyForCompaction);
+            return Err(RecordsError::NoKeyForCompaction { record: index });
         }
         index += 1;
         Ok(Step::Next)
@@ -495,7 +517,7 @@ mod tests {
             assert_eq!(check(&one_without, false), Ok(()), "{codec:?}");
             assert_eq!(
                 check(&one_without, true),
-                Err(RecordsError::NoKeyForCompaction),
+                Err(RecordsError::NoKeyForCompaction { record: 1 }),
                 "{codec:?}"
             );
         }

@@ -118,8 +118,47 @@ pub(crate) const CLUSTER_ID: &str = "broker-sim";
 type UnknownTopic = (Option<String>, Uuid, i16);
 
 /// A produced partition's index, and its base offset and log append time
-/// (-1 but for a `LogAppendTime` topic), or its error code.
-type PartitionAnswer = (i32, Result<(i64, i64), i16>);
+/// (-1 but for a `LogAppendTime` topic), or why it was refused.
+type PartitionAnswer = (i32, Result<(i64, i64), Refused>);
+
+/// Why a partition's produce was refused: the error code and, for a batch
+/// whose records were refused, Kafka's message (from Produce v8) and the
+/// record at fault in its batch.
+#[derive(Debug, Clone, Copy)]
+struct Refused {
+    code: i16,
+    message: Option<&'static str>,
+    record: Option<i32>,
+}
+
+impl From<i16> for Refused {
+    fn from(code: i16) -> Refused {
+        Refused {
+            code,
+            message: None,
+            record: None,
+        }
+    }
+}
+
+impl From<RecordsError> for Refused {
+    fn from(e: RecordsError) -> Refused {
+        let code = match e {
+            RecordsError::Corrupt => ResponseError::CorruptMessage,
+            RecordsError::Invalid | RecordsError::NoKeyForCompaction { .. } => {
+                ResponseError::InvalidRecord
+            }
+        };
+        Refused {
+            code: code.code(),
+            message: Some(e.message()),
+            record: match e {
+                RecordsError::NoKeyForCompaction { record } => Some(record),
+                _ => None,
+            },
+        }
+    }
+}
 
 fn code(e: ResponseError) -> i16 {
     e.code()
@@ -520,8 +559,8 @@ impl BrokerService {
             let mut parts = Vec::new();
             for data in topic.partition_data {
                 let result = match &name {
-                    _ if !valid_acks => Err(code(ResponseError::InvalidRequiredAcks)),
-                    Err(e) => Err(*e),
+                    _ if !valid_acks => Err(code(ResponseError::InvalidRequiredAcks).into()),
+                    Err(e) => Err((*e).into()),
                     Ok(name) => self.append(
                         &name.0,
                         data.index,
@@ -586,7 +625,7 @@ impl BrokerService {
                     .and_then(|(.., ps)| ps.iter_mut().find(|(i, _)| *i == part.partition.index));
                 // Success keeps what the append answered.
                 if let Some((_, slot)) = answer.filter(|_| error != 0) {
-                    *slot = Err(error);
+                    *slot = Err(error.into());
                 }
             }
         }
@@ -609,8 +648,20 @@ impl BrokerService {
                             }
                             Err(e) => {
                                 Checks::bump(&checks.produce_errors);
-                                p.error_code = e;
+                                p.error_code = e.code;
                                 p.base_offset = -1;
+                                if version >= 8 {
+                                    let message = e.message.map(StrBytes::from_static_str);
+                                    p.record_errors = (e.record.iter())
+                                        .map(|&i| {
+                                            let mut r = produce_response::BatchIndexAndErrorMessage::default();
+                                            r.batch_index = i;
+                                            r.batch_index_error_message = message.clone();
+                                            r
+                                        })
+                                        .collect();
+                                    p.error_message = message;
+                                }
                             }
                         }
                         if version >= leader_hints::PRODUCE_V
@@ -642,7 +693,7 @@ impl BrokerService {
         acks: i16,
         parked: &mut Vec<ProducePart>,
         moved: &mut Vec<Arc<Partition>>,
-    ) -> Result<(i64, i64), i16> {
+    ) -> Result<(i64, i64), Refused> {
         let p = self.partition(topic, index)?;
         let records = records.ok_or(code(ResponseError::CorruptMessage))?;
         // A transactional producer's batches go in only while its
@@ -684,18 +735,18 @@ impl BrokerService {
         records: &Bytes,
         acks: i16,
         txn: Option<(i64, i16)>,
-    ) -> Result<(Appended, Vec<u32>, bool), i16> {
+    ) -> Result<(Appended, Vec<u32>, bool), Refused> {
         {
             let mut log = p.log.lock();
             if log.deleted {
-                return Err(code(ResponseError::UnknownTopicOrPartition));
+                return Err(code(ResponseError::UnknownTopicOrPartition).into());
             }
             if log.leader != Some(self.id) {
-                return Err(code(ResponseError::NotLeaderOrFollower));
+                return Err(code(ResponseError::NotLeaderOrFollower).into());
             }
             let cfg = &self.cluster.cfg;
             if acks == -1 && log.isr.len() < p.config.min_insync(cfg.min_insync) {
-                return Err(code(ResponseError::NotEnoughReplicas));
+                return Err(code(ResponseError::NotEnoughReplicas).into());
             }
             let hw = log.hw;
             let rules = AppendRules {
@@ -705,16 +756,17 @@ impl BrokerService {
                 keys_required: p.config.compacts(),
             };
             let appended = log.append(records, &rules, txn).map_err(|e| match e {
-                AppendError::Corrupt => code(ResponseError::CorruptMessage),
-                AppendError::TooLarge => code(ResponseError::MessageTooLarge),
-                AppendError::OutOfOrderSequence => code(ResponseError::OutOfOrderSequenceNumber),
-                AppendError::InvalidProducerEpoch => code(ResponseError::InvalidProducerEpoch),
-                AppendError::Transactional => code(ResponseError::InvalidTxnState),
-                AppendError::Control => code(ResponseError::InvalidRecord),
-                AppendError::Records(RecordsError::Corrupt) => code(ResponseError::CorruptMessage),
-                AppendError::Records(RecordsError::Invalid | RecordsError::NoKeyForCompaction) => {
-                    code(ResponseError::InvalidRecord)
+                AppendError::Records(records) => Refused::from(records),
+                AppendError::Corrupt => code(ResponseError::CorruptMessage).into(),
+                AppendError::TooLarge => code(ResponseError::MessageTooLarge).into(),
+                AppendError::OutOfOrderSequence => {
+                    code(ResponseError::OutOfOrderSequenceNumber).into()
                 }
+                AppendError::InvalidProducerEpoch => {
+                    code(ResponseError::InvalidProducerEpoch).into()
+                }
+                AppendError::Transactional => code(ResponseError::InvalidTxnState).into(),
+                AppendError::Control => code(ResponseError::InvalidRecord).into(),
             })?;
             if appended.duplicate {
                 Checks::bump(&self.checks().duplicates);
