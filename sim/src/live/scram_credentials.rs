@@ -75,40 +75,35 @@ impl ScramCredentials {
             }
         }
         let mut results = Vec::with_capacity(asked.len());
-        // As Kafka lists them: deletions, then upsertions, then refusals.
-        for pass in 0..3 {
-            for (name, outcome) in &asked {
-                let in_pass = match outcome {
-                    Ok(Change::Delete(_)) => 0,
-                    Ok(Change::Upsert(..)) => 1,
-                    Err(_) => 2,
-                };
-                if in_pass != pass {
-                    continue;
-                }
-                let mut result = AlterUserScramCredentialsResult::default();
-                result.user = StrBytes::from_string(name.clone());
-                match outcome {
-                    Ok(Change::Delete(mechanism)) => {
-                        let credentials = users.entry(name.clone()).or_default();
-                        credentials.remove(mechanism);
+        // As Kafka lists them: deletions, then upsertions, then refusals
+        // (a stable sort keeps the request's order within each).
+        asked.sort_by_key(|(_, outcome)| match outcome {
+            Ok(Change::Delete(_)) => 0,
+            Ok(Change::Upsert(..)) => 1,
+            Err(_) => 2,
+        });
+        for (name, outcome) in asked {
+            let mut result = AlterUserScramCredentialsResult::default();
+            match outcome {
+                Ok(Change::Delete(mechanism)) => {
+                    // It exists: the check made sure.
+                    if let Some(credentials) = users.get_mut(&name) {
+                        credentials.remove(&mechanism);
                         if credentials.is_empty() {
-                            users.remove(name);
+                            users.remove(&name);
                         }
                     }
-                    Ok(Change::Upsert(mechanism, iterations)) => {
-                        users
-                            .entry(name.clone())
-                            .or_default()
-                            .insert(*mechanism, *iterations);
-                    }
-                    Err(refusal) => {
-                        result.error_code = refusal.error.code();
-                        result.error_message = Some(StrBytes::from_static_str(refusal.message));
-                    }
                 }
-                results.push(result);
+                Ok(Change::Upsert(mechanism, iterations)) => {
+                    (users.entry(name.clone()).or_default()).insert(mechanism, iterations);
+                }
+                Err(refusal) => {
+                    result.error_code = refusal.error.code();
+                    result.error_message = Some(StrBytes::from_static_str(refusal.message));
+                }
             }
+            result.user = StrBytes::from_string(name);
+            results.push(result);
         }
         results
     }
