@@ -53,12 +53,9 @@ fn a_refused_version_names_the_versions_served() {
         said(header(8, 1)),
         "OffsetCommit v1 is not served (v2-9 are)"
     );
-    // ListPartitionReassignments (46), which Kafka defines and the front
-    // does not serve.
-    assert_eq!(
-        said(header(46, 0)),
-        "ListPartitionReassignments is not served"
-    );
+    // DescribeQuorum (55), which Kafka defines and the front does not
+    // serve (it has no metadata quorum to describe).
+    assert_eq!(said(header(55, 0)), "DescribeQuorum is not served");
     assert_eq!(said(header(999, 0)), "API key 999 is unknown");
 }
 
@@ -103,20 +100,21 @@ mod well_formed {
     };
     use kafka_protocol::messages::{
         AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AlterConfigsRequest,
-        AlterUserScramCredentialsRequest, ApiKey, BrokerId, ConsumerGroupDescribeRequest,
-        ConsumerGroupHeartbeatRequest, CreateAclsRequest, CreatePartitionsRequest,
-        CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-        DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-        DescribeGroupsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
-        DescribeTopicPartitionsRequest, DescribeTransactionsRequest,
+        AlterPartitionReassignmentsRequest, AlterUserScramCredentialsRequest, ApiKey, BrokerId,
+        ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, CreateAclsRequest,
+        CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest,
+        DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest,
+        DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest,
+        DescribeProducersRequest, DescribeTopicPartitionsRequest, DescribeTransactionsRequest,
         DescribeUserScramCredentialsRequest, ElectLeadersRequest, EndTxnRequest, FetchRequest,
         FindCoordinatorRequest, GroupId, HeartbeatRequest, IncrementalAlterConfigsRequest,
         InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-        ListOffsetsRequest, ListTransactionsRequest, MetadataRequest, OffsetCommitRequest,
-        OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-        ProducerId, RequestHeader, ShareAcknowledgeRequest, ShareFetchRequest,
-        ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, SyncGroupRequest, TopicName,
-        TransactionalId, TxnOffsetCommitRequest,
+        ListOffsetsRequest, ListPartitionReassignmentsRequest, ListTransactionsRequest,
+        MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+        OffsetForLeaderEpochRequest, ProduceRequest, ProducerId, RequestHeader,
+        ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+        ShareGroupHeartbeatRequest, SyncGroupRequest, TopicName, TransactionalId,
+        TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
@@ -757,6 +755,37 @@ mod well_formed {
                                 .collect(),
                         );
                         r.timeout_ms = 5_000;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::AlterPartitionReassignments => {
+                        use kafka_protocol::messages::alter_partition_reassignments_request::{
+                            ReassignablePartition, ReassignableTopic,
+                        };
+                        let mut r = AlterPartitionReassignmentsRequest::default();
+                        r.timeout_ms = 5_000;
+                        let mut t = ReassignableTopic::default();
+                        t.name = name("a");
+                        t.partitions = [Some(vec![BrokerId(2), BrokerId(0)]), None]
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, replicas)| {
+                                let mut p = ReassignablePartition::default();
+                                p.partition_index = i as i32;
+                                p.replicas = replicas;
+                                p
+                            })
+                            .collect();
+                        r.topics = vec![t];
+                        frame(api, version, &r)
+                    }
+                    ApiKey::ListPartitionReassignments => {
+                        use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+                        let mut r = ListPartitionReassignmentsRequest::default();
+                        r.timeout_ms = 5_000;
+                        let mut t = ListPartitionReassignmentsTopics::default();
+                        t.name = name("bb");
+                        t.partition_indexes = vec![0, 3];
+                        r.topics = Some(vec![t]);
                         frame(api, version, &r)
                     }
                     ApiKey::OffsetForLeaderEpoch => {

@@ -103,8 +103,13 @@ pub struct AppendRules {
 /// The state of one partition, under its lock.
 #[derive(Debug)]
 pub struct PartitionLog {
-    /// Brokers holding a replica, preferred leader first.
+    /// Brokers holding a replica, preferred leader first; while a
+    /// reassignment is under way, the target's then those it removes.
     pub replicas: Vec<u32>,
+    /// Replicas a reassignment under way adds (`reassignment.rs`).
+    pub adding: Vec<u32>,
+    /// Replicas a reassignment under way removes.
+    pub removing: Vec<u32>,
     /// The leader, `None` while every replica is down.
     pub leader: Option<u32>,
     /// Leader epoch, bumped on each leader change.
@@ -153,6 +158,8 @@ impl PartitionLog {
             replica_log_start: vec![0; replicas.len()],
             caught_up_at: vec![now; replicas.len()],
             replicas,
+            adding: Vec::new(),
+            removing: Vec::new(),
             hw: 0,
             hw_moved_at: None,
             batches: Vec::new(),
@@ -238,6 +245,29 @@ impl PartitionLog {
             .map(|(_, &start)| start)
             .min()
             .unwrap_or(self.log_start)
+    }
+
+    /// Makes `replicas` the replica set, keeping what each broker that
+    /// stays has; a broker new to it starts with an empty log at the log
+    /// start, as a replica placed on a broker fetches from there.
+    pub fn set_replicas(&mut self, replicas: Vec<u32>, now: Instant) {
+        let kept = |b: u32| self.replica_index(b);
+        let leo = replicas
+            .iter()
+            .map(|&b| kept(b).map_or(self.log_start, |i| self.replica_leo[i]))
+            .collect();
+        let log_start = replicas
+            .iter()
+            .map(|&b| kept(b).map_or(self.log_start, |i| self.replica_log_start[i]))
+            .collect();
+        let caught_up_at = replicas
+            .iter()
+            .map(|&b| kept(b).map_or(now, |i| self.caught_up_at[i]))
+            .collect();
+        self.replica_leo = leo;
+        self.replica_log_start = log_start;
+        self.caught_up_at = caught_up_at;
+        self.replicas = replicas;
     }
 
     /// Position of `broker` in `replicas`.

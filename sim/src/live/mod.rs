@@ -34,6 +34,7 @@ mod offset_for_leader_epoch;
 mod ops;
 mod partition_txns;
 mod producers;
+mod reassignment;
 mod replication;
 mod scram_credentials;
 mod service;
@@ -581,14 +582,23 @@ impl LiveCluster {
     /// purgatories for every partition whose high watermark moved.
     fn replicate(&self, now: Instant) {
         let mut moved = Vec::new();
+        let mut reassigned = Vec::new();
         for b in &self.brokers {
             for (p, end) in b.followers.due(now) {
-                if b.alive.load(Ordering::Acquire)
-                    && replication::follower_caught_up(&p, b.id, end, now)
-                {
+                if !b.alive.load(Ordering::Acquire) {
+                    continue;
+                }
+                let caught_up = replication::follower_caught_up(&p, b.id, end, now);
+                if caught_up.may_finish_reassignment {
+                    reassigned.push(Arc::clone(&p));
+                }
+                if caught_up.check {
                     moved.push(p);
                 }
             }
+        }
+        for p in reassigned {
+            self.finish_reassignment(&p);
         }
         self.check_moved(moved);
     }

@@ -44,13 +44,22 @@ impl FollowerQueue {
     }
 }
 
-/// Applies a follower's fetch up to `end`; returns whether the high
-/// watermark moved, the ISR changed or the follower learned a new log
-/// start offset (the leader's purgatories must be checked).
-pub fn follower_caught_up(p: &Partition, broker: u32, end: i64, now: Instant) -> bool {
+/// What a follower's fetch changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CaughtUp {
+    /// The high watermark moved, the ISR changed or the follower learned a
+    /// new log start offset: the leader's purgatories must be checked.
+    pub check: bool,
+    /// The follower joined the ISR of a partition being reassigned, which
+    /// may finish the reassignment.
+    pub may_finish_reassignment: bool,
+}
+
+/// Applies a follower's fetch up to `end`.
+pub fn follower_caught_up(p: &Partition, broker: u32, end: i64, now: Instant) -> CaughtUp {
     let mut log = p.log.lock();
     let Some(i) = log.replica_index(broker) else {
-        return false;
+        return CaughtUp::default();
     };
     // A batch cut away by a leader change since it was sent counts only
     // up to the log end.
@@ -60,16 +69,20 @@ pub fn follower_caught_up(p: &Partition, broker: u32, end: i64, now: Instant) ->
     }
     // The fetch answer carries the leader's log start offset: the
     // follower deletes below it too (a parked DeleteRecords waits for it).
-    let mut changed = log.replica_log_start[i] < log.log_start;
+    let changed = log.replica_log_start[i] < log.log_start;
     log.replica_log_start[i] = log.replica_log_start[i].max(log.log_start);
+    let mut joined = false;
     if log.replica_leo[i] >= log.log_end() {
         log.caught_up_at[i] = now;
         if !log.isr.contains(&broker) && Some(broker) != log.leader {
             log.isr.push(broker);
-            changed = true;
+            joined = true;
         }
     }
-    log.advance_hw() || changed
+    CaughtUp {
+        check: log.advance_hw() || changed || joined,
+        may_finish_reassignment: joined && log.reassigning(),
+    }
 }
 
 /// Removes from the ISR every follower of `p` that has not caught up for

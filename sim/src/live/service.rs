@@ -61,7 +61,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 46] = [
+pub const APIS: [(ApiKey, i16, i16); 48] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -91,6 +91,8 @@ pub const APIS: [(ApiKey, i16, i16); 46] = [
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 0),
+    (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
@@ -313,6 +315,12 @@ impl Service for BrokerService {
             RequestKind::ElectLeaders(r) => {
                 Some(ResponseKind::ElectLeaders(self.elect_leaders(r, version)))
             }
+            RequestKind::AlterPartitionReassignments(r) => Some(
+                ResponseKind::AlterPartitionReassignments(self.alter_partition_reassignments(r)),
+            ),
+            RequestKind::ListPartitionReassignments(r) => Some(
+                ResponseKind::ListPartitionReassignments(self.list_partition_reassignments(r)),
+            ),
             RequestKind::DescribeLogDirs(r) => {
                 Some(ResponseKind::DescribeLogDirs(self.describe_log_dirs(r)))
             }

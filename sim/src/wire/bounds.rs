@@ -264,6 +264,22 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             // topic_partitions: a name, then partition ids of 4 bytes.
             w.topics(4, |w| w.skip(4))?;
         }
+        ApiKey::AlterPartitionReassignments => {
+            w.skip(4)?; // timeout_ms
+                        // Each partition: its index, its target replicas (null to
+                        // cancel), tags.
+            let partition = 4 + w.min_len(4) + w.min_tags();
+            w.topics(partition, |w| {
+                w.skip(4)?;
+                w.array(4, |w| w.skip(4))?;
+                w.tags()
+            })?;
+        }
+        ApiKey::ListPartitionReassignments => {
+            w.skip(4)?; // timeout_ms
+                        // topics (null for all): a name, then partition ids of 4 bytes.
+            w.topics(4, |w| w.skip(4))?;
+        }
         ApiKey::OffsetForLeaderEpoch => {
             if version >= 3 {
                 w.skip(4)?; // replica_id
