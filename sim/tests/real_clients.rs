@@ -715,6 +715,55 @@ fn kafka_python_lists_and_describes_transactions_and_their_producers() {
     passes(server);
 }
 
+/// kafka-python's admin client moves a partition to two other brokers
+/// (its leader with it) and another onto all three, sees the moves finish
+/// (ListPartitionReassignments), and every record produced before and
+/// after is read back; a cancel with no move under way and a broker that
+/// does not exist are refused as Kafka refuses them.
+#[test]
+fn kafka_python_moves_partitions_to_other_brokers_and_every_record_stays() {
+    if !kafka_python() {
+        return;
+    }
+    let server = start(LiveConfig::default(), &[]);
+    let r = python_client(
+        "kafka_python_client.py",
+        &["reassign", &bootstrap(&server), "moved"],
+    );
+    // Each partition on one broker, which leads it.
+    for p in ["0", "1"] {
+        let leader = &r["before"][p]["leader"];
+        let expected = serde_json::json!({"leader": leader, "replicas": [leader], "isr": [leader]});
+        assert_eq!(r["before"][p], expected, "{r}");
+    }
+    assert_eq!(r["moved"], serde_json::json!({"0": null, "1": null}), "{r}");
+    assert_eq!(r["listed_after"], serde_json::json!({}), "{r}");
+    assert_eq!(
+        r["after"]["0"],
+        serde_json::json!({"leader": 2, "replicas": [2, 1], "isr": [1, 2]}),
+        "{r}"
+    );
+    assert_eq!(
+        r["after"]["1"]["replicas"],
+        serde_json::json!([0, 1, 2]),
+        "{r}"
+    );
+    assert_eq!(r["after"]["1"]["isr"], serde_json::json!([0, 1, 2]), "{r}");
+    assert_eq!(
+        r["cancelled"],
+        serde_json::json!({"0": "NoReassignmentInProgressError"}),
+        "{r}"
+    );
+    assert_eq!(
+        r["unknown_broker"],
+        serde_json::json!({"0": "InvalidReplicationAssignmentError"}),
+        "{r}"
+    );
+    let all: Vec<i64> = (0..120).collect();
+    assert_eq!(r["read"], serde_json::json!(all), "{r}");
+    passes(server);
+}
+
 #[test]
 fn sarama_produces_idempotently_long_polls_and_a_group_of_two_commits_every_record() {
     let Some(client) = sarama_client() else {

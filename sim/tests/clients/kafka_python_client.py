@@ -15,6 +15,13 @@ defaults (its producer is idempotent unless told otherwise).
         state), describe both ids and one never used, and describe the
         partitions' producers; abort the open one and describe again.
         Prints one JSON line: what each call answered.
+    kafka_python_client.py reassign BOOTSTRAP TOPIC
+        Create TOPIC with 2 partitions of one replica each, produce 100
+        records with acks=all, move partition 0 to brokers 2 and 1 and
+        partition 1 to all three, wait until no move is listed, produce 20
+        more, cancel a move that is not under way and ask for one to a
+        broker that does not exist, then read every record back. Prints
+        one JSON line: what each call answered and what was read.
 
 Needs kafka-python 3 or later (its admin client answers in dicts, and
 its producer is idempotent by default). Exits 0 when it ran.
@@ -166,11 +173,55 @@ def transactions(bootstrap, topic):
     print(json.dumps(out))
 
 
+def reassign(bootstrap, topic):
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1,
+                                  topic_configs={"min.insync.replicas": "1"})])
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+
+    def produce(numbers):
+        for i in numbers:
+            producer.send(topic, str(i).encode(), partition=i % 2)
+        producer.flush()
+
+    def placement():
+        described = admin.describe_topics([topic])[0]["partitions"]
+        return {p["partition_index"]: {"leader": p["leader_id"], "replicas": p["replica_nodes"],
+                                       "isr": sorted(p["isr_nodes"])} for p in described}
+
+    def errors(answer):
+        return {tp.partition: (e.__name__ if e else None) for tp, e in answer.items()}
+
+    out = {}
+    produce(range(100))
+    out["before"] = placement()
+    out["moved"] = errors(admin.alter_partition_reassignments(
+        {TopicPartition(topic, 0): [2, 1], TopicPartition(topic, 1): [0, 1, 2]}))
+    deadline = time.time() + 20
+    while admin.list_partition_reassignments() and time.time() < deadline:
+        time.sleep(0.05)
+    out["listed_after"] = {str(tp): v for tp, v in admin.list_partition_reassignments().items()}
+    out["after"] = placement()
+    produce(range(100, 120))
+    out["cancelled"] = errors(admin.alter_partition_reassignments({TopicPartition(topic, 0): None}))
+    out["unknown_broker"] = errors(admin.alter_partition_reassignments({TopicPartition(topic, 0): [5]}))
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=5000)
+    consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    out["read"] = sorted(int(m.value) for m in consumer)
+    consumer.close()
+    producer.close()
+    admin.close()
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
     mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "all":
         all_apis(bootstrap, topic, int(sys.argv[4]))
     elif mode == "transactions":
         transactions(bootstrap, topic)
+    elif mode == "reassign":
+        reassign(bootstrap, topic)
     else:
         sys.exit(f"unknown mode {mode}")
