@@ -239,6 +239,54 @@ fn a_move_waits_for_its_new_replica_is_listed_meanwhile_and_can_be_cancelled() {
 }
 
 #[test]
+fn a_cancelled_move_takes_the_leadership_back_from_a_broker_it_was_adding() {
+    // Broker 2 never fetches, so a move onto it never finishes.
+    let server = server(vec![Fault::SlowFollower {
+        broker: 2,
+        from: Duration::ZERO,
+        until: Duration::from_secs(3600),
+        delay: Duration::from_secs(3600),
+    }]);
+    let cluster = server.cluster();
+    let partitions = cluster.topic("orders").unwrap().partitions.clone();
+    let p = (0..3)
+        .find(|&i| partitions[i].log.lock().replicas[0] == 0)
+        .unwrap();
+    let log = || partitions[p].log.lock();
+    assert_eq!(produce(&server, 0, p as i32, &[b"a", b"b"]), 0);
+    // Broker 1, first of the target, catches up and, as the preferred
+    // replica in sync, takes the leadership while broker 2 holds the move.
+    assert_eq!(
+        alter(&server, "orders", &[(p as i32, Some(&[1, 2]))]),
+        vec![(p as i32, 0)]
+    );
+    eventually("broker 1 leads", || log().leader == Some(1));
+    assert!(log().reassigning());
+    let epoch = log().epoch;
+    assert_eq!(
+        alter(&server, "orders", &[(p as i32, None)]),
+        vec![(p as i32, 0)]
+    );
+    {
+        let log = log();
+        assert_eq!((log.replicas.clone(), log.isr.clone()), (vec![0], vec![0]));
+        assert_eq!(log.leader, Some(0), "back on the replica from before");
+        assert!(log.epoch > epoch, "in a new epoch");
+    }
+    assert_eq!(
+        produce(&server, 1, p as i32, &[b"x"]),
+        code(ResponseError::NotLeaderOrFollower)
+    );
+    assert_eq!(produce(&server, 0, p as i32, &[b"c"]), 0);
+    assert_eq!(
+        read(&server, 0, p as i32),
+        Ok(vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()])
+    );
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
+
+#[test]
 fn targets_kafka_refuses_are_refused_partition_by_partition() {
     let server = server(Vec::new());
     let invalid = code(ResponseError::InvalidReplicaAssignment);

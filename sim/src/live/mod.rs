@@ -846,6 +846,21 @@ impl LiveCluster {
             return Err(ResponseError::UnknownTopicOrPartition);
         }
         let old = self.elect_locked(p, &mut log, unclean, &mut rewritten)?;
+        self.after_leader_change(p, log, old, rewritten);
+        Ok(())
+    }
+
+    /// What follows a change of `p`'s leadership away from `old` (if it
+    /// led), made under `log`, its lock: the high watermark may move, what
+    /// `old` held parked for `p` is answered, and the markers written again
+    /// go to their followers.
+    fn after_leader_change(
+        &self,
+        p: &Arc<Partition>,
+        mut log: parking_lot::MutexGuard<'_, PartitionLog>,
+        old: Option<u32>,
+        rewritten: Vec<Rewritten>,
+    ) {
         let moved = log.advance_hw();
         drop(log);
         if let Some(old) = old {
@@ -855,7 +870,6 @@ impl LiveCluster {
             rewritten,
             moved.then(|| Arc::clone(p)).into_iter().collect(),
         );
-        Ok(())
     }
 
     /// [`elect`](Self::elect) under the partition's lock; returns the

@@ -16,9 +16,11 @@
 //! brokers count once they have caught up.
 //!
 //! Cancelling puts back the replicas from before the move (the set less
-//! the brokers it was adding) and drops those brokers from the ISR;
-//! refused if nobody of the set from before is in sync, which would take
-//! an unclean election. Any broker takes both requests, as a KRaft broker
+//! the brokers it was adding) and drops those brokers from the ISR; if
+//! one of them led (the target's first replica, once in sync, takes the
+//! leadership as the preferred one), the first replica from before in
+//! sync leads again. Refused if nobody of the set from before is in
+//! sync, which would take an unclean election. Any broker takes both requests, as a KRaft broker
 //! forwards them to the controller; the move has started (or been
 //! cancelled) when the answer is sent.
 
@@ -136,7 +138,7 @@ impl LiveCluster {
             return Err(unknown_partition(topic, index));
         }
         let Some(target) = target else {
-            return log.revert_reassignment(now).map_err(|e| match e {
+            log.revert_reassignment(now).map_err(|e| match e {
                 ResponseError::InvalidReplicaAssignment => (
                     e,
                     format!(
@@ -145,7 +147,11 @@ impl LiveCluster {
                     ),
                 ),
                 e => (e, e.to_string()),
-            });
+            })?;
+            // The leader may be a broker the move was adding (the
+            // preferred replica of the target, in sync already).
+            self.lead_within_replicas(p, log);
+            return Ok(());
         };
         let joining = log.start_reassignment(&target, now);
         let end = log.log_end();
@@ -216,15 +222,7 @@ impl LiveCluster {
                 .find(|&b| log.isr.contains(&b) && self.is_unfenced(b));
             rewritten.extend(self.hand_over(p, &mut log, next));
         }
-        let moved = log.advance_hw();
-        drop(log);
-        if let Some(old) = old {
-            self.cancel_parked(&self.brokers[old as usize], vec![p.key]);
-        }
-        self.after_hand_overs(
-            rewritten,
-            moved.then(|| Arc::clone(p)).into_iter().collect(),
-        );
+        self.after_leader_change(p, log, old, rewritten);
     }
 }
 
