@@ -447,6 +447,79 @@ fn across_a_broker_restart_leadership_moves_back_and_each_acknowledged_record_is
     assert_eq!(moved, 2 * preferred.len() as u64, "{}", report.human());
 }
 
+/// An idempotent confluent-kafka producer goes on while its topic's
+/// partitions move between brokers every 100 ms (AlterPartitionReassignments
+/// over the wire, each move taking the leader away from some of them):
+/// each acknowledged record is stored once and read back.
+#[test]
+fn an_idempotent_producer_keeps_every_record_while_its_partitions_move_between_brokers() {
+    use broker_sim::wire::client::Client;
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use kafka_protocol::messages::{AlterPartitionReassignmentsRequest, BrokerId, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    if !confluent() {
+        return;
+    }
+    let server = start(LiveConfig::default(), &[("moving", 6)]);
+    let targets: [&[i32]; 4] = [&[0, 1], &[1, 2], &[2, 0, 1], &[2, 1]];
+    let stop = AtomicBool::new(false);
+    let (r, moves) = std::thread::scope(|scope| {
+        let mover = scope.spawn(|| {
+            let mut client = Client::connect(server.addrs()[0]);
+            let mut moves = 0;
+            for round in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let mut r = AlterPartitionReassignmentsRequest::default();
+                let mut topic = ReassignableTopic::default();
+                topic.name = TopicName(StrBytes::from_static_str("moving"));
+                topic.partitions = (0..6)
+                    .map(|p| {
+                        let mut move_to = ReassignablePartition::default();
+                        move_to.partition_index = p;
+                        let target = targets[(round + p as usize) % targets.len()];
+                        move_to.replicas = Some(target.iter().map(|&b| BrokerId(b)).collect());
+                        move_to
+                    })
+                    .collect();
+                r.topics = vec![topic];
+                let answer = client.call(&r, 0);
+                for p in answer.responses.iter().flat_map(|t| t.partitions.iter()) {
+                    assert_eq!(p.error_code, 0, "{p:?}");
+                    moves += 1;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            moves
+        });
+        let r = confluent_client(&[
+            "idempotent",
+            &bootstrap(&server),
+            "moving",
+            "10000",
+            "30000",
+        ]);
+        stop.store(true, Ordering::Relaxed);
+        (r, mover.join().unwrap())
+    });
+    assert!(moves >= 6 * 10, "{moves} moves asked");
+    assert_eq!(r["acked"], 10000, "{r}");
+    assert_eq!(r["read_back"], 10000, "{r}");
+    assert_eq!(r["read_twice"], 0, "{r}");
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(
+        report.count("partition leaders moved").unwrap() > 0,
+        "{}",
+        report.human()
+    );
+}
+
 #[test]
 fn confluent_kafka_reads_a_log_append_time_topic_with_the_leaders_stamps() {
     if !confluent() {
