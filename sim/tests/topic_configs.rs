@@ -517,3 +517,134 @@ fn what_cannot_be_altered_is_refused_and_nothing_of_the_resource_changes() {
     assert!(described(addr, BROKER, "0", "min.insync.replicas").2);
     passes(server);
 }
+
+/// One batch of `values`, zstd-compressed, from the protocol crate's
+/// encoder.
+fn zstd_batch(values: &[&[u8]]) -> bytes::Bytes {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32 - 1,
+            timestamp: wall_clock_ms(),
+            key: None,
+            value: Some(bytes::Bytes::copy_from_slice(v)),
+            headers: Default::default(),
+            delete_horizon: false,
+        })
+        .collect();
+    let mut out = bytes::BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::Zstd,
+    };
+    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
+    out.freeze()
+}
+
+/// A fetch of `topic`'s partition 0 from offset 0 at `addr`, at `version`:
+/// the partition's error code and the bytes of its records.
+fn fetch(addr: SocketAddr, topic: &str, version: i16) -> (i16, usize) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest};
+    let mut p = FetchPartition::default();
+    p.partition_max_bytes = 1 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = TopicName(s(topic));
+    t.partitions = vec![p];
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.max_bytes = 1 << 20;
+    r.topics = vec![t];
+    let got = Client::connect(addr).call(&r, version);
+    let data = &got.responses[0].partitions[0];
+    (
+        data.error_code,
+        data.records.as_ref().map_or(0, |r| r.len()),
+    )
+}
+
+/// The codec of each batch `topic`'s partition 0 stores.
+fn stored_codecs(server: &Server, topic: &str) -> Vec<u8> {
+    let topic = server.cluster().topic(topic).expect("the topic exists");
+    let log = topic.partitions[0].log.lock();
+    log.batches.iter().map(|b| b.bytes[22] & 0x07).collect()
+}
+
+#[test]
+fn a_topics_compression_type_is_the_codec_its_batches_are_stored_in() {
+    let server = server();
+    let addr = server.addrs()[0];
+    let (error, configs) = create(addr, "squeezed", 3, &[("compression.type", "gzip")]);
+    assert_eq!(error, 0);
+    assert!(configs.contains(&(
+        "compression.type".into(),
+        "gzip".into(),
+        TOPIC_SOURCE,
+        false
+    )));
+    let at = leader(&server, "squeezed");
+    assert_eq!(produce(at, "squeezed", -1, b"plain"), 0);
+    assert_eq!(produce_batch(at, "squeezed", -1, zstd_batch(&[b"z"])), 0);
+    assert_eq!(
+        stored_codecs(&server, "squeezed"),
+        vec![1, 1],
+        "both in gzip"
+    );
+    // Back to each producer's own.
+    let change = [("compression.type", SET, Some("PRODUCER"))];
+    assert_eq!(alter(addr, TOPIC, "squeezed", &change, false), 0);
+    assert_eq!(
+        described(addr, TOPIC, "squeezed", "compression.type"),
+        ("producer".into(), TOPIC_SOURCE, false)
+    );
+    assert_eq!(produce(at, "squeezed", -1, b"plain"), 0);
+    assert_eq!(stored_codecs(&server, "squeezed"), vec![1, 1, 0]);
+    // A codec Kafka does not have.
+    let (error, _) = create(addr, "brotli", 3, &[("compression.type", "brotli")]);
+    assert_eq!(error, ResponseError::InvalidConfig.code());
+    passes(server);
+}
+
+#[test]
+fn zstd_is_refused_to_clients_older_than_it_as_kafka_refuses_it() {
+    let server = server();
+    let addr = server.addrs()[0];
+    let unsupported = ResponseError::UnsupportedCompressionType.code();
+    // Produce v7 brought zstd: a v6 produce of a zstd batch is refused.
+    assert_eq!(create(addr, "sent", 3, &[]).0, 0);
+    let at = leader(&server, "sent");
+    let r = produce_request("sent", &[(0, zstd_batch(&[b"a"]))], -1, 5_000);
+    let v6 = Client::connect(at).call(&r, 6);
+    assert_eq!(
+        v6.responses[0].partition_responses[0].error_code,
+        unsupported
+    );
+    let v7 = Client::connect(at).call(&r, 7);
+    assert_eq!(v7.responses[0].partition_responses[0].error_code, 0);
+    // Fetch v10 did: a topic stored in zstd is not read before it, and a
+    // topic whose batches are zstd only as their producers sent them is.
+    assert_eq!(fetch(at, "sent", 9).0, 0);
+    assert_eq!(
+        create(addr, "stored", 3, &[("compression.type", "zstd")]).0,
+        0
+    );
+    let at = leader(&server, "stored");
+    assert_eq!(produce(at, "stored", -1, b"plain"), 0);
+    assert_eq!(stored_codecs(&server, "stored"), vec![4]);
+    assert_eq!(fetch(at, "stored", 9), (unsupported, 0));
+    let (error, bytes) = fetch(at, "stored", 10);
+    assert_eq!(error, 0);
+    assert!(bytes > 0);
+    passes(server);
+}

@@ -1592,7 +1592,7 @@ fn describe_configs(
         .configs
         .iter()
         .map(|e| {
-            // A topic's own six settings can change; nothing else can.
+            // A topic's own seven settings can change; nothing else can.
             let alterable = kind == 2
                 && [
                     "min.insync.replicas",
@@ -1601,6 +1601,7 @@ fn describe_configs(
                     "retention.ms",
                     "cleanup.policy",
                     "message.timestamp.type",
+                    "compression.type",
                 ]
                 .contains(&e.name.as_str());
             assert_eq!(e.read_only, !alterable, "{}", e.name.as_str());

@@ -1,7 +1,8 @@
 //! IncrementalAlterConfigs and AlterConfigs: a topic's own settings
 //! changed by an admin client, for the topic configs this broker applies
 //! (`min.insync.replicas`, `max.message.bytes`, `retention.bytes`,
-//! `retention.ms`, `cleanup.policy`, a list). As in Kafka, a resource's
+//! `retention.ms`, `cleanup.policy`, a list, `message.timestamp.type` and
+//! `compression.type`). As in Kafka, a resource's
 //! changes are checked together and made together or not at all, any
 //! broker answers for a topic, and `validate_only` checks without changing.
 //! The brokers' own settings are static here: refused, as Kafka refuses a

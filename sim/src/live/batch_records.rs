@@ -139,33 +139,35 @@ fn walk(
     let each = &mut each;
     // A slice is read in place; a decompressor through a buffer of its
     // own, so that a byte costs no call into the codec.
-    match batch[ATTRIBUTES + 1] & CODEC_MASK {
+    match codec(batch) {
         0 => walk_records(records, count, base_timestamp, each),
-        1 => walk_records(
-            BufReader::new(MultiGzDecoder::new(records)),
+        codec => walk_records(
+            BufReader::new(decompressor(codec, records)?),
             count,
             base_timestamp,
             each,
         ),
-        2 => walk_records(
-            BufReader::new(snappy(records)?),
-            count,
-            base_timestamp,
-            each,
-        ),
-        3 => walk_records(
-            BufReader::new(lz4_flex::frame::FrameDecoder::new(records)),
-            count,
-            base_timestamp,
-            each,
-        ),
-        4 => {
-            let zstd = ruzstd::decoding::StreamingDecoder::new(records)
-                .map_err(|_| RecordsError::Corrupt)?;
-            walk_records(BufReader::new(zstd), count, base_timestamp, each)
-        }
-        _ => Err(RecordsError::Corrupt),
     }
+}
+
+/// The compression codec a batch's attributes name (0: none).
+pub fn codec(batch: &[u8]) -> u8 {
+    batch.get(ATTRIBUTES + 1).map_or(0, |a| a & CODEC_MASK)
+}
+
+/// The records of a batch compressed with `codec`, decompressed as they
+/// are read (CORRUPT_MESSAGE for a codec Kafka does not define).
+pub fn decompressor(codec: u8, records: &[u8]) -> Result<Box<dyn Read + '_>, RecordsError> {
+    Ok(match codec {
+        0 => Box::new(records),
+        1 => Box::new(MultiGzDecoder::new(records)),
+        2 => Box::new(snappy(records)?),
+        3 => Box::new(lz4_flex::frame::FrameDecoder::new(records)),
+        4 => Box::new(
+            ruzstd::decoding::StreamingDecoder::new(records).map_err(|_| RecordsError::Corrupt)?,
+        ),
+        _ => return Err(RecordsError::Corrupt),
+    })
 }
 
 fn walk_records<R: BufRead>(
@@ -414,14 +416,14 @@ fn be_i64(bytes: &[u8], at: usize) -> Option<i64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use bytes::{Bytes, BytesMut};
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };
 
-    const CODECS: [Compression; 5] = [
+    pub(crate) const CODECS: [Compression; 5] = [
         Compression::None,
         Compression::Gzip,
         Compression::Snappy,
@@ -463,7 +465,7 @@ mod tests {
 
     /// A batch of records with these timestamps and keys, each with a
     /// 300-byte value and a header.
-    fn encoded(records: &[(i64, Option<&[u8]>)], compression: Compression) -> Bytes {
+    pub(crate) fn encoded(records: &[(i64, Option<&[u8]>)], compression: Compression) -> Bytes {
         let records: Vec<Record> = records
             .iter()
             .enumerate()

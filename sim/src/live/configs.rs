@@ -7,7 +7,7 @@
 use super::checks::Checks;
 use super::service::BrokerService;
 use super::topic_config::{
-    self, TopicConfig, CLEANUP_POLICY, MAX_MESSAGE_BYTES, MESSAGE_TIMESTAMP_TYPE,
+    self, TopicConfig, CLEANUP_POLICY, COMPRESSION_TYPE, MAX_MESSAGE_BYTES, MESSAGE_TIMESTAMP_TYPE,
     MIN_INSYNC_REPLICAS, RETENTION_BYTES, RETENTION_MS,
 };
 use super::txns::MAX_TIMEOUT;
@@ -188,10 +188,9 @@ impl BrokerService {
                 ("CreateTime".into(), DEFAULT_CONFIG),
                 Kind::String,
             ),
-            (
-                "compression.type",
-                "producer".into(),
-                DEFAULT_CONFIG,
+            own(
+                COMPRESSION_TYPE,
+                ("producer".into(), DEFAULT_CONFIG),
                 Kind::String,
             ),
         ]

@@ -7,6 +7,7 @@ use super::batch_records::{self, RecordsError};
 use super::leader_epochs::LeaderEpochs;
 use super::partition_txns::{AbortedTxn, PartitionTxns, TxnBatch};
 use super::producers::{ProducerBatch, Producers, SequenceError, Verdict};
+use super::recompress::{self, RewriteError};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -43,7 +44,8 @@ pub struct StoredBatch {
     pub base: i64,
     /// One past the offset of its last record.
     pub end: i64,
-    /// The whole batch, as the producer sent it but for the base offset.
+    /// The whole batch, as the producer sent it but for the base offset
+    /// (and, for a topic with a `compression.type` of its own, its codec).
     pub bytes: Bytes,
     /// Its producer id, epoch and sequence numbers, if it has a producer id.
     pub producer: Option<ProducerBatch>,
@@ -98,6 +100,9 @@ pub struct AppendRules {
     pub stamp: Option<i64>,
     /// Every record needs a key (a compacted topic's).
     pub keys_required: bool,
+    /// The codec the topic stores batches in (`compression.type`), if
+    /// not each producer's own: a batch in another is rewritten in it.
+    pub compression: Option<u8>,
 }
 
 /// The state of one partition, under its lock.
@@ -319,6 +324,15 @@ impl PartitionLog {
                 return Err(AppendError::Control);
             }
             batch_records::check(&batch, rules.keys_required).map_err(AppendError::Records)?;
+            let batch = match rules.compression {
+                Some(codec) if codec != batch_records::codec(&batch) => {
+                    recompress::recompress(&batch, codec, rules.max_bytes).map_err(|e| match e {
+                        RewriteError::TooLarge => AppendError::TooLarge,
+                        RewriteError::Records(e) => AppendError::Records(e),
+                    })?
+                }
+                _ => batch,
+            };
             if info.transactional && txn != Some((info.producer_id, info.producer_epoch)) {
                 return Err(AppendError::Transactional);
             }
@@ -730,6 +744,7 @@ mod tests {
         max_bytes: 1 << 20,
         stamp: None,
         keys_required: false,
+        compression: None,
     };
 
     impl AppendRules {

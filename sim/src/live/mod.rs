@@ -35,6 +35,7 @@ mod ops;
 mod partition_txns;
 mod producers;
 mod reassignment;
+mod recompress;
 mod replication;
 mod scram_credentials;
 mod service;

@@ -4,7 +4,7 @@
 //! parked in the broker's purgatories, and the request's task awaits the
 //! handle.
 
-use super::batch_records::RecordsError;
+use super::batch_records::{self, RecordsError};
 use super::checks::Checks;
 use super::fetch_sessions::{Asked, Context, Told};
 use super::leader_epochs;
@@ -13,6 +13,7 @@ use super::log::{
     now_ms, transactional_producer, AppendError, AppendRules, Appended, PartitionLog,
 };
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
+use super::topic_config;
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::{LiveCluster, LiveConfig};
 use crate::wire::Service;
@@ -569,6 +570,14 @@ impl BrokerService {
                 let result = match &name {
                     _ if !valid_acks => Err(code(ResponseError::InvalidRequiredAcks).into()),
                     Err(e) => Err((*e).into()),
+                    // As Kafka refuses it: zstd came with Produce v7.
+                    Ok(_)
+                        if version < 7
+                            && data.records.as_deref().map(batch_records::codec)
+                                == Some(topic_config::ZSTD) =>
+                    {
+                        Err(code(ResponseError::UnsupportedCompressionType).into())
+                    }
                     Ok(name) => self.append(
                         &name.0,
                         data.index,
@@ -762,6 +771,7 @@ impl BrokerService {
                 // A LogAppendTime topic's batches carry this append's time.
                 stamp: p.config.log_append_time().then(now_ms),
                 keys_required: p.config.compacts(),
+                compression: p.config.compression(),
             };
             let appended = log.append(records, &rules, txn).map_err(|e| match e {
                 AppendError::Records(records) => Refused::from(records),
@@ -839,6 +849,13 @@ impl BrokerService {
                 .and_then(|name| self.partition(&name.0, part.partition))
                 .map_err(Unread::error);
             let checked = checked.and_then(|p| {
+                // As Kafka answers a client older than zstd (Fetch v10)
+                // that reads a topic stored in it.
+                if version < 10 && p.config.compression() == Some(topic_config::ZSTD) {
+                    return Err(Unread::error(code(
+                        ResponseError::UnsupportedCompressionType,
+                    )));
+                }
                 let log = p.log.lock();
                 self.leads(&log, at.leader_epoch).map_err(Unread::error)?;
                 let diverging = leader_epochs::diverging(

@@ -23,14 +23,19 @@ pub const CLEANUP_POLICY: &str = "cleanup.policy";
 /// `LogAppendTime` (the leader stamps each batch with its append time).
 pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
 
+/// `compression.type`: the codec the leader stores batches in
+/// (`producer`: each as its producer compressed it).
+pub const COMPRESSION_TYPE: &str = "compression.type";
+
 /// The topic configs this broker applies, by Kafka's names.
-pub const APPLIED: [&str; 6] = [
+pub const APPLIED: [&str; 7] = [
     MIN_INSYNC_REPLICAS,
     MAX_MESSAGE_BYTES,
     RETENTION_BYTES,
     RETENTION_MS,
     CLEANUP_POLICY,
     MESSAGE_TIMESTAMP_TYPE,
+    COMPRESSION_TYPE,
 ];
 
 /// Each applied config's place in [`APPLIED`], and so its slot.
@@ -40,6 +45,7 @@ const RETENTION_BYTES_AT: usize = 2;
 const RETENTION_MS_AT: usize = 3;
 const CLEANUP_POLICY_AT: usize = 4;
 const MESSAGE_TIMESTAMP_TYPE_AT: usize = 5;
+const COMPRESSION_TYPE_AT: usize = 6;
 
 /// `cleanup.policy`'s values, as bits of its slot.
 const DELETE: i64 = 1;
@@ -48,6 +54,20 @@ const COMPACT: i64 = 2;
 /// `message.timestamp.type`'s values (Kafka's `TimestampType` ids).
 const CREATE_TIME: i64 = 0;
 const LOG_APPEND_TIME: i64 = 1;
+
+/// `compression.type`'s values: Kafka's codec ids (the attributes' low
+/// bits of a batch), and `producer`, each batch's own.
+const CODECS: [(&str, i64); 5] = [
+    ("uncompressed", 0),
+    ("gzip", 1),
+    ("snappy", 2),
+    ("lz4", 3),
+    ("zstd", 4),
+];
+const PRODUCER: i64 = -1;
+/// Kafka's id of zstd, which clients before Produce v7 and Fetch v10 do
+/// not read.
+pub const ZSTD: u8 = 4;
 
 /// What stands for "the broker's" in a slot: no setting takes it.
 const UNSET: i64 = i64::MIN;
@@ -165,6 +185,14 @@ impl TopicConfig {
     pub fn log_append_time(&self) -> bool {
         self.at(MESSAGE_TIMESTAMP_TYPE_AT) == Some(LOG_APPEND_TIME)
     }
+
+    /// The codec the leader stores the topic's batches in (Kafka's id),
+    /// or `None` for the producer's own (`compression.type=producer`,
+    /// the default).
+    pub fn compression(&self) -> Option<u8> {
+        self.at(COMPRESSION_TYPE_AT)
+            .and_then(|v| u8::try_from(v).ok())
+    }
 }
 
 /// The text of `name`'s value `v`, as DescribeConfigs gives it.
@@ -175,6 +203,11 @@ pub fn show(name: &str, v: i64) -> String {
         (CLEANUP_POLICY, _) => "compact,delete".into(),
         (MESSAGE_TIMESTAMP_TYPE, LOG_APPEND_TIME) => "LogAppendTime".into(),
         (MESSAGE_TIMESTAMP_TYPE, _) => "CreateTime".into(),
+        (COMPRESSION_TYPE, v) => CODECS
+            .iter()
+            .find(|&&(_, id)| id == v)
+            .map_or("producer", |&(name, _)| name)
+            .into(),
         _ => v.to_string(),
     }
 }
@@ -242,6 +275,18 @@ pub fn parse(name: &str, value: Option<&str>) -> Result<i64, String> {
             )),
         };
     }
+    if name == COMPRESSION_TYPE {
+        // Kafka's validator takes these in any case.
+        let lower = value.trim().to_ascii_lowercase();
+        return match CODECS.iter().find(|&&(n, _)| n == lower) {
+            Some(&(_, id)) => Ok(id),
+            None if lower == "producer" => Ok(PRODUCER),
+            None => Err(format!(
+                "'{value}' is not a valid value for '{name}': uncompressed, zstd, lz4, snappy, \
+                 gzip or producer."
+            )),
+        };
+    }
     let (min, max) = bounds(name);
     match value.trim().parse::<i64>() {
         Ok(v) if (min..=max).contains(&v) => Ok(v),
@@ -282,6 +327,7 @@ mod tests {
             (RETENTION_MS_AT, RETENTION_MS),
             (CLEANUP_POLICY_AT, CLEANUP_POLICY),
             (MESSAGE_TIMESTAMP_TYPE_AT, MESSAGE_TIMESTAMP_TYPE),
+            (COMPRESSION_TYPE_AT, COMPRESSION_TYPE),
         ] {
             assert_eq!(APPLIED[at], name);
         }
@@ -354,6 +400,17 @@ mod tests {
         assert!(!c.log_append_time());
         c.set(MESSAGE_TIMESTAMP_TYPE, Some(LOG_APPEND_TIME));
         assert!(c.log_append_time());
+        let codec = |v| parse(COMPRESSION_TYPE, Some(v)).map(|c| show(COMPRESSION_TYPE, c));
+        assert_eq!(codec("ZSTD"), Ok("zstd".into()));
+        assert_eq!(codec("producer"), Ok("producer".into()));
+        assert!(codec("brotli").is_err());
+        c.set(
+            COMPRESSION_TYPE,
+            Some(parse(COMPRESSION_TYPE, Some("lz4")).unwrap()),
+        );
+        assert_eq!(c.compression(), Some(3));
+        c.set(COMPRESSION_TYPE, Some(PRODUCER));
+        assert_eq!(c.compression(), None, "each batch as sent");
         assert!(parse("segment.bytes", Some("1000"))
             .unwrap_err()
             .contains("not a topic config this broker applies"));

@@ -1,0 +1,280 @@
+//! A batch rewritten in its topic's codec, as Kafka's leader rewrites one
+//! when the topic's `compression.type` names a codec other than the
+//! batch's: the same header (producer, sequence, timestamps, offsets) and
+//! the same records, compressed anew, with the length and the CRC that
+//! follow. A record's bytes do not depend on the codec, so the records are
+//! streamed from one codec to the other, never re-encoded or held whole.
+//!
+//! The codecs are written as Kafka's Java broker writes them: gzip,
+//! snappy in snappy-java's framing (blocks of 32 KiB), an LZ4 frame, and a
+//! zstd frame (at the pure-Rust encoder's one level, about zstd's level 1,
+//! where Kafka's default is 3).
+
+use super::batch_records::{self, RecordsError};
+use bytes::Bytes;
+use flate2::write::GzEncoder;
+use std::io::{self, Read, Write};
+
+/// Where the fields rewritten sit in a v2 batch's header, and its length.
+const LENGTH: usize = 8;
+const CRC: usize = 17;
+const ATTRIBUTES: usize = 21;
+const HEADER_LEN: usize = 61;
+/// The bytes before the batch length counts from.
+const LOG_OVERHEAD: usize = 12;
+/// The attributes' low three bits name the codec.
+const CODEC_MASK: u8 = 0x07;
+/// snappy-java's stream header: its magic, then its version and the
+/// oldest version that reads it (both 1).
+const XERIAL_HEADER: &[u8] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
+/// snappy-java's block size.
+const SNAPPY_BLOCK: usize = 32 * 1024;
+
+/// Why a batch was not rewritten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RewriteError {
+    /// Rewritten, it would be larger than the topic takes
+    /// (MESSAGE_TOO_LARGE, as Kafka checks a batch again after it
+    /// recompressed it).
+    TooLarge,
+    /// Its records do not decompress, or the codec is none of Kafka's.
+    Records(RecordsError),
+}
+
+/// `batch` (a v2 batch whose records were checked) with its records in
+/// codec `target` (Kafka's id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd),
+/// if it is at most `max_bytes` long then. Past that, the rewriting reads
+/// on without keeping what it writes, so a small batch that inflates to
+/// gigabytes costs time, not memory.
+pub fn recompress(batch: &[u8], target: u8, max_bytes: usize) -> Result<Bytes, RewriteError> {
+    let corrupt = RewriteError::Records(RecordsError::Corrupt);
+    let (header, records) = match (batch.get(..HEADER_LEN), batch.get(HEADER_LEN..)) {
+        (Some(h), Some(r)) => (h, r),
+        _ => return Err(RewriteError::Records(RecordsError::Invalid)),
+    };
+    let source = batch_records::decompressor(batch_records::codec(batch), records)
+        .map_err(RewriteError::Records)?;
+    let mut out = Capped {
+        bytes: header.to_vec(),
+        limit: max_bytes,
+        over: false,
+    };
+    out.bytes[ATTRIBUTES + 1] = (out.bytes[ATTRIBUTES + 1] & !CODEC_MASK) | target;
+    compress(source, target, &mut out).map_err(|_| corrupt)?;
+    if out.over {
+        return Err(RewriteError::TooLarge);
+    }
+    let mut out = out.bytes;
+    let length = i32::try_from(out.len() - LOG_OVERHEAD).map_err(|_| RewriteError::TooLarge)?;
+    out[LENGTH..LENGTH + 4].copy_from_slice(&length.to_be_bytes());
+    let crc = crc32c::crc32c(&out[ATTRIBUTES..]);
+    out[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(Bytes::from(out))
+}
+
+/// The rewritten batch, kept up to `limit` bytes; past it, what is
+/// written is dropped and `over` set (writing never fails: the zstd
+/// encoder cannot report a failed write).
+struct Capped {
+    bytes: Vec<u8>,
+    limit: usize,
+    over: bool,
+}
+
+impl Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if !self.over && self.bytes.len() + buf.len() <= self.limit {
+            self.bytes.extend_from_slice(buf);
+        } else {
+            self.over = true;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes `source` to `out` compressed with `codec`.
+fn compress(mut source: impl Read, codec: u8, out: &mut Capped) -> io::Result<()> {
+    match codec {
+        0 => {
+            io::copy(&mut source, out)?;
+        }
+        1 => {
+            let mut gzip = GzEncoder::new(out, flate2::Compression::default());
+            io::copy(&mut source, &mut gzip)?;
+            gzip.finish()?;
+        }
+        2 => snappy_framed(source, out)?,
+        3 => {
+            let mut lz4 = lz4_flex::frame::FrameEncoder::new(out);
+            io::copy(&mut source, &mut lz4)?;
+            lz4.finish().map_err(io::Error::other)?;
+        }
+        4 => {
+            // The encoder takes a reader it cannot report errors from:
+            // one that fails ends the stream here, and the error is
+            // returned after.
+            let mut failed = None;
+            let reader = Fused {
+                inner: source,
+                failed: &mut failed,
+            };
+            ruzstd::encoding::compress(reader, out, ruzstd::encoding::CompressionLevel::Fastest);
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        _ => return Err(io::Error::other("no such codec")),
+    }
+    Ok(())
+}
+
+/// snappy-java's framing: its header, then each block of up to 32 KiB
+/// compressed on its own, led by its compressed length.
+fn snappy_framed(mut source: impl Read, out: &mut Capped) -> io::Result<()> {
+    out.write_all(XERIAL_HEADER)?;
+    let mut encoder = snap::raw::Encoder::new();
+    let mut block = vec![0; SNAPPY_BLOCK];
+    loop {
+        let mut filled = 0;
+        while filled < block.len() {
+            match source.read(&mut block[filled..])? {
+                0 => break,
+                n => filled += n,
+            }
+        }
+        if filled == 0 {
+            return Ok(());
+        }
+        let compressed = encoder
+            .compress_vec(&block[..filled])
+            .map_err(io::Error::other)?;
+        let len = i32::try_from(compressed.len()).map_err(io::Error::other)?;
+        out.write_all(&len.to_be_bytes())?;
+        out.write_all(&compressed)?;
+        if filled < block.len() {
+            return Ok(());
+        }
+    }
+}
+
+/// A reader whose first error ends its stream and is kept.
+struct Fused<'a, R> {
+    inner: R,
+    failed: &'a mut Option<io::Error>,
+}
+
+impl<R: Read> Read for Fused<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.failed.is_some() {
+            return Ok(0);
+        }
+        match self.inner.read(buf) {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                *self.failed = Some(e);
+                Ok(0)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::batch_records::tests::{encoded, CODECS};
+    use bytes::BytesMut;
+    use kafka_protocol::records::{Compression, RecordBatchDecoder};
+
+    /// A batch of `n` records (the first without a key), each with a
+    /// 300-byte value and a header, timestamps out of order.
+    fn batch(n: i64, compression: Compression) -> Bytes {
+        let keys: Vec<Vec<u8>> = (0..n).map(|i| format!("key-{i}").into_bytes()).collect();
+        let records: Vec<(i64, Option<&[u8]>)> = (0..n)
+            .map(|i| {
+                (
+                    1_700_000_000_000 + i % 7,
+                    (i > 0).then(|| &keys[i as usize][..]),
+                )
+            })
+            .collect();
+        encoded(&records, compression)
+    }
+
+    /// What a consumer reads of a batch: each record's offset, timestamp,
+    /// key, value and headers.
+    fn read(batch: &Bytes) -> Vec<String> {
+        let mut bytes = batch.clone();
+        let set = RecordBatchDecoder::decode(&mut bytes).unwrap();
+        set.records.iter().map(|r| format!("{r:?}")).collect()
+    }
+
+    #[test]
+    fn every_codec_becomes_every_other_and_the_records_stay_the_same() {
+        for from in CODECS {
+            let original = batch(60, from);
+            let records = read(&original);
+            for (to, _) in CODECS.iter().enumerate() {
+                let to = to as u8;
+                let rewritten = recompress(&original, to, 1 << 20).unwrap();
+                assert_eq!(batch_records::codec(&rewritten), to);
+                // The crate's decoder checks the length and the CRC.
+                assert_eq!(read(&rewritten), records, "{from:?} -> {to}");
+                assert_eq!(batch_records::check(&rewritten, false), Ok(()));
+                // The offsets, the epoch, the magic, and after the
+                // attributes the timestamps, the producer and the count.
+                assert_eq!(rewritten[..LENGTH], original[..LENGTH]);
+                assert_eq!(rewritten[LENGTH + 4..CRC], original[LENGTH + 4..CRC]);
+                assert_eq!(
+                    rewritten[ATTRIBUTES + 2..HEADER_LEN],
+                    original[ATTRIBUTES + 2..HEADER_LEN]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn snappy_is_written_in_the_java_clients_framing_a_block_at_a_time() {
+        let original = batch(500, Compression::None);
+        assert!(original.len() > 4 * SNAPPY_BLOCK, "several blocks");
+        let rewritten = recompress(&original, 2, 1 << 20).unwrap();
+        assert!(rewritten[HEADER_LEN..].starts_with(XERIAL_HEADER));
+        assert_eq!(read(&rewritten), read(&original));
+    }
+
+    #[test]
+    fn records_that_do_not_decompress_or_an_unknown_codec_are_refused() {
+        let mut broken = BytesMut::from(&batch(3, Compression::Gzip)[..]);
+        let last = broken.len() - 5;
+        broken[last] ^= 0xff;
+        let corrupt = Err(RewriteError::Records(RecordsError::Corrupt));
+        for to in 0..5 {
+            assert_eq!(recompress(&broken, to, 1 << 20), corrupt, "to {to}");
+        }
+        assert_eq!(
+            recompress(&batch(3, Compression::None), 6, 1 << 20),
+            corrupt
+        );
+    }
+
+    #[test]
+    fn a_batch_that_would_outgrow_the_topics_limit_is_too_large_and_not_kept() {
+        // 500 records of 300 bytes, a few KB in zstd, about 160 KB without.
+        let small = batch(500, Compression::Zstd);
+        assert!(small.len() < 16 * 1024);
+        let inflated = recompress(&small, 0, 1 << 20).unwrap();
+        assert!(inflated.len() > 150_000);
+        assert_eq!(
+            recompress(&small, 0, 64 * 1024),
+            Err(RewriteError::TooLarge)
+        );
+        // Within the limit exactly, it is taken.
+        assert_eq!(
+            recompress(&small, 0, inflated.len()).map(|b| b.len()),
+            Ok(inflated.len())
+        );
+    }
+}
