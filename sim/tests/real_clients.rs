@@ -520,6 +520,42 @@ fn an_idempotent_producer_keeps_every_record_while_its_partitions_move_between_b
     );
 }
 
+/// A topic with `compression.type=zstd` stores what each producer codec
+/// sent in zstd, as Kafka's leader rewrites it, and every record reads
+/// back; set back to `producer`, it stores each batch as sent.
+#[test]
+fn confluent_kafka_reads_back_a_zstd_topic_whatever_each_producer_compressed_with() {
+    if !confluent() {
+        return;
+    }
+    let server = start(LiveConfig::default(), &[]);
+    let r = confluent_client(&["stored", &bootstrap(&server), "squeezed", "zstd"]);
+    // DYNAMIC_TOPIC_CONFIG (1): the topic's own.
+    assert_eq!(r["described"], serde_json::json!(["zstd", 1]), "{r}");
+    assert_eq!(
+        r["described_after"],
+        serde_json::json!(["producer", 1]),
+        "{r}"
+    );
+    assert_eq!(r["errors"], serde_json::json!([]), "{r}");
+    assert_eq!(r["read"], r["sent"], "{r}");
+    assert_eq!(r["max_timestamp"], serde_json::json!([119, 119]), "{r}");
+    let topic = server.cluster().topic("squeezed").unwrap();
+    let stored: Vec<(i64, u8)> = topic.partitions[0]
+        .log
+        .lock()
+        .batches
+        .iter()
+        .map(|b| (b.base, b.bytes[22] & 0x07))
+        .collect();
+    assert!(stored.iter().any(|b| b.0 >= 100), "{stored:?}");
+    for (base, codec) in &stored {
+        let expected = if *base < 100 { 4 } else { 1 };
+        assert_eq!(*codec, expected, "the batch at {base}: {stored:?}");
+    }
+    passes(server);
+}
+
 #[test]
 fn confluent_kafka_reads_a_log_append_time_topic_with_the_leaders_stamps() {
     if !confluent() {

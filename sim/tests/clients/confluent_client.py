@@ -62,6 +62,14 @@
         Prints one JSON line: per codec the timestamps produced (in offset
         order), what ListOffsets answered and the values read; and the two
         compacted produces' errors.
+    confluent_client.py stored BOOTSTRAP TOPIC CODEC
+        Create TOPIC with one partition and compression.type CODEC, then
+        with each producer codec (none, gzip, snappy, lz4, zstd) produce
+        20 records with acks=all in one batch; change the topic to
+        producer and produce 20 more with gzip; describe the topic's
+        compression.type before and after, ask ListOffsets for the largest
+        timestamp and read every record back with check.crcs. Prints one
+        JSON line.
     confluent_client.py scram BOOTSTRAP -
         Set SCRAM credentials for three users (one with too few
         iterations), delete one that does not exist, replace one, and
@@ -115,7 +123,7 @@ import threading
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
 
 def roundtrip(bootstrap, topic, count, extra=None):
@@ -591,6 +599,47 @@ def codecs(bootstrap, topic):
     print(json.dumps(out))
 
 
+def stored(bootstrap, topic, codec):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"compression.type": codec}
+    for f in admin.create_topics([NewTopic(topic, 1, config=config)]).values():
+        f.result()
+
+    def described():
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        entry = admin.describe_configs([resource])[resource].result(10)["compression.type"]
+        return [entry.value, entry.source]
+
+    out = {"described": described()}
+    base = int(time.time() * 1000) - 60000
+    errors, sent = [], []
+
+    def produce(producer_codec, n):
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                             "compression.type": producer_codec, "linger.ms": 100})
+        for _ in range(n):
+            i = len(sent)
+            sent.append(f"{producer_codec}-{i}")
+            producer.produce(topic, value=sent[-1].encode(), partition=0, timestamp=base + i,
+                             on_delivery=lambda err, _m: err and errors.append(err.name()))
+        producer.flush(30)
+
+    for producer_codec in ["none", "gzip", "snappy", "lz4", "zstd"]:
+        produce(producer_codec, 20)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"compression.type": "producer"})
+    for f in admin.alter_configs([resource]).values():
+        f.result(10)
+    out["described_after"] = described()
+    produce("gzip", 20)
+    tp = TopicPartition(topic, 0)
+    r = admin.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(10)
+    out["max_timestamp"] = [r.offset, r.timestamp - base]
+    read, read_errors = read_partition(bootstrap, topic, "stored", len(sent),
+                                       lambda m: m.value().decode())
+    out["sent"], out["read"], out["errors"] = sent, read, errors + read_errors
+    print(json.dumps(out))
+
+
 def scram(bootstrap):
     from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
                                        UserScramCredentialDeletion, UserScramCredentialUpsertion)
@@ -925,6 +974,8 @@ if __name__ == "__main__":
         timestamps(bootstrap, topic)
     elif mode == "codecs":
         codecs(bootstrap, topic)
+    elif mode == "stored":
+        stored(bootstrap, topic, sys.argv[4])
     elif mode == "scram":
         scram(bootstrap)
     elif mode == "eos":
