@@ -41,6 +41,22 @@ fn server(faults: Vec<Fault>) -> Server {
     .expect("the server starts")
 }
 
+/// As [`server`], with broker 2 never fetching: a replica placed on it
+/// never catches up, so a move onto it never finishes.
+fn broker_2_never_fetches() -> Server {
+    server(vec![Fault::SlowFollower {
+        broker: 2,
+        from: Duration::ZERO,
+        until: Duration::from_secs(3600),
+        delay: Duration::from_secs(3600),
+    }])
+}
+
+fn passes(server: Server) {
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
+
 /// AlterPartitionReassignments v0 at broker 0 for `topic`: each partition
 /// with its target (`None`: cancel); each partition's error code.
 fn alter(server: &Server, topic: &str, moves: &[(i32, Option<&[i32]>)]) -> Vec<(i32, i16)> {
@@ -191,19 +207,12 @@ fn a_partition_moves_with_its_leader_to_the_brokers_named_and_keeps_every_record
     eventually("the records are readable at the new leader", || {
         read(&server, leader, 0) == Ok(expected.clone())
     });
-    let report = server.stop();
-    assert!(report.violations.is_empty(), "{}", report.human());
+    passes(server);
 }
 
 #[test]
 fn a_move_waits_for_its_new_replica_is_listed_meanwhile_and_can_be_cancelled() {
-    // Broker 2 never fetches: a replica placed on it never catches up.
-    let server = server(vec![Fault::SlowFollower {
-        broker: 2,
-        from: Duration::ZERO,
-        until: Duration::from_secs(3600),
-        delay: Duration::from_secs(3600),
-    }]);
+    let server = broker_2_never_fetches();
     let cluster = server.cluster();
     let partitions = cluster.topic("orders").unwrap().partitions.clone();
     let (p, on) = (0..3)
@@ -234,19 +243,12 @@ fn a_move_waits_for_its_new_replica_is_listed_meanwhile_and_can_be_cancelled() {
         vec![(p, code(ResponseError::NoReassignmentInProgress))]
     );
     assert_eq!(read(&server, on as u32, p), Ok(vec![b"kept".to_vec()]));
-    let report = server.stop();
-    assert!(report.violations.is_empty(), "{}", report.human());
+    passes(server);
 }
 
 #[test]
 fn a_cancelled_move_takes_the_leadership_back_from_a_broker_it_was_adding() {
-    // Broker 2 never fetches, so a move onto it never finishes.
-    let server = server(vec![Fault::SlowFollower {
-        broker: 2,
-        from: Duration::ZERO,
-        until: Duration::from_secs(3600),
-        delay: Duration::from_secs(3600),
-    }]);
+    let server = broker_2_never_fetches();
     let cluster = server.cluster();
     let partitions = cluster.topic("orders").unwrap().partitions.clone();
     let p = (0..3)
@@ -282,8 +284,7 @@ fn a_cancelled_move_takes_the_leadership_back_from_a_broker_it_was_adding() {
         read(&server, 0, p as i32),
         Ok(vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()])
     );
-    let report = server.stop();
-    assert!(report.violations.is_empty(), "{}", report.human());
+    passes(server);
 }
 
 #[test]
@@ -315,6 +316,5 @@ fn targets_kafka_refuses_are_refused_partition_by_partition() {
         alter(&server, "missing", &[(0, Some(&[0]))]),
         vec![(0, unknown)]
     );
-    let report = server.stop();
-    assert!(report.violations.is_empty(), "{}", report.human());
+    passes(server);
 }

@@ -10,20 +10,16 @@
 //! zstd frame (at the pure-Rust encoder's one level, about zstd's level 1,
 //! where Kafka's default is 3).
 
-use super::batch_records::{self, RecordsError};
+use super::batch_records::{self, RecordsError, ATTRIBUTES, CODEC_MASK, HEADER_LEN};
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use std::io::{self, Read, Write};
 
-/// Where the fields rewritten sit in a v2 batch's header, and its length.
+/// Where the batch's length and its CRC sit in its header.
 const LENGTH: usize = 8;
 const CRC: usize = 17;
-const ATTRIBUTES: usize = 21;
-const HEADER_LEN: usize = 61;
 /// The bytes before the batch length counts from.
 const LOG_OVERHEAD: usize = 12;
-/// The attributes' low three bits name the codec.
-const CODEC_MASK: u8 = 0x07;
 /// snappy-java's stream header: its magic, then its version and the
 /// oldest version that reads it (both 1).
 const XERIAL_HEADER: &[u8] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
