@@ -57,7 +57,7 @@ fn passes(server: Server) {
     assert!(report.violations.is_empty(), "{}", report.human());
 }
 
-/// AlterPartitionReassignments v0 at broker 0 for `topic`: each partition
+/// AlterPartitionReassignments v0 at broker 1 for `topic`: each partition
 /// with its target (`None`: cancel); each partition's error code.
 fn alter(server: &Server, topic: &str, moves: &[(i32, Option<&[i32]>)]) -> Vec<(i32, i16)> {
     let mut r = AlterPartitionReassignmentsRequest::default();
@@ -74,7 +74,7 @@ fn alter(server: &Server, topic: &str, moves: &[(i32, Option<&[i32]>)]) -> Vec<(
         })
         .collect();
     r.topics = vec![t];
-    let answer = Client::connect(server.addrs()[0]).call(&r, 0);
+    let answer = Client::connect(server.addrs()[1]).call(&r, 0);
     assert_eq!(answer.error_code, 0);
     answer
         .responses
@@ -87,7 +87,7 @@ fn alter(server: &Server, topic: &str, moves: &[(i32, Option<&[i32]>)]) -> Vec<(
         .collect()
 }
 
-/// ListPartitionReassignments v0 at broker 1 (`None`: every partition).
+/// ListPartitionReassignments v0 at broker 2 (`None`: every partition).
 fn list(server: &Server, asked: Option<&[i32]>) -> ListPartitionReassignmentsResponse {
     let mut r = ListPartitionReassignmentsRequest::default();
     r.timeout_ms = 5_000;
@@ -97,7 +97,7 @@ fn list(server: &Server, asked: Option<&[i32]>) -> ListPartitionReassignmentsRes
         t.partition_indexes = indexes.to_vec();
         vec![t]
     });
-    Client::connect(server.addrs()[1]).call(&r, 0)
+    Client::connect(server.addrs()[2]).call(&r, 0)
 }
 
 /// Each listed move: (partition, replicas, adding, removing).
@@ -283,6 +283,43 @@ fn a_cancelled_move_takes_the_leadership_back_from_a_broker_it_was_adding() {
     assert_eq!(
         read(&server, 0, p as i32),
         Ok(vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()])
+    );
+    passes(server);
+}
+
+#[test]
+fn a_move_of_an_offline_partition_waits_for_its_leader_to_come_back() {
+    let server = server(Vec::new());
+    let cluster = server.cluster();
+    let partitions = cluster.topic("orders").unwrap().partitions.clone();
+    let p = (0..3)
+        .find(|&i| partitions[i].log.lock().replicas[0] == 0)
+        .unwrap();
+    let log = || partitions[p].log.lock();
+    assert_eq!(produce(&server, 0, p as i32, &[b"a", b"b"]), 0);
+    // Its one replica down (fenced at once here): nobody leads it, and
+    // nobody has its records to give broker 1.
+    cluster.crash(0);
+    assert_eq!(log().leader, None);
+    assert_eq!(
+        alter(&server, "orders", &[(p as i32, Some(&[1]))]),
+        vec![(p as i32, 0)]
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(log().reassigning(), "broker 1 cannot catch up");
+    assert_eq!(log().isr, Vec::<u32>::new());
+    // Back, broker 0 leads again; broker 1 fetches from it, and the move
+    // finishes with broker 1 leading.
+    cluster.restart(0);
+    eventually("the move finishes", || !log().reassigning());
+    let (replicas, leader) = {
+        let log = log();
+        (log.replicas.clone(), log.leader)
+    };
+    assert_eq!((replicas, leader), (vec![1], Some(1)));
+    assert_eq!(
+        read(&server, 1, p as i32),
+        Ok(vec![b"a".to_vec(), b"b".to_vec()])
     );
     passes(server);
 }

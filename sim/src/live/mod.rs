@@ -767,6 +767,7 @@ impl LiveCluster {
         broker.fenced.store(false, Ordering::Release);
         self.move_groups_from(coordinators);
         let mut catch_up = Vec::new();
+        let mut followers_back = Vec::new();
         let mut moved = Vec::new();
         let mut rewritten = Vec::new();
         for topic in self.topics() {
@@ -791,11 +792,21 @@ impl LiveCluster {
                     if log.advance_hw() {
                         moved.push(Arc::clone(p));
                     }
+                    // The other live replicas had nobody to fetch from:
+                    // they fetch from it now (a reassignment's new ones
+                    // among them).
+                    let others: Vec<u32> = (log.replicas.iter().copied())
+                        .filter(|&r| r != back && self.is_unfenced(r))
+                        .collect();
+                    followers_back.push((Arc::clone(p), others, log.log_end()));
                 }
             }
         }
         for (p, end) in catch_up {
             self.replicate_later(&p, &[back], end);
+        }
+        for (p, others, end) in followers_back {
+            self.replicate_later(&p, &others, end);
         }
         self.after_hand_overs(rewritten, moved);
         // Last: a client that connects finds the broker's state ready.

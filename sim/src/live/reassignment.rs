@@ -11,18 +11,20 @@
 //! leader was one of them, the first replica of the target in sync leads
 //! in a new epoch (what was parked at the old leader is answered
 //! NOT_LEADER_OR_FOLLOWER). A move that adds nobody (a new order, fewer
-//! replicas) finishes at once if the target is in sync. Until the move
-//! finishes, an `acks=all` produce waits for the ISR as always: the new
-//! brokers count once they have caught up.
+//! replicas) finishes at once if the target is in sync. A move of a
+//! partition nobody leads waits: its new brokers have nobody to fetch
+//! from until a leader is back. Until the move finishes, an `acks=all`
+//! produce waits for the ISR as always: the new brokers count once they
+//! have caught up.
 //!
 //! Cancelling puts back the replicas from before the move (the set less
 //! the brokers it was adding) and drops those brokers from the ISR; if
 //! one of them led (the target's first replica, once in sync, takes the
 //! leadership as the preferred one), the first replica from before in
 //! sync leads again. Refused if nobody of the set from before is in
-//! sync, which would take an unclean election. Any broker takes both requests, as a KRaft broker
-//! forwards them to the controller; the move has started (or been
-//! cancelled) when the answer is sent.
+//! sync, which would take an unclean election. Any broker takes both
+//! requests, as a KRaft broker forwards them to the controller; the move
+//! has started (or been cancelled) when the answer is sent.
 
 use super::checks::Checks;
 use super::log::PartitionLog;
@@ -155,10 +157,15 @@ impl LiveCluster {
         };
         let joining = log.start_reassignment(&target, now);
         let end = log.log_end();
+        // An offline partition has nobody to fetch from: they catch up
+        // once a leader is back and appends again.
+        let led = log.leader.is_some();
         drop(log);
         // They fetch the whole log; what is appended meanwhile reaches
         // them as it reaches every follower.
-        self.replicate_later(p, &joining, end);
+        if led {
+            self.replicate_later(p, &joining, end);
+        }
         self.finish_reassignment(p);
         Ok(())
     }
