@@ -4,7 +4,7 @@
 //! catches up, and a move is cancelled back to the replicas from before.
 
 use broker_sim::config::Fault;
-use broker_sim::live::LiveConfig;
+use broker_sim::live::{LiveConfig, Partition};
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::{batch, produce_request, values, Client};
 use broker_sim::wire::Limits;
@@ -19,6 +19,7 @@ use kafka_protocol::messages::{
     ListPartitionReassignmentsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn name(s: &str) -> TopicName {
@@ -50,6 +51,16 @@ fn broker_2_never_fetches() -> Server {
         until: Duration::from_secs(3600),
         delay: Duration::from_secs(3600),
     }])
+}
+
+/// The partition of "orders" whose one replica is on `broker` (the
+/// partitions are spread one per broker), and its index.
+fn on_broker(server: &Server, broker: u32) -> (i32, Arc<Partition>) {
+    let topic = server.cluster().topic("orders").unwrap();
+    let at = (topic.partitions.iter())
+        .position(|p| p.log.lock().replicas == [broker])
+        .unwrap();
+    (at as i32, Arc::clone(&topic.partitions[at]))
 }
 
 fn passes(server: Server) {
@@ -169,7 +180,7 @@ fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 fn a_partition_moves_with_its_leader_to_the_brokers_named_and_keeps_every_record() {
     let server = server(Vec::new());
     let cluster = server.cluster();
-    let partition = std::sync::Arc::clone(&cluster.topic("orders").unwrap().partitions[0]);
+    let partition = Arc::clone(&cluster.topic("orders").unwrap().partitions[0]);
     let (from, epoch) = {
         let log = partition.log.lock();
         (log.leader.unwrap(), log.epoch)
@@ -213,13 +224,8 @@ fn a_partition_moves_with_its_leader_to_the_brokers_named_and_keeps_every_record
 #[test]
 fn a_move_waits_for_its_new_replica_is_listed_meanwhile_and_can_be_cancelled() {
     let server = broker_2_never_fetches();
-    let cluster = server.cluster();
-    let partitions = cluster.topic("orders").unwrap().partitions.clone();
-    let (p, on) = (0..3)
-        .map(|i| (i, partitions[i].log.lock().replicas[0]))
-        .find(|&(_, b)| b != 2)
-        .unwrap();
-    let (p, on) = (p as i32, on as i32);
+    let on = 0;
+    let (p, partition) = on_broker(&server, on as u32);
     assert_eq!(
         alter(&server, "orders", &[(p, Some(&[on, 2]))]),
         vec![(p, 0)]
@@ -237,7 +243,7 @@ fn a_move_waits_for_its_new_replica_is_listed_meanwhile_and_can_be_cancelled() {
     // Cancelled: the replicas from before, and nothing more to cancel.
     assert_eq!(alter(&server, "orders", &[(p, None)]), vec![(p, 0)]);
     assert!(moves(&list(&server, None)).is_empty());
-    assert_eq!(partitions[p as usize].log.lock().replicas, vec![on as u32]);
+    assert_eq!(partition.log.lock().replicas, vec![on as u32]);
     assert_eq!(
         alter(&server, "orders", &[(p, None)]),
         vec![(p, code(ResponseError::NoReassignmentInProgress))]
@@ -249,26 +255,19 @@ fn a_move_waits_for_its_new_replica_is_listed_meanwhile_and_can_be_cancelled() {
 #[test]
 fn a_cancelled_move_takes_the_leadership_back_from_a_broker_it_was_adding() {
     let server = broker_2_never_fetches();
-    let cluster = server.cluster();
-    let partitions = cluster.topic("orders").unwrap().partitions.clone();
-    let p = (0..3)
-        .find(|&i| partitions[i].log.lock().replicas[0] == 0)
-        .unwrap();
-    let log = || partitions[p].log.lock();
-    assert_eq!(produce(&server, 0, p as i32, &[b"a", b"b"]), 0);
+    let (p, partition) = on_broker(&server, 0);
+    let log = || partition.log.lock();
+    assert_eq!(produce(&server, 0, p, &[b"a", b"b"]), 0);
     // Broker 1, first of the target, catches up and, as the preferred
     // replica in sync, takes the leadership while broker 2 holds the move.
     assert_eq!(
-        alter(&server, "orders", &[(p as i32, Some(&[1, 2]))]),
-        vec![(p as i32, 0)]
+        alter(&server, "orders", &[(p, Some(&[1, 2]))]),
+        vec![(p, 0)]
     );
     eventually("broker 1 leads", || log().leader == Some(1));
     assert!(log().reassigning());
     let epoch = log().epoch;
-    assert_eq!(
-        alter(&server, "orders", &[(p as i32, None)]),
-        vec![(p as i32, 0)]
-    );
+    assert_eq!(alter(&server, "orders", &[(p, None)]), vec![(p, 0)]);
     {
         let log = log();
         assert_eq!((log.replicas.clone(), log.isr.clone()), (vec![0], vec![0]));
@@ -276,12 +275,12 @@ fn a_cancelled_move_takes_the_leadership_back_from_a_broker_it_was_adding() {
         assert!(log.epoch > epoch, "in a new epoch");
     }
     assert_eq!(
-        produce(&server, 1, p as i32, &[b"x"]),
+        produce(&server, 1, p, &[b"x"]),
         code(ResponseError::NotLeaderOrFollower)
     );
-    assert_eq!(produce(&server, 0, p as i32, &[b"c"]), 0);
+    assert_eq!(produce(&server, 0, p, &[b"c"]), 0);
     assert_eq!(
-        read(&server, 0, p as i32),
+        read(&server, 0, p),
         Ok(vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()])
     );
     passes(server);
@@ -290,37 +289,27 @@ fn a_cancelled_move_takes_the_leadership_back_from_a_broker_it_was_adding() {
 #[test]
 fn a_move_of_an_offline_partition_waits_for_its_leader_to_come_back() {
     let server = server(Vec::new());
-    let cluster = server.cluster();
-    let partitions = cluster.topic("orders").unwrap().partitions.clone();
-    let p = (0..3)
-        .find(|&i| partitions[i].log.lock().replicas[0] == 0)
-        .unwrap();
-    let log = || partitions[p].log.lock();
-    assert_eq!(produce(&server, 0, p as i32, &[b"a", b"b"]), 0);
+    let (p, partition) = on_broker(&server, 0);
+    let log = || partition.log.lock();
+    assert_eq!(produce(&server, 0, p, &[b"a", b"b"]), 0);
     // Its one replica down (fenced at once here): nobody leads it, and
     // nobody has its records to give broker 1.
-    cluster.crash(0);
+    server.cluster().crash(0);
     assert_eq!(log().leader, None);
-    assert_eq!(
-        alter(&server, "orders", &[(p as i32, Some(&[1]))]),
-        vec![(p as i32, 0)]
-    );
+    assert_eq!(alter(&server, "orders", &[(p, Some(&[1]))]), vec![(p, 0)]);
     std::thread::sleep(Duration::from_millis(300));
     assert!(log().reassigning(), "broker 1 cannot catch up");
     assert_eq!(log().isr, Vec::<u32>::new());
     // Back, broker 0 leads again; broker 1 fetches from it, and the move
     // finishes with broker 1 leading.
-    cluster.restart(0);
+    server.cluster().restart(0);
     eventually("the move finishes", || !log().reassigning());
     let (replicas, leader) = {
         let log = log();
         (log.replicas.clone(), log.leader)
     };
     assert_eq!((replicas, leader), (vec![1], Some(1)));
-    assert_eq!(
-        read(&server, 1, p as i32),
-        Ok(vec![b"a".to_vec(), b"b".to_vec()])
-    );
+    assert_eq!(read(&server, 1, p), Ok(vec![b"a".to_vec(), b"b".to_vec()]));
     passes(server);
 }
 
