@@ -266,11 +266,11 @@ fn encode_batch(
             producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: if first_seq < 0 {
-                -1
-            } else {
-                first_seq + i as i32
-            },
+            // The crate starts a new batch wherever offset less sequence
+            // changes; a producer without idempotence (-1) counts up from
+            // -1 too, so that its records stay one batch, as a real
+            // client's do (the batch's base sequence is still -1).
+            sequence: first_seq.wrapping_add(i as i32),
             timestamp: *timestamp,
             key: key.map(Bytes::copy_from_slice),
             value: Some(Bytes::copy_from_slice(v)),
