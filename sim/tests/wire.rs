@@ -324,6 +324,41 @@ fn several_partitions_in_one_request() {
 }
 
 #[test]
+fn a_partitions_records_are_one_v2_batch_as_kafka_checks_them() {
+    let server = server(Duration::from_millis(2), &[("framed", 1)]);
+    let error = |c: &mut Client, topic: &str, records: Bytes, version: i16| {
+        let r = c.call(&produce_request(topic, &[(0, records)], -1, 5000), version);
+        partition_errors(&r)[0].1
+    };
+    let invalid = ResponseError::InvalidRecord.code();
+    let two = Bytes::from([batch(&[b"a"]), batch(&[b"b"])].concat());
+    // Before the leader is asked for: every broker refuses two batches,
+    // the one that leads the partition and those that do not.
+    for &addr in server.addrs() {
+        let mut c = Client::connect(addr);
+        for version in [3, PRODUCE_V] {
+            assert_eq!(error(&mut c, "framed", two.clone(), version), invalid);
+        }
+    }
+    // After the partition is: a topic that does not exist is that.
+    let mut c = leader(&server, "framed", 0);
+    assert_eq!(
+        error(&mut c, "nope", two, PRODUCE_V),
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    // No batch at all, and a batch of magic 1 (the header's 17th byte).
+    assert_eq!(error(&mut c, "framed", Bytes::new(), PRODUCE_V), invalid);
+    let mut old = batch(&[b"c"]).to_vec();
+    old[16] = 1;
+    assert_eq!(error(&mut c, "framed", old.into(), PRODUCE_V), invalid);
+    // None of them stored anything; one batch is.
+    assert_eq!(error(&mut c, "framed", batch(&[b"d"]), PRODUCE_V), 0);
+    let r = c.call(&fetch("framed", &[(0, 0)], 0, 1), FETCH_V);
+    assert_eq!(values(&fetched(&r)[0].3), vec![(0, b"d".to_vec())]);
+    passes(server);
+}
+
+#[test]
 fn pipelined_requests_are_answered_in_request_order() {
     let server = server(Duration::from_millis(2), &[("orders", 1)]);
     let mut c = leader(&server, "orders", 0);

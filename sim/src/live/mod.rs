@@ -33,6 +33,7 @@ mod log_dirs;
 mod offset_for_leader_epoch;
 mod ops;
 mod partition_txns;
+mod produce_framing;
 mod producers;
 mod reassignment;
 mod recompress;

@@ -4,7 +4,7 @@
 //! parked in the broker's purgatories, and the request's task awaits the
 //! handle.
 
-use super::batch_records::{self, RecordsError};
+use super::batch_records::RecordsError;
 use super::checks::Checks;
 use super::fetch_sessions::{Asked, Context, Told};
 use super::leader_epochs;
@@ -13,6 +13,7 @@ use super::log::{
     now_ms, transactional_producer, AppendError, AppendRules, Appended, PartitionLog,
 };
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
+use super::produce_framing;
 use super::topic_config;
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::{LiveCluster, LiveConfig};
@@ -570,18 +571,10 @@ impl BrokerService {
                 let result = match &name {
                     _ if !valid_acks => Err(code(ResponseError::InvalidRequiredAcks).into()),
                     Err(e) => Err((*e).into()),
-                    // As Kafka refuses it: zstd came with Produce v7.
-                    Ok(_)
-                        if version < 7
-                            && data.records.as_deref().map(batch_records::codec)
-                                == Some(topic_config::ZSTD) =>
-                    {
-                        Err(code(ResponseError::UnsupportedCompressionType).into())
-                    }
                     Ok(name) => self.append(
                         &name.0,
                         data.index,
-                        data.records,
+                        (data.records, version),
                         acks,
                         &mut parked,
                         &mut moved,
@@ -700,19 +693,23 @@ impl BrokerService {
         Some(response)
     }
 
-    /// Appends one partition's batches on this broker as leader; an
-    /// `acks=all` append joins `parked`.
+    /// Appends one partition's batch (from a Produce of the version given
+    /// with it) on this broker as leader; an `acks=all` append joins
+    /// `parked`.
     fn append(
         &self,
         topic: &str,
         index: i32,
-        records: Option<Bytes>,
+        (records, version): (Option<Bytes>, i16),
         acks: i16,
         parked: &mut Vec<ProducePart>,
         moved: &mut Vec<Arc<Partition>>,
     ) -> Result<(i64, i64), Refused> {
         let p = self.partition(topic, index)?;
-        let records = records.ok_or(code(ResponseError::CorruptMessage))?;
+        // Kafka checks the framing before it asks for the partition's
+        // leader.
+        produce_framing::check(version, records.as_deref()).map_err(code)?;
+        let records = records.unwrap_or_default();
         // A transactional producer's batches go in only while its
         // transaction holds the partition, and the transaction cannot end
         // (its marker be written) until they are in.
