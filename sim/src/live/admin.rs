@@ -74,6 +74,9 @@ impl BrokerService {
                 };
                 match created {
                     Ok((partitions, replication_factor, id, config)) => {
+                        // Null, as Kafka's controller answers a success
+                        // (the crate's default is empty).
+                        out.error_message = None;
                         // v7 and later; zero for a topic only validated.
                         out.topic_id = id;
                         if version >= 5 {
