@@ -464,6 +464,17 @@ fn a_log_append_time_topic_stamps_each_batch_with_its_append_time() {
     assert_eq!(alter(addr, TOPIC, "stamped", &create_time, false), 0);
     assert_eq!(produce_old(), -1);
     assert_eq!(header(1), (false, 1_000));
+    // A producer may not say that its batch carries the append time.
+    let mut claimed = timed_batch(&[(1_000, b"claimed")]).to_vec();
+    claimed[22] |= 0x08;
+    let crc = crc32c::crc32c(&claimed[21..]);
+    claimed[17..21].copy_from_slice(&crc.to_be_bytes());
+    let r = produce_request("stamped", &[(0, claimed.into())], -1, 5_000);
+    let got = Client::connect(at).call(&r, 9);
+    let p = &got.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, ResponseError::InvalidTimestamp.code());
+    assert_eq!(p.record_errors.len(), 1);
+    assert_eq!(p.record_errors[0].batch_index, 0);
     let wrong = [("message.timestamp.type", SET, Some("logappendtime"))];
     assert_eq!(
         alter(addr, TOPIC, "stamped", &wrong, false),

@@ -48,6 +48,11 @@ pub enum RecordsError {
     /// The compressed records do not decompress, or name a codec Kafka does
     /// not define (CORRUPT_MESSAGE).
     Corrupt,
+    /// A producer's batch that says its timestamps are the broker's append
+    /// time, sent to a topic whose timestamps are the producer's
+    /// (INVALID_TIMESTAMP, as Kafka answers it; reported at the first
+    /// record, where Kafka lists every record).
+    AppendTimeFromProducer,
 }
 
 impl RecordsError {
@@ -64,6 +69,10 @@ impl RecordsError {
             RecordsError::Corrupt => {
                 "The batch's records do not decompress, or name a compression codec Kafka does \
                  not define"
+            }
+            RecordsError::AppendTimeFromProducer => {
+                "The batch's timestamp type is LogAppendTime, which only the broker sets, on a \
+                 topic whose timestamps are the producer's"
             }
         }
     }
@@ -82,17 +91,21 @@ pub struct RecordMeta {
 /// checked) as a produce's are checked: the count equals the offset range,
 /// exactly that many records follow, each record's fields stay inside it,
 /// its offset delta is its place in the batch, and, if `keys_required`
-/// (a compacted topic), it has a key.
+/// (a compacted topic), it has a key. Returns the largest of the records'
+/// timestamps (-1 if none is larger), which Kafka's leader writes into
+/// the header in place of the producer's.
 ///
 /// Kafka rewrites a compressed batch whose records' offset deltas are out
 /// of order; batches are stored here as sent, so such a batch is refused.
-pub fn check(batch: &[u8], keys_required: bool) -> Result<(), RecordsError> {
+pub fn check(batch: &[u8], keys_required: bool) -> Result<i64, RecordsError> {
     let delta = be_i32(batch, LAST_OFFSET_DELTA).ok_or(RecordsError::Invalid)?;
     let count = be_i32(batch, RECORD_COUNT).ok_or(RecordsError::Invalid)?;
     if count <= 0 || i64::from(delta) + 1 != i64::from(count) {
         return Err(RecordsError::Invalid);
     }
     let mut index = 0;
+    // Kafka's `RecordBatch.NO_TIMESTAMP`, where its leader starts.
+    let mut max_timestamp = -1;
     walk(batch, |record, has_key| {
         if record.offset_delta != index {
             return Err(RecordsError::Invalid);
@@ -100,9 +113,11 @@ pub fn check(batch: &[u8], keys_required: bool) -> Result<(), RecordsError> {
         if keys_required && !has_key {
             return Err(RecordsError::NoKeyForCompaction { record: index });
         }
+        max_timestamp = max_timestamp.max(record.timestamp);
         index += 1;
         Ok(Step::Next)
-    })
+    })?;
+    Ok(max_timestamp)
 }
 
 /// The first record of a stored batch whose timestamp is at least
@@ -501,7 +516,7 @@ pub(crate) mod tests {
         let times = [(100, Some(&b"a"[..])), (300, None), (200, Some(b"c"))];
         for codec in CODECS {
             let batch = encoded(&times, codec);
-            assert_eq!(check(&batch, false), Ok(()), "{codec:?}");
+            assert_eq!(check(&batch, false), Ok(300), "{codec:?}");
             let at = |t| first_at_or_after(&batch, t).map(|r| (r.offset_delta, r.timestamp));
             assert_eq!(at(0), Some((0, 100)), "{codec:?}");
             assert_eq!(at(150), Some((1, 300)), "{codec:?}");
@@ -514,9 +529,9 @@ pub(crate) mod tests {
     fn a_compacted_topic_refuses_a_record_without_a_key() {
         for codec in CODECS {
             let keyed = encoded(&[(1, Some(b"k")), (2, Some(b"l"))], codec);
-            assert_eq!(check(&keyed, true), Ok(()), "{codec:?}");
+            assert_eq!(check(&keyed, true), Ok(2), "{codec:?}");
             let one_without = encoded(&[(1, Some(b"k")), (2, None)], codec);
-            assert_eq!(check(&one_without, false), Ok(()), "{codec:?}");
+            assert_eq!(check(&one_without, false), Ok(2), "{codec:?}");
             assert_eq!(
                 check(&one_without, true),
                 Err(RecordsError::NoKeyForCompaction { record: 1 }),
@@ -574,10 +589,7 @@ pub(crate) mod tests {
     fn a_record_must_fill_its_length_and_count_its_offset() {
         // One header "h" -> "x": count 1 (zigzag 2), key length 1, value 1.
         let good = one_record(0, &[2, 2, b'h', 2, b'x']);
-        assert_eq!(
-            check(&uncompressed(std::slice::from_ref(&good)), false),
-            Ok(())
-        );
+        assert!(check(&uncompressed(std::slice::from_ref(&good)), false).is_ok());
         // Two billion headers announced in a few bytes: refused as soon as
         // they run past the record, with nothing allocated for them.
         let many = one_record(0, &[0xfe, 0xff, 0xff, 0xff, 0x0f, 2, b'h', 2, b'x']);
@@ -598,7 +610,7 @@ pub(crate) mod tests {
             Err(RecordsError::Invalid)
         );
         let records = [one_record(0, &[0]), one_record(1, &[0])];
-        assert_eq!(check(&uncompressed(&records), false), Ok(()));
+        assert!(check(&uncompressed(&records), false).is_ok());
         // Bytes after the last counted record.
         let trailing = altered(&Bytes::from(uncompressed(&[good])), |b| b.push(0));
         assert_eq!(check(&trailing, false), Err(RecordsError::Invalid));
@@ -612,7 +624,7 @@ pub(crate) mod tests {
                 let middle = HEADER_LEN + (b.len() - HEADER_LEN) / 2;
                 b[HEADER_LEN..middle].fill(0x5a);
             });
-            assert_ne!(check(&bad, false), Ok(()), "{codec:?}");
+            assert!(check(&bad, false).is_err(), "{codec:?}");
         }
         // A bare snappy block whose length header claims far more than it
         // can inflate to is refused before it is allocated.
@@ -635,7 +647,7 @@ pub(crate) mod tests {
         let huge = record(0, 7, None, Bytes::from(vec![0u8; 64 << 20]));
         let bytes = encode(&[huge], Compression::Zstd);
         assert!(bytes.len() < 1 << 20, "{} bytes", bytes.len());
-        assert_eq!(check(&bytes, false), Ok(()));
+        assert!(check(&bytes, false).is_ok());
         assert_eq!(
             first_at_or_after(&bytes, 7),
             Some(RecordMeta {

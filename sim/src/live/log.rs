@@ -323,7 +323,13 @@ impl PartitionLog {
             if info.control {
                 return Err(AppendError::Control);
             }
-            batch_records::check(&batch, rules.keys_required).map_err(AppendError::Records)?;
+            let max_timestamp =
+                batch_records::check(&batch, rules.keys_required).map_err(AppendError::Records)?;
+            // Only the broker stamps its append time; on a topic that
+            // does, it does so below whatever the producer said.
+            if rules.stamp.is_none() && batch[ATTRIBUTES + 1] & LOG_APPEND_TIME != 0 {
+                return Err(AppendError::Records(RecordsError::AppendTimeFromProducer));
+            }
             let batch = match rules.compression {
                 Some(codec) if codec != batch_records::codec(&batch) => {
                     recompress::recompress(&batch, codec, rules.max_bytes).map_err(|e| match e {
@@ -332,6 +338,10 @@ impl PartitionLog {
                     })?
                 }
                 _ => batch,
+            };
+            let batch = match rules.stamp {
+                None => with_max_timestamp(batch, max_timestamp),
+                Some(_) => batch,
             };
             if info.transactional && txn != Some((info.producer_id, info.producer_epoch)) {
                 return Err(AppendError::Transactional);
@@ -706,6 +716,21 @@ fn stamp_append_time(bytes: &mut [u8], now_ms: i64) {
     bytes[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// `batch` with the largest of its records' timestamps in its header, as
+/// Kafka's leader writes it whatever the producer wrote (the searches by
+/// time and the retention by time read it). Copied, and its CRC computed
+/// again, only where the producer's differs.
+fn with_max_timestamp(batch: Bytes, max_timestamp: i64) -> Bytes {
+    if header_i64(&batch, MAX_TIMESTAMP) == max_timestamp {
+        return batch;
+    }
+    let mut bytes = BytesMut::from(&batch[..]);
+    bytes[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    let crc = crc32c::crc32c(&bytes[ATTRIBUTES..]);
+    bytes[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    bytes.freeze()
+}
+
 /// The append time a stored batch was stamped with, if it was.
 fn stamped_at(bytes: &[u8]) -> Option<i64> {
     (bytes[ATTRIBUTES + 1] & LOG_APPEND_TIME != 0).then(|| header_i64(bytes, MAX_TIMESTAMP))
@@ -871,6 +896,51 @@ mod tests {
         let mut bytes = log.batches[1].bytes.clone();
         let set = RecordBatchDecoder::decode(&mut bytes).expect("a valid batch");
         assert_eq!(set.records[0].timestamp_type, TimestampType::Creation);
+    }
+
+    /// `batch` with `change` made to its header and its CRC made right.
+    fn resealed(batch: &Bytes, change: impl FnOnce(&mut [u8])) -> Bytes {
+        let mut bytes = batch.to_vec();
+        change(&mut bytes);
+        let crc = crc32c::crc32c(&bytes[ATTRIBUTES..]);
+        bytes[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        Bytes::from(bytes)
+    }
+
+    #[test]
+    fn the_header_keeps_the_records_largest_timestamp_whatever_the_producer_said() {
+        let mut log = PartitionLog::new(vec![0], Instant::now());
+        let sent = timed_batch(&[(3_000, b"a"), (7_000, b"b"), (5_000, b"c")]);
+        assert_eq!(header_i64(&sent, MAX_TIMESTAMP), 7_000);
+        // A producer's header that says 1: stored as 7,000, which the
+        // search by time and the retention read, with a CRC that checks.
+        let wrong = resealed(&sent, |b| {
+            b[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&1i64.to_be_bytes())
+        });
+        log.append(&wrong, &RULES, None).unwrap();
+        let mut bytes = log.batches[0].bytes.clone();
+        assert_eq!(header_i64(&bytes, MAX_TIMESTAMP), 7_000);
+        RecordBatchDecoder::decode(&mut bytes).expect("a valid batch");
+        log.advance_hw();
+        assert_eq!(log.offset_for_timestamp(6_000), Some((1, 7_000)));
+        assert_eq!(log.offset_of_max_timestamp(), Some((1, 7_000)));
+        // A right one is stored as sent.
+        log.append(&sent, &RULES, None).unwrap();
+        assert_eq!(log.batches[1].bytes[MAX_TIMESTAMP..], sent[MAX_TIMESTAMP..]);
+    }
+
+    #[test]
+    fn only_the_broker_stamps_its_append_time() {
+        let mut log = PartitionLog::new(vec![0], Instant::now());
+        let sent = resealed(&batch(&[b"a"]), |b| b[ATTRIBUTES + 1] |= LOG_APPEND_TIME);
+        assert_eq!(
+            log.append(&sent, &RULES, None),
+            Err(AppendError::Records(RecordsError::AppendTimeFromProducer))
+        );
+        assert!(log.batches.is_empty());
+        // A topic that stamps it takes the batch, with its own time.
+        let stamped = log.append(&sent, &RULES.stamped(5_000), None).unwrap();
+        assert_eq!(stamped.log_append_time, Some(5_000));
     }
 
     #[test]

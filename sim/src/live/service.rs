@@ -152,12 +152,14 @@ impl From<RecordsError> for Refused {
             RecordsError::Invalid | RecordsError::NoKeyForCompaction { .. } => {
                 ResponseError::InvalidRecord
             }
+            RecordsError::AppendTimeFromProducer => ResponseError::InvalidTimestamp,
         };
         Refused {
             code: code.code(),
             message: Some(e.message()),
             record: match e {
                 RecordsError::NoKeyForCompaction { record } => Some(record),
+                RecordsError::AppendTimeFromProducer => Some(0),
                 _ => None,
             },
         }
