@@ -47,6 +47,8 @@ mod topics;
 mod txn_admin;
 mod txn_service;
 mod txns;
+#[cfg(test)]
+mod untrusted_batches;
 
 pub use batch_records::RecordsError;
 pub use checks::Checks;
