@@ -84,6 +84,9 @@ pub enum AppendError {
     Transactional,
     /// A control batch: only the transaction coordinator writes those.
     Control,
+    /// A batch with a producer id and no sequence number (Kafka's
+    /// INVALID_RECORD): an idempotent producer numbers every batch.
+    NoSequence,
     /// A batch whose records do not match its header, or break a rule of
     /// the topic's (a record without a key for a compacted one).
     Records(RecordsError),
@@ -322,6 +325,9 @@ impl PartitionLog {
             }
             if info.control {
                 return Err(AppendError::Control);
+            }
+            if info.producer_id >= 0 && info.base_sequence < 0 {
+                return Err(AppendError::NoSequence);
             }
             let max_timestamp =
                 batch_records::check(&batch, rules.keys_required).map_err(AppendError::Records)?;
@@ -927,6 +933,20 @@ mod tests {
         // A right one is stored as sent.
         log.append(&sent, &RULES, None).unwrap();
         assert_eq!(log.batches[1].bytes[MAX_TIMESTAMP..], sent[MAX_TIMESTAMP..]);
+    }
+
+    #[test]
+    fn a_producer_ids_batch_needs_a_sequence_number() {
+        let mut log = PartitionLog::new(vec![0], Instant::now());
+        let unnumbered = idempotent_batch(&[b"a"], 7, 0, -1);
+        assert_eq!(
+            log.append(&unnumbered, &RULES, None),
+            Err(AppendError::NoSequence)
+        );
+        assert!(log.batches.is_empty());
+        assert!(log
+            .append(&idempotent_batch(&[b"a"], 7, 0, 0), &RULES, None)
+            .is_ok());
     }
 
     #[test]

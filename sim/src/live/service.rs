@@ -783,7 +783,9 @@ impl BrokerService {
                     code(ResponseError::InvalidProducerEpoch).into()
                 }
                 AppendError::Transactional => code(ResponseError::InvalidTxnState).into(),
-                AppendError::Control => code(ResponseError::InvalidRecord).into(),
+                AppendError::Control | AppendError::NoSequence => {
+                    code(ResponseError::InvalidRecord).into()
+                }
             })?;
             if appended.duplicate {
                 Checks::bump(&self.checks().duplicates);
