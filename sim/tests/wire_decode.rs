@@ -108,10 +108,10 @@ mod well_formed {
         DescribeProducersRequest, DescribeTopicPartitionsRequest, DescribeTransactionsRequest,
         DescribeUserScramCredentialsRequest, ElectLeadersRequest, EndTxnRequest, FetchRequest,
         FindCoordinatorRequest, GroupId, HeartbeatRequest, IncrementalAlterConfigsRequest,
-        InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-        ListOffsetsRequest, ListPartitionReassignmentsRequest, ListTransactionsRequest,
-        MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
-        OffsetForLeaderEpochRequest, ProduceRequest, ProducerId, RequestHeader,
+        InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListConfigResourcesRequest,
+        ListGroupsRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest,
+        ListTransactionsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+        OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, ProducerId, RequestHeader,
         ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
         ShareGroupHeartbeatRequest, SyncGroupRequest, TopicName, TransactionalId,
         TxnOffsetCommitRequest,
@@ -945,6 +945,10 @@ mod well_formed {
                         r.deletions = vec![deletion];
                         r.upsertions = vec![upsertion.clone(), upsertion];
                         frame(api, version, &r)
+                    }
+                    // v0 has no fields.
+                    ApiKey::ListConfigResources => {
+                        frame(api, version, &ListConfigResourcesRequest::default())
                     }
                     _ => unreachable!(),
                 };

@@ -33,9 +33,9 @@ use kafka_protocol::messages::produce_response::{
     self, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, ProducerId, RequestHeader,
-    RequestKind, ResponseKind, TopicName,
+    ApiKey, BrokerId, FetchRequest, FetchResponse, ListConfigResourcesResponse, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
+    ProducerId, RequestHeader, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use purgatory::Outcome;
@@ -63,7 +63,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 48] = [
+pub const APIS: [(ApiKey, i16, i16); 49] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -108,6 +108,7 @@ pub const APIS: [(ApiKey, i16, i16); 48] = [
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::ListConfigResources, 0, 0),
     (ApiKey::ShareGroupHeartbeat, 1, 1),
     (ApiKey::ShareGroupDescribe, 1, 1),
     (ApiKey::ShareFetch, 1, 1),
@@ -311,6 +312,15 @@ impl Service for BrokerService {
                 Checks::bump(&self.checks().admin_requests);
                 Some(ResponseKind::AlterUserScramCredentials(
                     self.alter_user_scram_credentials(r),
+                ))
+            }
+            // v0 is Kafka's ListClientMetricsResources: the client-metrics
+            // subscriptions, of which this broker has none (it collects no
+            // client metrics).
+            RequestKind::ListConfigResources(_) => {
+                Checks::bump(&self.checks().admin_requests);
+                Some(ResponseKind::ListConfigResources(
+                    ListConfigResourcesResponse::default(),
                 ))
             }
             RequestKind::OffsetForLeaderEpoch(r) => Some(ResponseKind::OffsetForLeaderEpoch(

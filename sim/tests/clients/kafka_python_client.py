@@ -76,9 +76,11 @@ def all_apis(bootstrap, topic, count):
     deleted = admin.delete_topics([topic])
     deleted_errors = [t["error_code"] for t in deleted["topics"]]
     left = topic in admin.list_topics()
+    config_resources = admin.list_config_resources()
     admin.close()
     print(json.dumps({
         "created_errors": [t["error_code"] for t in created["topics"]],
+        "config_resources": config_resources,
         "idempotent": idempotent,
         "acked": len(acked),
         "read_back": len(set(acked) & set(read)),
