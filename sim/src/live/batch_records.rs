@@ -9,18 +9,12 @@
 //! billion headers, costs the time to read it, not the memory. Kafka's
 //! broker reads them the same way.
 
+use super::batch_header::{
+    ATTRIBUTES, BASE_TIMESTAMP, CODEC_MASK, HEADER_LEN, LAST_OFFSET_DELTA, RECORD_COUNT,
+};
 use flate2::read::MultiGzDecoder;
 use std::io::{self, BufRead, BufReader, Read};
 
-/// Where the fields this module reads sit in a v2 batch's header, and how
-/// long the header is (the records follow it).
-pub(crate) const ATTRIBUTES: usize = 21;
-const LAST_OFFSET_DELTA: usize = 23;
-const BASE_TIMESTAMP: usize = 27;
-const RECORD_COUNT: usize = 57;
-pub(crate) const HEADER_LEN: usize = 61;
-/// The attributes' low three bits name the compression codec.
-pub(crate) const CODEC_MASK: u8 = 0x07;
 /// The framing Kafka's Java client (through snappy-java) puts around its
 /// snappy blocks; librdkafka sends bare snappy instead.
 const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";

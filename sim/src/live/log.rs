@@ -3,6 +3,10 @@
 //! transactions, and its replication state (replicas, ISR, each replica's
 //! log end, the high watermark).
 
+use super::batch_header::{
+    ATTRIBUTES, BASE_TIMESTAMP, CRC, LAST_OFFSET_DELTA, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC,
+    MAX_TIMESTAMP, PARTITION_LEADER_EPOCH, PRODUCER_EPOCH, PRODUCER_ID, TRANSACTIONAL,
+};
 use super::batch_records::{self, RecordsError};
 use super::leader_epochs::LeaderEpochs;
 use super::partition_txns::{AbortedTxn, PartitionTxns, TxnBatch};
@@ -13,29 +17,6 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
-/// The v2 record batch header fields read here: the base offset (8 bytes)
-/// and the batch length (4 bytes) that follows it. Everything else is the
-/// crate's to decode, but for the last offset delta, at this offset.
-const LOG_OVERHEAD: usize = 12;
-/// The epoch of the leader that stored the batch.
-const PARTITION_LEADER_EPOCH: usize = 12;
-const LAST_OFFSET_DELTA: usize = 23;
-/// The batch header's timestamps: its first record's, and its largest.
-const BASE_TIMESTAMP: usize = 27;
-const MAX_TIMESTAMP: usize = 35;
-/// The batch header's magic byte (2 for a v2 batch), its attributes, and
-/// the producer's id and epoch.
-const MAGIC: usize = 16;
-const ATTRIBUTES: usize = 21;
-/// The CRC-32C of everything from the attributes on.
-const CRC: usize = 17;
-const PRODUCER_ID: usize = 43;
-const PRODUCER_EPOCH: usize = 51;
-/// The attributes' transactional bit, and the one that says the max
-/// timestamp is the leader's append time (in the attributes' low byte).
-const TRANSACTIONAL: u8 = 0x10;
-const LOG_APPEND_TIME: u8 = 0x08;
 
 /// A batch as stored: its offsets and its bytes, base offset assigned.
 #[derive(Debug, Clone)]

@@ -14,6 +14,7 @@
 mod acls;
 mod admin;
 mod alter_configs;
+mod batch_header;
 mod batch_records;
 mod checks;
 mod configs;

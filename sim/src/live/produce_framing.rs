@@ -8,16 +8,12 @@
 //! header, and the codec in its attributes. The batch's CRC and records
 //! are checked by the append.
 
+use super::batch_header::{LENGTH, LOG_OVERHEAD, MAGIC};
 use super::batch_records;
 use super::topic_config::ZSTD;
 use kafka_protocol::error::ResponseError;
 
-/// The length field's place, and the header's size up to it (Kafka's
-/// `LOG_OVERHEAD`: base offset and length).
-const LENGTH: usize = 8;
-const LOG_OVERHEAD: usize = 12;
-/// The magic byte's place, and the header's size up to and with it.
-const MAGIC: usize = 16;
+/// The header's size up to and with the magic byte.
 const UP_TO_MAGIC: usize = MAGIC + 1;
 /// The least a length can be: that of a v0 message with no key or value.
 const LEAST_LENGTH: i32 = 14;
@@ -72,6 +68,7 @@ fn next_batch(records: &[u8]) -> Result<Option<(i8, usize)>, ResponseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::batch_header::ATTRIBUTES;
 
     /// A header-only "batch" of `magic` whose length field says `length`,
     /// padded to that length, with `codec` in its attributes.
@@ -79,7 +76,7 @@ mod tests {
         let mut b = vec![0u8; LOG_OVERHEAD + length.max(LEAST_LENGTH) as usize];
         b[LENGTH..LOG_OVERHEAD].copy_from_slice(&length.to_be_bytes());
         b[MAGIC] = magic;
-        b[batch_records::ATTRIBUTES + 1] = codec;
+        b[ATTRIBUTES + 1] = codec;
         b
     }
 

@@ -10,16 +10,12 @@
 //! zstd frame (at the pure-Rust encoder's one level, about zstd's level 1,
 //! where Kafka's default is 3).
 
-use super::batch_records::{self, RecordsError, ATTRIBUTES, CODEC_MASK, HEADER_LEN};
+use super::batch_header::{ATTRIBUTES, CODEC_MASK, CRC, HEADER_LEN, LENGTH, LOG_OVERHEAD};
+use super::batch_records::{self, RecordsError};
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use std::io::{self, Read, Write};
 
-/// Where the batch's length and its CRC sit in its header.
-const LENGTH: usize = 8;
-const CRC: usize = 17;
-/// The bytes before the batch length counts from.
-const LOG_OVERHEAD: usize = 12;
 /// snappy-java's stream header: its magic, then its version and the
 /// oldest version that reads it (both 1).
 const XERIAL_HEADER: &[u8] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";

@@ -6,7 +6,11 @@
 //! each codec). Each must answer with a typed refusal or a stored batch
 //! that reads back, never a panic.
 
-use super::batch_records::{self, tests::encoded, ATTRIBUTES, HEADER_LEN};
+use super::batch_header::{
+    ATTRIBUTES, CRC, HEADER_LEN, LAST_OFFSET_DELTA, LENGTH, LOG_OVERHEAD, MAX_TIMESTAMP,
+    RECORD_COUNT,
+};
+use super::batch_records::{self, tests::encoded};
 use super::log::{AppendRules, PartitionLog};
 use super::produce_framing;
 use super::recompress::recompress;
@@ -14,15 +18,6 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use std::time::Instant;
-
-/// Header fields a mangling may set: the record count, the last offset
-/// delta and the attributes' low byte (codec, timestamp type,
-/// transactional and control bits).
-const RECORD_COUNT: usize = 57;
-const LAST_OFFSET_DELTA: usize = 23;
-const LOG_OVERHEAD: usize = 12;
-const CRC: usize = 17;
-const MAX_TIMESTAMP: usize = 35;
 
 /// What is done to a well-formed batch before it is sent.
 #[derive(Debug, Clone)]
@@ -82,7 +77,7 @@ fn mangled(batch: &Bytes, m: &Mangling) -> Bytes {
         bytes[ATTRIBUTES + 1] = a;
     }
     let length = (bytes.len() - LOG_OVERHEAD) as i32;
-    bytes[8..LOG_OVERHEAD].copy_from_slice(&length.to_be_bytes());
+    bytes[LENGTH..LOG_OVERHEAD].copy_from_slice(&length.to_be_bytes());
     let crc = crc32c::crc32c(&bytes[ATTRIBUTES..]);
     bytes[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
     Bytes::from(bytes)
