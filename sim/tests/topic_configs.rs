@@ -659,3 +659,59 @@ fn zstd_is_refused_to_clients_older_than_it_as_kafka_refuses_it() {
     assert!(bytes > 0);
     passes(server);
 }
+
+#[test]
+fn a_topics_timestamp_bounds_refuse_records_too_far_from_the_leaders_clock() {
+    let server = server();
+    let addr = server.addrs()[0];
+    const DEFAULT_SOURCE: i8 = 5;
+    const AFTER: &str = "message.timestamp.after.max.ms";
+    const BEFORE: &str = "message.timestamp.before.max.ms";
+    // Kafka's defaults (the largest long) bound nothing.
+    assert_eq!(create(addr, "bounded", 3, &[(AFTER, "60000")]).0, 0);
+    assert_eq!(
+        described(addr, TOPIC, "bounded", BEFORE),
+        (i64::MAX.to_string(), DEFAULT_SOURCE, false)
+    );
+    assert_eq!(
+        described(addr, TOPIC, "bounded", AFTER),
+        ("60000".into(), TOPIC_SOURCE, false)
+    );
+    let at = leader(&server, "bounded");
+    // Each record's own timestamp, to partition 0: the error and the
+    // records at fault.
+    let produce_at = |times: &[i64]| {
+        let records: Vec<(i64, &[u8])> = times.iter().map(|&t| (t, &b"x"[..])).collect();
+        let r = produce_request("bounded", &[(0, timed_batch(&records))], -1, 5_000);
+        let got = Client::connect(at).call(&r, 9);
+        let p = &got.responses[0].partition_responses[0];
+        let at_fault: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
+        (p.error_code, at_fault)
+    };
+    let invalid = ResponseError::InvalidTimestamp.code();
+    let hour = 3_600_000;
+    let now = wall_clock_ms();
+    // An hour ahead is past the minute allowed; a year ago is fine.
+    assert_eq!(produce_at(&[now, now + hour]), (invalid, vec![1]));
+    assert_eq!(produce_at(&[now - 365 * 24 * hour, now]), (0, vec![]));
+    // Bounded before as well: the year-old record is refused now, and a
+    // record without a timestamp (-1) is not checked, as in Kafka.
+    let change = [(BEFORE, SET, Some("60000"))];
+    assert_eq!(alter(addr, TOPIC, "bounded", &change, false), 0);
+    assert_eq!(
+        produce_at(&[wall_clock_ms() - 365 * 24 * hour]),
+        (invalid, vec![0])
+    );
+    assert_eq!(produce_at(&[-1, wall_clock_ms()]), (0, vec![]));
+    // A topic that stamps its own append time does not check them.
+    let stamped = [("message.timestamp.type", SET, Some("LogAppendTime"))];
+    assert_eq!(alter(addr, TOPIC, "bounded", &stamped, false), 0);
+    assert_eq!(produce_at(&[1_000]), (0, vec![]));
+    // Neither bound may be negative.
+    let negative = [(AFTER, SET, Some("-1"))];
+    assert_eq!(
+        alter(addr, TOPIC, "bounded", &negative, false),
+        ResponseError::InvalidConfig.code()
+    );
+    passes(server);
+}

@@ -1629,7 +1629,7 @@ fn describe_configs(
         .configs
         .iter()
         .map(|e| {
-            // A topic's own seven settings can change; nothing else can.
+            // A topic's own nine settings can change; nothing else can.
             let alterable = kind == 2
                 && [
                     "min.insync.replicas",
@@ -1639,6 +1639,8 @@ fn describe_configs(
                     "cleanup.policy",
                     "message.timestamp.type",
                     "compression.type",
+                    "message.timestamp.before.max.ms",
+                    "message.timestamp.after.max.ms",
                 ]
                 .contains(&e.name.as_str());
             assert_eq!(e.read_only, !alterable, "{}", e.name.as_str());

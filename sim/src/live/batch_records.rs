@@ -42,6 +42,15 @@ pub enum RecordsError {
     /// The compressed records do not decompress, or name a codec Kafka does
     /// not define (CORRUPT_MESSAGE).
     Corrupt,
+    /// A record whose timestamp is further before or after the leader's
+    /// clock than the topic's `message.timestamp.before.max.ms` or
+    /// `message.timestamp.after.max.ms` allow (INVALID_TIMESTAMP, as Kafka
+    /// answers it; reported at the first such record, where Kafka lists
+    /// every one).
+    TimestampOutOfRange {
+        /// The first such record's index in its batch.
+        record: i32,
+    },
     /// A producer's batch that says its timestamps are the broker's append
     /// time, sent to a topic whose timestamps are the producer's
     /// (INVALID_TIMESTAMP, as Kafka answers it; reported at the first
@@ -64,6 +73,10 @@ impl RecordsError {
                 "The batch's records do not decompress, or name a compression codec Kafka does \
                  not define"
             }
+            RecordsError::TimestampOutOfRange { .. } => {
+                "A record's timestamp is further from the broker's clock than the topic's \
+                 message.timestamp.before.max.ms or message.timestamp.after.max.ms allows"
+            }
             RecordsError::AppendTimeFromProducer => {
                 "The batch's timestamp type is LogAppendTime, which only the broker sets, on a \
                  topic whose timestamps are the producer's"
@@ -85,13 +98,20 @@ pub struct RecordMeta {
 /// checked) as a produce's are checked: the count equals the offset range,
 /// exactly that many records follow, each record's fields stay inside it,
 /// its offset delta is its place in the batch, and, if `keys_required`
-/// (a compacted topic), it has a key. Returns the largest of the records'
+/// (a compacted topic), it has a key, and that each record's own
+/// timestamp lies within `window` (the first and last allowed,
+/// inclusive), where one is given (a record without one, -1, is not
+/// checked, as in Kafka). Returns the largest of the records'
 /// timestamps (-1 if none is larger), which Kafka's leader writes into
 /// the header in place of the producer's.
 ///
 /// Kafka rewrites a compressed batch whose records' offset deltas are out
 /// of order; batches are stored here as sent, so such a batch is refused.
-pub fn check(batch: &[u8], keys_required: bool) -> Result<i64, RecordsError> {
+pub fn check(
+    batch: &[u8],
+    keys_required: bool,
+    window: Option<(i64, i64)>,
+) -> Result<i64, RecordsError> {
     let delta = be_i32(batch, LAST_OFFSET_DELTA).ok_or(RecordsError::Invalid)?;
     let count = be_i32(batch, RECORD_COUNT).ok_or(RecordsError::Invalid)?;
     if count <= 0 || i64::from(delta) + 1 != i64::from(count) {
@@ -106,6 +126,11 @@ pub fn check(batch: &[u8], keys_required: bool) -> Result<i64, RecordsError> {
         }
         if keys_required && !has_key {
             return Err(RecordsError::NoKeyForCompaction { record: index });
+        }
+        if let Some((first, last)) = window {
+            if record.timestamp != -1 && !(first..=last).contains(&record.timestamp) {
+                return Err(RecordsError::TimestampOutOfRange { record: index });
+            }
         }
         max_timestamp = max_timestamp.max(record.timestamp);
         index += 1;
@@ -506,11 +531,23 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_window_bounds_each_records_own_timestamp_but_one_without() {
+        for codec in CODECS {
+            let batch = encoded(&[(100, None), (300, None), (-1, None)], codec);
+            assert_eq!(check(&batch, false, Some((100, 300))), Ok(300), "{codec:?}");
+            let late = Err(RecordsError::TimestampOutOfRange { record: 1 });
+            assert_eq!(check(&batch, false, Some((0, 299))), late, "{codec:?}");
+            let early = Err(RecordsError::TimestampOutOfRange { record: 0 });
+            assert_eq!(check(&batch, false, Some((101, 400))), early, "{codec:?}");
+        }
+    }
+
+    #[test]
     fn every_codec_reads_back_each_record_in_place_and_time() {
         let times = [(100, Some(&b"a"[..])), (300, None), (200, Some(b"c"))];
         for codec in CODECS {
             let batch = encoded(&times, codec);
-            assert_eq!(check(&batch, false), Ok(300), "{codec:?}");
+            assert_eq!(check(&batch, false, None), Ok(300), "{codec:?}");
             let at = |t| first_at_or_after(&batch, t).map(|r| (r.offset_delta, r.timestamp));
             assert_eq!(at(0), Some((0, 100)), "{codec:?}");
             assert_eq!(at(150), Some((1, 300)), "{codec:?}");
@@ -523,11 +560,11 @@ pub(crate) mod tests {
     fn a_compacted_topic_refuses_a_record_without_a_key() {
         for codec in CODECS {
             let keyed = encoded(&[(1, Some(b"k")), (2, Some(b"l"))], codec);
-            assert_eq!(check(&keyed, true), Ok(2), "{codec:?}");
+            assert_eq!(check(&keyed, true, None), Ok(2), "{codec:?}");
             let one_without = encoded(&[(1, Some(b"k")), (2, None)], codec);
-            assert_eq!(check(&one_without, false), Ok(2), "{codec:?}");
+            assert_eq!(check(&one_without, false, None), Ok(2), "{codec:?}");
             assert_eq!(
-                check(&one_without, true),
+                check(&one_without, true, None),
                 Err(RecordsError::NoKeyForCompaction { record: 1 }),
                 "{codec:?}"
             );
@@ -546,16 +583,24 @@ pub(crate) mod tests {
                     set_i32(b, LAST_OFFSET_DELTA, delta);
                 });
                 assert_eq!(
-                    check(&bad, false),
+                    check(&bad, false, None),
                     Err(RecordsError::Invalid),
                     "{codec:?} {count}"
                 );
             }
             // The count disagrees with the offset range.
             let bad = altered(&batch, |b| set_i32(b, RECORD_COUNT, 3));
-            assert_eq!(check(&bad, false), Err(RecordsError::Invalid), "{codec:?}");
+            assert_eq!(
+                check(&bad, false, None),
+                Err(RecordsError::Invalid),
+                "{codec:?}"
+            );
             let bad = altered(&batch, |b| set_i32(b, RECORD_COUNT, 0));
-            assert_eq!(check(&bad, false), Err(RecordsError::Invalid), "{codec:?}");
+            assert_eq!(
+                check(&bad, false, None),
+                Err(RecordsError::Invalid),
+                "{codec:?}"
+            );
         }
     }
 
@@ -583,31 +628,31 @@ pub(crate) mod tests {
     fn a_record_must_fill_its_length_and_count_its_offset() {
         // One header "h" -> "x": count 1 (zigzag 2), key length 1, value 1.
         let good = one_record(0, &[2, 2, b'h', 2, b'x']);
-        assert!(check(&uncompressed(std::slice::from_ref(&good)), false).is_ok());
+        assert!(check(&uncompressed(std::slice::from_ref(&good)), false, None).is_ok());
         // Two billion headers announced in a few bytes: refused as soon as
         // they run past the record, with nothing allocated for them.
         let many = one_record(0, &[0xfe, 0xff, 0xff, 0xff, 0x0f, 2, b'h', 2, b'x']);
         assert_eq!(
-            check(&uncompressed(&[many]), false),
+            check(&uncompressed(&[many]), false, None),
             Err(RecordsError::Invalid)
         );
         // A header's value longer than what is left of the record.
         let long = one_record(0, &[2, 2, b'h', 40, b'x']);
         assert_eq!(
-            check(&uncompressed(&[long]), false),
+            check(&uncompressed(&[long]), false, None),
             Err(RecordsError::Invalid)
         );
         // Offset deltas out of order.
         let records = [one_record(1, &[0]), one_record(0, &[0])];
         assert_eq!(
-            check(&uncompressed(&records), false),
+            check(&uncompressed(&records), false, None),
             Err(RecordsError::Invalid)
         );
         let records = [one_record(0, &[0]), one_record(1, &[0])];
-        assert!(check(&uncompressed(&records), false).is_ok());
+        assert!(check(&uncompressed(&records), false, None).is_ok());
         // Bytes after the last counted record.
         let trailing = altered(&Bytes::from(uncompressed(&[good])), |b| b.push(0));
-        assert_eq!(check(&trailing, false), Err(RecordsError::Invalid));
+        assert_eq!(check(&trailing, false, None), Err(RecordsError::Invalid));
     }
 
     #[test]
@@ -618,7 +663,7 @@ pub(crate) mod tests {
                 let middle = HEADER_LEN + (b.len() - HEADER_LEN) / 2;
                 b[HEADER_LEN..middle].fill(0x5a);
             });
-            assert!(check(&bad, false).is_err(), "{codec:?}");
+            assert!(check(&bad, false, None).is_err(), "{codec:?}");
         }
         // A bare snappy block whose length header claims far more than it
         // can inflate to is refused before it is allocated.
@@ -628,10 +673,10 @@ pub(crate) mod tests {
             b[ATTRIBUTES + 1] = (b[ATTRIBUTES + 1] & !CODEC_MASK) | 2;
             b.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0]);
         });
-        assert_eq!(check(&bomb, false), Err(RecordsError::Corrupt));
+        assert_eq!(check(&bomb, false, None), Err(RecordsError::Corrupt));
         // A codec number Kafka does not define.
         let unknown = altered(&batch, |b| b[ATTRIBUTES + 1] |= 0x07);
-        assert_eq!(check(&unknown, false), Err(RecordsError::Corrupt));
+        assert_eq!(check(&unknown, false, None), Err(RecordsError::Corrupt));
     }
 
     #[test]
@@ -641,7 +686,7 @@ pub(crate) mod tests {
         let huge = record(0, 7, None, Bytes::from(vec![0u8; 64 << 20]));
         let bytes = encode(&[huge], Compression::Zstd);
         assert!(bytes.len() < 1 << 20, "{} bytes", bytes.len());
-        assert!(check(&bytes, false).is_ok());
+        assert!(check(&bytes, false, None).is_ok());
         assert_eq!(
             first_at_or_after(&bytes, 7),
             Some(RecordMeta {

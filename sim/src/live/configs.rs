@@ -7,7 +7,8 @@
 use super::checks::Checks;
 use super::service::BrokerService;
 use super::topic_config::{
-    self, TopicConfig, CLEANUP_POLICY, COMPRESSION_TYPE, MAX_MESSAGE_BYTES, MESSAGE_TIMESTAMP_TYPE,
+    self, TopicConfig, CLEANUP_POLICY, COMPRESSION_TYPE, MAX_MESSAGE_BYTES,
+    MESSAGE_TIMESTAMP_AFTER_MAX_MS, MESSAGE_TIMESTAMP_BEFORE_MAX_MS, MESSAGE_TIMESTAMP_TYPE,
     MIN_INSYNC_REPLICAS, RETENTION_BYTES, RETENTION_MS,
 };
 use super::txns::MAX_TIMEOUT;
@@ -192,6 +193,16 @@ impl BrokerService {
                 COMPRESSION_TYPE,
                 ("producer".into(), DEFAULT_CONFIG),
                 Kind::String,
+            ),
+            own(
+                MESSAGE_TIMESTAMP_BEFORE_MAX_MS,
+                (i64::MAX.to_string(), DEFAULT_CONFIG),
+                Kind::Long,
+            ),
+            own(
+                MESSAGE_TIMESTAMP_AFTER_MAX_MS,
+                (i64::MAX.to_string(), DEFAULT_CONFIG),
+                Kind::Long,
             ),
         ]
     }

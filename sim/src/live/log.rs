@@ -87,6 +87,10 @@ pub struct AppendRules {
     /// The codec the topic stores batches in (`compression.type`), if
     /// not each producer's own: a batch in another is rewritten in it.
     pub compression: Option<u8>,
+    /// The first and last record timestamps taken, where the topic bounds
+    /// them (`message.timestamp.before.max.ms` and `.after.max.ms` about
+    /// the leader's clock).
+    pub timestamps: Option<(i64, i64)>,
 }
 
 /// The state of one partition, under its lock.
@@ -310,8 +314,8 @@ impl PartitionLog {
             if info.producer_id >= 0 && info.base_sequence < 0 {
                 return Err(AppendError::NoSequence);
             }
-            let max_timestamp =
-                batch_records::check(&batch, rules.keys_required).map_err(AppendError::Records)?;
+            let max_timestamp = batch_records::check(&batch, rules.keys_required, rules.timestamps)
+                .map_err(AppendError::Records)?;
             // Only the broker stamps its append time; on a topic that
             // does, it does so below whatever the producer said.
             if rules.stamp.is_none() && batch[ATTRIBUTES + 1] & LOG_APPEND_TIME != 0 {
@@ -757,6 +761,7 @@ mod tests {
         stamp: None,
         keys_required: false,
         compression: None,
+        timestamps: None,
     };
 
     impl AppendRules {

@@ -215,7 +215,7 @@ mod tests {
                 assert_eq!(batch_records::codec(&rewritten), to);
                 // The crate's decoder checks the length and the CRC.
                 assert_eq!(read(&rewritten), records, "{from:?} -> {to}");
-                assert!(batch_records::check(&rewritten, false).is_ok());
+                assert!(batch_records::check(&rewritten, false, None).is_ok());
                 // The offsets, the epoch, the magic, and after the
                 // attributes the timestamps, the producer and the count.
                 assert_eq!(rewritten[..LENGTH], original[..LENGTH]);

@@ -153,13 +153,16 @@ impl From<RecordsError> for Refused {
             RecordsError::Invalid | RecordsError::NoKeyForCompaction { .. } => {
                 ResponseError::InvalidRecord
             }
-            RecordsError::AppendTimeFromProducer => ResponseError::InvalidTimestamp,
+            RecordsError::AppendTimeFromProducer | RecordsError::TimestampOutOfRange { .. } => {
+                ResponseError::InvalidTimestamp
+            }
         };
         Refused {
             code: code.code(),
             message: Some(e.message()),
             record: match e {
-                RecordsError::NoKeyForCompaction { record } => Some(record),
+                RecordsError::NoKeyForCompaction { record }
+                | RecordsError::TimestampOutOfRange { record } => Some(record),
                 RecordsError::AppendTimeFromProducer => Some(0),
                 _ => None,
             },
@@ -781,6 +784,7 @@ impl BrokerService {
                 stamp: p.config.log_append_time().then(now_ms),
                 keys_required: p.config.compacts(),
                 compression: p.config.compression(),
+                timestamps: p.config.timestamp_window(now_ms),
             };
             let appended = log.append(records, &rules, txn).map_err(|e| match e {
                 AppendError::Records(records) => Refused::from(records),

@@ -26,9 +26,15 @@ pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
 /// `compression.type`: the codec the leader stores batches in
 /// (`producer`: each as its producer compressed it).
 pub const COMPRESSION_TYPE: &str = "compression.type";
+/// `message.timestamp.before.max.ms` and `message.timestamp.after.max.ms`:
+/// how far before and after the leader's clock a record's own timestamp
+/// may be, on a topic of the producer's timestamps (Kafka's default, the
+/// largest long, checks nothing).
+pub const MESSAGE_TIMESTAMP_BEFORE_MAX_MS: &str = "message.timestamp.before.max.ms";
+pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS: &str = "message.timestamp.after.max.ms";
 
 /// The topic configs this broker applies, by Kafka's names.
-pub const APPLIED: [&str; 7] = [
+pub const APPLIED: [&str; 9] = [
     MIN_INSYNC_REPLICAS,
     MAX_MESSAGE_BYTES,
     RETENTION_BYTES,
@@ -36,6 +42,8 @@ pub const APPLIED: [&str; 7] = [
     CLEANUP_POLICY,
     MESSAGE_TIMESTAMP_TYPE,
     COMPRESSION_TYPE,
+    MESSAGE_TIMESTAMP_BEFORE_MAX_MS,
+    MESSAGE_TIMESTAMP_AFTER_MAX_MS,
 ];
 
 /// Each applied config's place in [`APPLIED`], and so its slot.
@@ -46,6 +54,8 @@ const RETENTION_MS_AT: usize = 3;
 const CLEANUP_POLICY_AT: usize = 4;
 const MESSAGE_TIMESTAMP_TYPE_AT: usize = 5;
 const COMPRESSION_TYPE_AT: usize = 6;
+const TIMESTAMP_BEFORE_AT: usize = 7;
+const TIMESTAMP_AFTER_AT: usize = 8;
 
 /// `cleanup.policy`'s values, as bits of its slot.
 const DELETE: i64 = 1;
@@ -193,6 +203,23 @@ impl TopicConfig {
         self.at(COMPRESSION_TYPE_AT)
             .and_then(|v| u8::try_from(v).ok())
     }
+
+    /// The record timestamps a produce may carry when the leader's clock
+    /// reads `now_ms`, from `message.timestamp.before.max.ms` and
+    /// `message.timestamp.after.max.ms`; `None` where the topic sets
+    /// neither (Kafka's defaults bound nothing) or stamps its own append
+    /// time, which Kafka does not check against them.
+    pub fn timestamp_window(&self, now_ms: impl FnOnce() -> i64) -> Option<(i64, i64)> {
+        let (before, after) = (self.at(TIMESTAMP_BEFORE_AT), self.at(TIMESTAMP_AFTER_AT));
+        if self.log_append_time() || (before.is_none() && after.is_none()) {
+            return None;
+        }
+        let now = now_ms();
+        Some((
+            before.map_or(i64::MIN, |b| now.saturating_sub(b)),
+            after.map_or(i64::MAX, |a| now.saturating_add(a)),
+        ))
+    }
 }
 
 /// The text of `name`'s value `v`, as DescribeConfigs gives it.
@@ -246,10 +273,11 @@ pub fn applied(name: &str) -> Result<(), String> {
 /// The values Kafka takes for `name`: `min.insync.replicas` from 1,
 /// `max.message.bytes` from 0 in Kafka but from 1 here (a batch always has
 /// bytes, so 0 would refuse every produce), both at most `i32::MAX` (ints);
-/// the retentions longs from -1 (no limit).
+/// the retentions longs from -1 (no limit), the timestamp bounds from 0.
 fn bounds(name: &str) -> (i64, i64) {
     match name {
         RETENTION_BYTES | RETENTION_MS => (-1, i64::MAX),
+        MESSAGE_TIMESTAMP_BEFORE_MAX_MS | MESSAGE_TIMESTAMP_AFTER_MAX_MS => (0, i64::MAX),
         _ => (1, i64::from(i32::MAX)),
     }
 }
@@ -328,6 +356,8 @@ mod tests {
             (CLEANUP_POLICY_AT, CLEANUP_POLICY),
             (MESSAGE_TIMESTAMP_TYPE_AT, MESSAGE_TIMESTAMP_TYPE),
             (COMPRESSION_TYPE_AT, COMPRESSION_TYPE),
+            (TIMESTAMP_BEFORE_AT, MESSAGE_TIMESTAMP_BEFORE_MAX_MS),
+            (TIMESTAMP_AFTER_AT, MESSAGE_TIMESTAMP_AFTER_MAX_MS),
         ] {
             assert_eq!(APPLIED[at], name);
         }

@@ -97,6 +97,7 @@ fn rules() -> impl Strategy<Value = AppendRules> {
                 stamp: stamp.then_some(1_700_000_000_000),
                 keys_required,
                 compression,
+                timestamps: None,
             },
         )
 }
@@ -130,7 +131,7 @@ proptest! {
         prop_assert_eq!(appended.end, end);
         log.hw = end;
         let stored = log.read(0, 1 << 20, end);
-        let max = batch_records::check(&stored, rules.keys_required);
+        let max = batch_records::check(&stored, rules.keys_required, None);
         prop_assert!(max.is_ok());
         // The header's largest timestamp is the records', or the append
         // time the broker stamped.
@@ -143,7 +144,7 @@ proptest! {
         for target in 0..5 {
             match recompress(&stored, target, 1 << 20) {
                 Ok(rewritten) => {
-                    prop_assert!(batch_records::check(&rewritten, rules.keys_required).is_ok())
+                    prop_assert!(batch_records::check(&rewritten, rules.keys_required, None).is_ok())
                 }
                 Err(e) => prop_assert!(false, "{:?} into codec {}", e, target),
             }
