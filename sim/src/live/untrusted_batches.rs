@@ -83,21 +83,25 @@ fn mangled(batch: &Bytes, m: &Mangling) -> Bytes {
     Bytes::from(bytes)
 }
 
-/// The rules of the topic the batch is sent to.
+/// The rules of the topic the batch is sent to (a window only where the
+/// broker does not stamp its own time, as the topic's config gives it).
 fn rules() -> impl Strategy<Value = AppendRules> {
     (
         prop::sample::select(vec![200usize, 2_000, 1 << 20]),
         any::<bool>(),
         any::<bool>(),
         prop::option::of(0u8..5),
+        // About the records' own timestamps (0 to 2), so that some fall
+        // outside.
+        prop::option::weighted(0.3, (-2i64..4, -2i64..4)),
     )
         .prop_map(
-            |(max_bytes, stamp, keys_required, compression)| AppendRules {
+            |(max_bytes, stamp, keys_required, compression, window)| AppendRules {
                 max_bytes,
                 stamp: stamp.then_some(1_700_000_000_000),
                 keys_required,
                 compression,
-                timestamps: None,
+                timestamps: window.filter(|_| !stamp).map(|(a, b)| (a.min(b), a.max(b))),
             },
         )
 }
