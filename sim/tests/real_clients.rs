@@ -732,8 +732,12 @@ fn kafka_python_creates_a_topic_produces_idempotently_consumes_in_a_group_and_cl
         serde_json::json!([0, 1, 2]),
         "{r}"
     );
-    // ListConfigResources v0: no client-metrics subscriptions here.
-    assert_eq!(r["config_resources"], serde_json::json!({}), "{r}");
+    // ListConfigResources (v1) of the types it asked for.
+    assert_eq!(
+        r["config_resources"],
+        serde_json::json!({"broker": ["0", "1", "2"], "topic": ["from-python"]}),
+        "{r}"
+    );
     idempotent_and_deleted(server, &r, "from-python");
 }
 

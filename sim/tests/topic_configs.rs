@@ -2,7 +2,8 @@
 //! changed (IncrementalAlterConfigs, AlterConfigs), described
 //! (DescribeConfigs), and applied by the produces that follow:
 //! `min.insync.replicas` decides whether an `acks=all` produce is taken,
-//! `max.message.bytes` how large a batch may be.
+//! `max.message.bytes` how large a batch may be; and which resources have
+//! configs to describe (ListConfigResources).
 
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
@@ -13,7 +14,8 @@ use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableT
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::{
     alter_configs_request, incremental_alter_configs_request, AlterConfigsRequest,
-    CreateTopicsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest, TopicName,
+    CreateTopicsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest,
+    ListConfigResourcesRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::net::SocketAddr;
@@ -713,5 +715,50 @@ fn a_topics_timestamp_bounds_refuse_records_too_far_from_the_leaders_clock() {
         alter(addr, TOPIC, "bounded", &negative, false),
         ResponseError::InvalidConfig.code()
     );
+    passes(server);
+}
+
+#[test]
+fn list_config_resources_lists_the_resources_of_each_type_asked_for() {
+    let server = server();
+    let addr = server.addrs()[0];
+    assert_eq!(create(addr, "zebra", 3, &[]).0, 0);
+    assert_eq!(create(addr, "aardvark", 3, &[]).0, 0);
+    // A group with a config of its own and no members is a resource.
+    let session = [("consumer.session.timeout.ms", SET, Some("50000"))];
+    assert_eq!(alter(addr, 32, "configured", &session, false), 0);
+    // (type, name) in the order listed, or the error.
+    let list = |types: &[i8], version: i16| {
+        let mut r = ListConfigResourcesRequest::default();
+        r.resource_types = types.to_vec();
+        let got = Client::connect(addr).call(&r, version);
+        let listed: Vec<(i8, String)> = got
+            .config_resources
+            .iter()
+            .map(|c| (c.resource_type, c.resource_name.to_string()))
+            .collect();
+        (got.error_code, listed)
+    };
+    let brokers = |kind: i8| (0..3).map(move |b| (kind, b.to_string()));
+    let every: Vec<(i8, String)> = std::iter::once((32, "configured".to_string()))
+        .chain(brokers(8))
+        .chain(brokers(BROKER))
+        .chain([(TOPIC, "aardvark".into()), (TOPIC, "zebra".into())])
+        .collect();
+    // v1 with no type asked for: all five (no client-metrics
+    // subscriptions here).
+    assert_eq!(list(&[], 1), (0, every));
+    let topics = vec![(TOPIC, "aardvark".into()), (TOPIC, "zebra".into())];
+    assert_eq!(list(&[TOPIC], 1), (0, topics));
+    assert_eq!(list(&[16], 1), (0, vec![]));
+    // A type v1 does not define refuses the request.
+    let unsupported = ResponseError::UnsupportedVersion.code();
+    assert_eq!(list(&[TOPIC, 1], 1), (unsupported, vec![]));
+    // v0 (ListClientMetricsResources): client metrics only.
+    assert_eq!(list(&[], 0), (0, vec![]));
+    // A group whose configs are all deleted is no longer listed.
+    let back = [("consumer.session.timeout.ms", DELETE, None)];
+    assert_eq!(alter(addr, 32, "configured", &back, false), 0);
+    assert_eq!(list(&[32], 1), (0, vec![]));
     passes(server);
 }

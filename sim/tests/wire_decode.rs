@@ -946,9 +946,13 @@ mod well_formed {
                         r.upsertions = vec![upsertion.clone(), upsertion];
                         frame(api, version, &r)
                     }
-                    // v0 has no fields.
                     ApiKey::ListConfigResources => {
-                        frame(api, version, &ListConfigResourcesRequest::default())
+                        let mut r = ListConfigResourcesRequest::default();
+                        // v0 has no fields.
+                        if version >= 1 {
+                            r.resource_types = vec![2, 32];
+                        }
+                        frame(api, version, &r)
                     }
                     _ => unreachable!(),
                 };

@@ -29,6 +29,7 @@ mod group_service;
 mod groups;
 mod leader_epochs;
 mod leader_hints;
+mod list_config_resources;
 mod log;
 mod log_dirs;
 mod offset_for_leader_epoch;

@@ -33,9 +33,9 @@ use kafka_protocol::messages::produce_response::{
     self, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, ListConfigResourcesResponse, ListOffsetsRequest,
-    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
-    ProducerId, RequestHeader, RequestKind, ResponseKind, TopicName,
+    ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, ProducerId, RequestHeader,
+    RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use purgatory::Outcome;
@@ -108,7 +108,7 @@ pub const APIS: [(ApiKey, i16, i16); 49] = [
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
-    (ApiKey::ListConfigResources, 0, 0),
+    (ApiKey::ListConfigResources, 0, 1),
     (ApiKey::ShareGroupHeartbeat, 1, 1),
     (ApiKey::ShareGroupDescribe, 1, 1),
     (ApiKey::ShareFetch, 1, 1),
@@ -317,15 +317,9 @@ impl Service for BrokerService {
                     self.alter_user_scram_credentials(r),
                 ))
             }
-            // v0 is Kafka's ListClientMetricsResources: the client-metrics
-            // subscriptions, of which this broker has none (it collects no
-            // client metrics).
-            RequestKind::ListConfigResources(_) => {
-                Checks::bump(&self.checks().admin_requests);
-                Some(ResponseKind::ListConfigResources(
-                    ListConfigResourcesResponse::default(),
-                ))
-            }
+            RequestKind::ListConfigResources(r) => Some(ResponseKind::ListConfigResources(
+                self.list_config_resources(r, version),
+            )),
             RequestKind::OffsetForLeaderEpoch(r) => Some(ResponseKind::OffsetForLeaderEpoch(
                 self.offset_for_leader_epoch(r),
             )),

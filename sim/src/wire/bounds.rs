@@ -529,6 +529,11 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
             w.strings()?; // state_filters
             w.array(8, |w| w.skip(8))?; // producer_id_filters
         }
+        ApiKey::ListConfigResources => {
+            if version >= 1 {
+                w.array(1, |w| w.skip(1))?; // resource_types
+            }
+        }
         ApiKey::CreateAcls | ApiKey::DeleteAcls => {
             // A creation or a filter: resource type, name, pattern type,
             // principal, host, operation, permission type.
@@ -735,6 +740,16 @@ mod tests {
         body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]);
         body.extend_from_slice(&good[10..]);
         assert!(check(ApiKey::ListTransactions, 1, true, &body).is_err());
+    }
+
+    #[test]
+    fn list_config_resources_types_must_fit() {
+        // v1: types [2, 32], tags.
+        let good = [3, 2, 32, 0];
+        assert!(check(ApiKey::ListConfigResources, 1, true, &good).is_ok());
+        // Announcing 2^31 - 2 types in one byte.
+        let body = [0xff, 0xff, 0xff, 0xff, 0x07, 2, 0];
+        assert!(check(ApiKey::ListConfigResources, 1, true, &body).is_err());
     }
 
     #[test]

@@ -73,10 +73,10 @@ def all_apis(bootstrap, topic, count):
     again = consume(bootstrap, topic, "kafka-python-readers", 1, 3)
     groups = describe_a_live_group(bootstrap, topic)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    config_resources = admin.list_config_resources(["TOPIC", "BROKER"])
     deleted = admin.delete_topics([topic])
     deleted_errors = [t["error_code"] for t in deleted["topics"]]
     left = topic in admin.list_topics()
-    config_resources = admin.list_config_resources()
     admin.close()
     print(json.dumps({
         "created_errors": [t["error_code"] for t in created["topics"]],

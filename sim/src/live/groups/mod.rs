@@ -227,6 +227,19 @@ impl GroupCoordinator {
         v.parse().ok().map(Duration::from_millis)
     }
 
+    /// The groups that set a config of their own, members or not, in name
+    /// order.
+    pub fn configured(&self) -> Vec<String> {
+        let configs = self.configs.lock();
+        let mut names: Vec<String> = configs
+            .iter()
+            .filter(|(_, set)| !set.is_empty())
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
     /// `group`'s settings: each of [`GROUP_CONFIGS`] with its value and
     /// whether it was set (rather than the default).
     pub fn configs_of(&self, group: &str) -> Vec<(&'static str, String, bool)> {
