@@ -1,7 +1,8 @@
 //! Where each field of a v2 record batch's header sits (Kafka's
 //! `DefaultRecordBatch`), in bytes from the batch's start, for the modules
-//! that read a header or patch one in place. Everything past the header
-//! (the records) is read by `batch_records`.
+//! that read a header or patch one in place, and the CRC that a patch must
+//! write again. Everything past the header (the records) is read by
+//! `batch_records`.
 
 /// The base offset (8 bytes), then the length of the rest (4 bytes): how
 /// a batch of every magic starts (together Kafka's `LOG_OVERHEAD`).
@@ -32,3 +33,11 @@ pub(crate) const HEADER_LEN: usize = 61;
 pub(crate) const CODEC_MASK: u8 = 0x07;
 pub(crate) const LOG_APPEND_TIME: u8 = 0x08;
 pub(crate) const TRANSACTIONAL: u8 = 0x10;
+
+/// Writes into `batch`'s header the CRC-32C of everything from the
+/// attributes on, after a change there (`batch` holds at least a whole
+/// header, as every batch here was checked to when it arrived).
+pub(crate) fn seal(batch: &mut [u8]) {
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES..]);
+    batch[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+}

@@ -452,6 +452,7 @@ fn be_i64(bytes: &[u8], at: usize) -> Option<i64> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::live::batch_header::{seal, LENGTH, LOG_OVERHEAD};
     use bytes::{Bytes, BytesMut};
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -514,15 +515,14 @@ pub(crate) mod tests {
         encode(&records, compression)
     }
 
-    /// `batch` with its count, last offset delta or records changed, and
-    /// its CRC computed again (so that only the change is wrong).
-    fn altered(batch: &Bytes, change: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    /// `batch` with its header or records changed, and its length and CRC
+    /// computed again (so that only the change is wrong).
+    pub(crate) fn altered(batch: &Bytes, change: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
         let mut bytes = batch.to_vec();
         change(&mut bytes);
-        let length = (bytes.len() - 12) as i32;
-        bytes[8..12].copy_from_slice(&length.to_be_bytes());
-        let crc = crc32c::crc32c(&bytes[ATTRIBUTES..]);
-        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+        let length = (bytes.len() - LOG_OVERHEAD) as i32;
+        bytes[LENGTH..LOG_OVERHEAD].copy_from_slice(&length.to_be_bytes());
+        seal(&mut bytes);
         bytes
     }
 

@@ -4,7 +4,7 @@
 //! log end, the high watermark).
 
 use super::batch_header::{
-    ATTRIBUTES, BASE_TIMESTAMP, CRC, LAST_OFFSET_DELTA, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC,
+    seal, ATTRIBUTES, BASE_TIMESTAMP, LAST_OFFSET_DELTA, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC,
     MAX_TIMESTAMP, PARTITION_LEADER_EPOCH, PRODUCER_EPOCH, PRODUCER_ID, TRANSACTIONAL,
 };
 use super::batch_records::{self, RecordsError};
@@ -703,8 +703,7 @@ fn marker_batch(producer_id: i64, epoch: i16, commit: bool) -> Bytes {
 fn stamp_append_time(bytes: &mut [u8], now_ms: i64) {
     bytes[ATTRIBUTES + 1] |= LOG_APPEND_TIME;
     bytes[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&now_ms.to_be_bytes());
-    let crc = crc32c::crc32c(&bytes[ATTRIBUTES..]);
-    bytes[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    seal(bytes);
 }
 
 /// `batch` with the largest of its records' timestamps in its header, as
@@ -717,8 +716,7 @@ fn with_max_timestamp(batch: Bytes, max_timestamp: i64) -> Bytes {
     }
     let mut bytes = BytesMut::from(&batch[..]);
     bytes[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&max_timestamp.to_be_bytes());
-    let crc = crc32c::crc32c(&bytes[ATTRIBUTES..]);
-    bytes[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    seal(&mut bytes);
     bytes.freeze()
 }
 
@@ -894,8 +892,7 @@ mod tests {
     fn resealed(batch: &Bytes, change: impl FnOnce(&mut [u8])) -> Bytes {
         let mut bytes = batch.to_vec();
         change(&mut bytes);
-        let crc = crc32c::crc32c(&bytes[ATTRIBUTES..]);
-        bytes[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        seal(&mut bytes);
         Bytes::from(bytes)
     }
 

@@ -10,7 +10,7 @@
 //! zstd frame (at the pure-Rust encoder's one level, about zstd's level 1,
 //! where Kafka's default is 3).
 
-use super::batch_header::{ATTRIBUTES, CODEC_MASK, CRC, HEADER_LEN, LENGTH, LOG_OVERHEAD};
+use super::batch_header::{seal, ATTRIBUTES, CODEC_MASK, HEADER_LEN, LENGTH, LOG_OVERHEAD};
 use super::batch_records::{self, RecordsError};
 use bytes::Bytes;
 use flate2::write::GzEncoder;
@@ -59,8 +59,7 @@ pub fn recompress(batch: &[u8], target: u8, max_bytes: usize) -> Result<Bytes, R
     let mut out = out.bytes;
     let length = i32::try_from(out.len() - LOG_OVERHEAD).map_err(|_| RewriteError::TooLarge)?;
     out[LENGTH..LENGTH + 4].copy_from_slice(&length.to_be_bytes());
-    let crc = crc32c::crc32c(&out[ATTRIBUTES..]);
-    out[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    seal(&mut out);
     Ok(Bytes::from(out))
 }
 
@@ -177,6 +176,7 @@ impl<R: Read> Read for Fused<'_, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::batch_header::CRC;
     use crate::live::batch_records::tests::{encoded, CODECS};
     use bytes::BytesMut;
     use kafka_protocol::records::{Compression, RecordBatchDecoder};

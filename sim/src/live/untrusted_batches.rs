@@ -6,11 +6,9 @@
 //! each codec). Each must answer with a typed refusal or a stored batch
 //! that reads back, never a panic.
 
-use super::batch_header::{
-    ATTRIBUTES, CRC, HEADER_LEN, LAST_OFFSET_DELTA, LENGTH, LOG_OVERHEAD, MAX_TIMESTAMP,
-    RECORD_COUNT,
-};
-use super::batch_records::{self, tests::encoded};
+use super::batch_header::{ATTRIBUTES, HEADER_LEN, LAST_OFFSET_DELTA, MAX_TIMESTAMP, RECORD_COUNT};
+use super::batch_records;
+use super::batch_records::tests::{altered, encoded};
 use super::log::{AppendRules, PartitionLog};
 use super::produce_framing;
 use super::recompress::recompress;
@@ -56,31 +54,27 @@ fn mangling() -> impl Strategy<Value = Mangling> {
 
 /// `batch` mangled, with its length and CRC computed again.
 fn mangled(batch: &Bytes, m: &Mangling) -> Bytes {
-    let mut bytes = batch.to_vec();
-    let records = bytes.len() - HEADER_LEN;
-    for (at, x) in &m.flips {
-        if records > 0 {
-            bytes[HEADER_LEN + at.index(records)] ^= x;
+    Bytes::from(altered(batch, |bytes| {
+        let records = bytes.len() - HEADER_LEN;
+        for (at, x) in &m.flips {
+            if records > 0 {
+                bytes[HEADER_LEN + at.index(records)] ^= x;
+            }
         }
-    }
-    if let Some(at) = m.cut {
-        bytes.truncate(HEADER_LEN + at.index(records + 1));
-    }
-    bytes.extend_from_slice(&m.tail);
-    if let Some(count) = m.count {
-        bytes[RECORD_COUNT..RECORD_COUNT + 4].copy_from_slice(&count.to_be_bytes());
-    }
-    if let Some(delta) = m.last_offset_delta {
-        bytes[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4].copy_from_slice(&delta.to_be_bytes());
-    }
-    if let Some(a) = m.attributes {
-        bytes[ATTRIBUTES + 1] = a;
-    }
-    let length = (bytes.len() - LOG_OVERHEAD) as i32;
-    bytes[LENGTH..LOG_OVERHEAD].copy_from_slice(&length.to_be_bytes());
-    let crc = crc32c::crc32c(&bytes[ATTRIBUTES..]);
-    bytes[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(bytes)
+        if let Some(at) = m.cut {
+            bytes.truncate(HEADER_LEN + at.index(records + 1));
+        }
+        bytes.extend_from_slice(&m.tail);
+        if let Some(count) = m.count {
+            bytes[RECORD_COUNT..RECORD_COUNT + 4].copy_from_slice(&count.to_be_bytes());
+        }
+        if let Some(delta) = m.last_offset_delta {
+            bytes[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4].copy_from_slice(&delta.to_be_bytes());
+        }
+        if let Some(a) = m.attributes {
+            bytes[ATTRIBUTES + 1] = a;
+        }
+    }))
 }
 
 /// The rules of the topic the batch is sent to (a window only where the
