@@ -24,6 +24,10 @@ use kafka_protocol::protocol::StrBytes;
 /// Kafka's resource types.
 pub(super) const TOPIC: i8 = 2;
 pub(super) const BROKER: i8 = 4;
+/// A broker's loggers, and the client-metrics subscriptions: listed by
+/// ListConfigResources, not described here.
+pub(super) const BROKER_LOGGER: i8 = 8;
+pub(super) const CLIENT_METRICS: i8 = 16;
 /// A group's own settings (Kafka 4's group configs).
 pub(super) const GROUP: i8 = 32;
 

@@ -10,7 +10,7 @@
 //! broker answers it.
 
 use super::checks::Checks;
-use super::configs::{BROKER, GROUP, TOPIC};
+use super::configs::{BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC};
 use super::service::BrokerService;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_config_resources_response::ConfigResource;
@@ -18,9 +18,6 @@ use kafka_protocol::messages::{ListConfigResourcesRequest, ListConfigResourcesRe
 use kafka_protocol::protocol::StrBytes;
 use std::sync::atomic::Ordering;
 
-/// The other two resource types v1 lists.
-const BROKER_LOGGER: i8 = 8;
-const CLIENT_METRICS: i8 = 16;
 /// The types v1 defines, in the order their resources are listed.
 const DEFINED: [i8; 5] = [GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC];
 
@@ -52,15 +49,12 @@ impl BrokerService {
             let names: Vec<String> = match kind {
                 GROUP => cluster.groups.configured(),
                 BROKER_LOGGER | BROKER => live_brokers(),
-                TOPIC => {
-                    let mut names: Vec<String> = cluster
-                        .topics()
-                        .iter()
-                        .map(|t| t.name.to_string())
-                        .collect();
-                    names.sort();
-                    names
-                }
+                // In name order already.
+                TOPIC => cluster
+                    .topics()
+                    .iter()
+                    .map(|t| t.name.to_string())
+                    .collect(),
                 _ => Vec::new(),
             };
             response
