@@ -371,27 +371,26 @@ fn a_compacted_topic_keeps_every_record_until_its_policy_also_deletes() {
     // whatever retention.bytes says (Kafka applies it only with delete).
     assert_eq!(log_start(), 0);
     // As in Kafka, a compacted topic takes no record without a key, and
-    // (from Produce v8) says which record and why.
-    let r = produce_request("table", &[(0, batch(&[b"no key"]))], -1, 5_000);
+    // (from Produce v8) says which records and why.
+    let r = produce_request("table", &[(0, batch(&[b"no key", b"nor this"]))], -1, 5_000);
     let got = Client::connect(at).call(&r, 9);
     let refused = &got.responses[0].partition_responses[0];
     assert_eq!(refused.error_code, ResponseError::InvalidRecord.code());
     let message = refused.error_message.as_ref().map(|m| m.to_string());
     assert!(
-        message
-            .as_deref()
-            .is_some_and(|m| m.contains("without key")),
+        message.as_deref().is_some_and(|m| m.starts_with("2 of")),
         "{message:?}"
     );
-    let at_fault: Vec<(i32, Option<String>)> = (refused.record_errors.iter())
+    let at_fault: Vec<(i32, bool)> = (refused.record_errors.iter())
         .map(|e| {
+            let why = e.batch_index_error_message.as_deref();
             (
                 e.batch_index,
-                e.batch_index_error_message.as_ref().map(|m| m.to_string()),
+                why.is_some_and(|m| m.contains("without key")),
             )
         })
         .collect();
-    assert_eq!(at_fault, vec![(0, message)]);
+    assert_eq!(at_fault, vec![(0, true), (1, true)]);
     // A list: delete appended, the retention applies from the next append.
     let append = [("cleanup.policy", APPEND, Some("delete"))];
     assert_eq!(alter(addr, TOPIC, "table", &append, false), 0);
@@ -466,17 +465,30 @@ fn a_log_append_time_topic_stamps_each_batch_with_its_append_time() {
     assert_eq!(alter(addr, TOPIC, "stamped", &create_time, false), 0);
     assert_eq!(produce_old(), -1);
     assert_eq!(header(1), (false, 1_000));
-    // A producer may not say that its batch carries the append time.
-    let mut claimed = timed_batch(&[(1_000, b"claimed")]).to_vec();
-    claimed[22] |= 0x08;
-    let crc = crc32c::crc32c(&claimed[21..]);
-    claimed[17..21].copy_from_slice(&crc.to_be_bytes());
-    let r = produce_request("stamped", &[(0, claimed.into())], -1, 5_000);
-    let got = Client::connect(at).call(&r, 9);
-    let p = &got.responses[0].partition_responses[0];
-    assert_eq!(p.error_code, ResponseError::InvalidTimestamp.code());
-    assert_eq!(p.record_errors.len(), 1);
-    assert_eq!(p.record_errors[0].batch_index, 0);
+    // A producer's batch that says it carries the append time: as in
+    // Kafka, its records take the time it claims, and without one (-1)
+    // each is refused; with one, a CreateTime topic keeps the batch as
+    // its own kind.
+    let claiming = |claimed: i64| {
+        let mut bytes = timed_batch(&[(1_000, b"claimed"), (2_000, b"too")]).to_vec();
+        bytes[22] |= 0x08;
+        bytes[35..43].copy_from_slice(&claimed.to_be_bytes());
+        let crc = crc32c::crc32c(&bytes[21..]);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+        let r = produce_request("stamped", &[(0, bytes.into())], -1, 5_000);
+        let got = Client::connect(at).call(&r, 9);
+        let p = &got.responses[0].partition_responses[0];
+        let at_fault: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
+        (p.error_code, at_fault)
+    };
+    let invalid = ResponseError::InvalidTimestamp.code();
+    assert_eq!(claiming(-1), (invalid, vec![0, 1]));
+    assert_eq!(claiming(1_500), (0, vec![]));
+    assert_eq!(header(2), (false, 2_000));
+    // A topic that stamps the append time refuses the claim outright.
+    let log_append_time = [("message.timestamp.type", SET, Some("LogAppendTime"))];
+    assert_eq!(alter(addr, TOPIC, "stamped", &log_append_time, false), 0);
+    assert_eq!(claiming(1_500), (invalid, vec![0, 1]));
     let wrong = [("message.timestamp.type", SET, Some("logappendtime"))];
     assert_eq!(
         alter(addr, TOPIC, "stamped", &wrong, false),
@@ -695,6 +707,9 @@ fn a_topics_timestamp_bounds_refuse_records_too_far_from_the_leaders_clock() {
     let now = wall_clock_ms();
     // An hour ahead is past the minute allowed; a year ago is fine.
     assert_eq!(produce_at(&[now, now + hour]), (invalid, vec![1]));
+    // Every record at fault is listed.
+    let ahead = now + hour;
+    assert_eq!(produce_at(&[ahead, now, ahead]), (invalid, vec![0, 2]));
     assert_eq!(produce_at(&[now - 365 * 24 * hour, now]), (0, vec![]));
     // Bounded before as well: the year-old record is refused now, and a
     // record without a timestamp (-1) is not checked, as in Kafka.

@@ -10,7 +10,8 @@
 //! broker reads them the same way.
 
 use super::batch_header::{
-    ATTRIBUTES, BASE_TIMESTAMP, CODEC_MASK, HEADER_LEN, LAST_OFFSET_DELTA, RECORD_COUNT,
+    ATTRIBUTES, BASE_TIMESTAMP, CODEC_MASK, HEADER_LEN, LAST_OFFSET_DELTA, LOG_APPEND_TIME,
+    MAX_TIMESTAMP, RECORD_COUNT,
 };
 use flate2::read::MultiGzDecoder;
 use std::io::{self, BufRead, BufReader, Read};
@@ -24,63 +25,143 @@ const XERIAL_HEADER_LEN: usize = 16;
 /// anything is allocated for it.
 const SNAPPY_MAX_RATIO: usize = 32;
 
+/// How many records at fault a refusal lists, at most. Kafka lists every
+/// one; a compressed batch can hold two billion records in a few
+/// megabytes, and the answer is not made that large here. The count says
+/// how many there were in all.
+pub const LISTED_FAULTS: usize = 1_000;
+
 /// Why a batch's records were refused, and the error a produce is
 /// answered with, as Kafka answers it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordsError {
     /// The records do not match what the header says: a count that is not
     /// the offset range, fewer or more records than counted, a record whose
     /// fields run past it (Kafka's `InvalidRecordException`:
     /// INVALID_RECORD).
     Invalid,
-    /// A record without a key for a topic that is compacted (INVALID_RECORD
-    /// too, as Kafka answers it).
-    NoKeyForCompaction {
-        /// The first such record's index in its batch.
-        record: i32,
-    },
     /// The compressed records do not decompress, or name a codec Kafka does
     /// not define (CORRUPT_MESSAGE).
     Corrupt,
-    /// A record whose timestamp is further before or after the leader's
-    /// clock than the topic's `message.timestamp.before.max.ms` or
-    /// `message.timestamp.after.max.ms` allow (INVALID_TIMESTAMP, as Kafka
-    /// answers it; reported at the first such record, where Kafka lists
-    /// every one).
-    TimestampOutOfRange {
-        /// The first such record's index in its batch.
-        record: i32,
-    },
-    /// A producer's batch that says its timestamps are the broker's append
-    /// time, sent to a topic whose timestamps are the producer's
-    /// (INVALID_TIMESTAMP, as Kafka answers it; reported at the first
-    /// record, where Kafka lists every record).
+    /// Well-formed records that break a rule of the topic's, each listed
+    /// (Kafka's `RecordValidationException`).
+    Refused(RecordFaults),
+}
+
+/// The records of one batch that break a rule of the topic's: a produce
+/// answers each with its index in the batch and why (Kafka's
+/// `RecordError`s, from Produce v8), and the whole with INVALID_TIMESTAMP
+/// if any broke a timestamp rule, INVALID_RECORD otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordFaults {
+    /// The first faults in record order, at most [`LISTED_FAULTS`].
+    pub listed: Vec<(i32, Fault)>,
+    /// How many records are at fault in all.
+    pub total: u32,
+    /// Whether any of them broke a timestamp rule.
+    pub timestamps: bool,
+}
+
+impl RecordFaults {
+    fn add(&mut self, record: i32, fault: Fault) {
+        if self.listed.len() < LISTED_FAULTS {
+            self.listed.push((record, fault));
+        }
+        self.total += 1;
+        self.timestamps |= fault != Fault::NoKeyForCompaction;
+    }
+
+    /// What the partition's answer says of the whole (Kafka's
+    /// `error_message`; each record's own is [`Fault::message`]).
+    pub fn message(&self) -> String {
+        let why = if self.timestamps {
+            "at least one for its timestamp"
+        } else {
+            "each for breaking a rule of the topic's"
+        };
+        let listed = if self.listed.len() < self.total as usize {
+            format!("; the first {} are listed", self.listed.len())
+        } else {
+            String::new()
+        };
+        format!(
+            "{} of the batch's records were refused, {why}{listed}",
+            self.total
+        )
+    }
+}
+
+/// Why one record was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// No key, in a topic that is compacted (INVALID_RECORD).
+    NoKeyForCompaction,
+    /// A timestamp further before or after the leader's clock than the
+    /// topic's `message.timestamp.before.max.ms` or
+    /// `message.timestamp.after.max.ms` allow (INVALID_TIMESTAMP).
+    TimestampOutOfRange,
+    /// The batch claims the broker's append time (LogAppendTime), which
+    /// no producer may, and the record has no timestamp a `CreateTime`
+    /// topic could keep in its place (INVALID_TIMESTAMP).
     AppendTimeFromProducer,
+}
+
+impl Fault {
+    /// What the answer says of the record.
+    pub fn message(self) -> &'static str {
+        match self {
+            Fault::NoKeyForCompaction => "Compacted topic cannot accept message without key",
+            Fault::TimestampOutOfRange => {
+                "A record's timestamp is further from the broker's clock than the topic's \
+                 message.timestamp.before.max.ms or message.timestamp.after.max.ms allows"
+            }
+            Fault::AppendTimeFromProducer => {
+                "The batch's timestamp type is LogAppendTime, which only the broker sets"
+            }
+        }
+    }
 }
 
 impl RecordsError {
     /// What the produce's answer says of it (Kafka's `error_message`).
-    pub fn message(self) -> &'static str {
+    pub fn message(&self) -> std::borrow::Cow<'static, str> {
         match self {
             RecordsError::Invalid => {
                 "The records do not match their batch's header: the record count must be the \
                  offset range, the records must fill the batch, each its own length, in offset order"
-            }
-            RecordsError::NoKeyForCompaction { .. } => {
-                "Compacted topic cannot accept message without key"
+                    .into()
             }
             RecordsError::Corrupt => {
                 "The batch's records do not decompress, or name a compression codec Kafka does \
                  not define"
+                    .into()
             }
-            RecordsError::TimestampOutOfRange { .. } => {
-                "A record's timestamp is further from the broker's clock than the topic's \
-                 message.timestamp.before.max.ms or message.timestamp.after.max.ms allows"
-            }
-            RecordsError::AppendTimeFromProducer => {
-                "The batch's timestamp type is LogAppendTime, which only the broker sets, on a \
-                 topic whose timestamps are the producer's"
-            }
+            RecordsError::Refused(faults) => faults.message().into(),
+        }
+    }
+}
+
+/// What a topic asks of each record of a batch appended to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRules {
+    /// Every record needs a key (a compacted topic's).
+    pub keys_required: bool,
+    /// The topic keeps the producers' timestamps (`CreateTime`), rather
+    /// than the leader's append time.
+    pub create_time: bool,
+    /// The first and last record timestamps taken (inclusive), where a
+    /// `CreateTime` topic bounds them.
+    pub window: Option<(i64, i64)>,
+}
+
+impl Default for RecordRules {
+    /// A `CreateTime` topic that neither compacts nor bounds timestamps:
+    /// Kafka's defaults.
+    fn default() -> Self {
+        RecordRules {
+            keys_required: false,
+            create_time: true,
+            window: None,
         }
     }
 }
@@ -97,26 +178,37 @@ pub struct RecordMeta {
 /// Checks the records of one v2 batch (whose header and CRC were already
 /// checked) as a produce's are checked: the count equals the offset range,
 /// exactly that many records follow, each record's fields stay inside it,
-/// its offset delta is its place in the batch, and, if `keys_required`
-/// (a compacted topic), it has a key, and that each record's own
-/// timestamp lies within `window` (the first and last allowed,
-/// inclusive), where one is given (a record without one, -1, is not
-/// checked, as in Kafka). Returns the largest of the records'
-/// timestamps (-1 if none is larger), which Kafka's leader writes into
-/// the header in place of the producer's.
+/// and its offset delta is its place in the batch; a batch that breaks
+/// one of these is refused at once. Then each record is held to the
+/// topic's `rules` as Kafka's `LogValidator` holds it, and every record
+/// that breaks one is listed: a key where the topic compacts; else, on a
+/// `CreateTime` topic, a timestamp within the window (a record without
+/// one, -1, is not checked); else no LogAppendTime claimed by the batch.
+/// A batch that claims LogAppendTime gives each record its largest
+/// timestamp, as Kafka reads it; on a `CreateTime` topic that is a
+/// timestamp, checked as any other, unless it is -1.
+///
+/// Returns the largest of the records' own timestamps (-1 if none is
+/// larger), which Kafka's leader writes into the header in place of the
+/// producer's.
 ///
 /// Kafka rewrites a compressed batch whose records' offset deltas are out
 /// of order; batches are stored here as sent, so such a batch is refused.
-pub fn check(
-    batch: &[u8],
-    keys_required: bool,
-    window: Option<(i64, i64)>,
-) -> Result<i64, RecordsError> {
+pub fn check(batch: &[u8], rules: &RecordRules) -> Result<i64, RecordsError> {
     let delta = be_i32(batch, LAST_OFFSET_DELTA).ok_or(RecordsError::Invalid)?;
     let count = be_i32(batch, RECORD_COUNT).ok_or(RecordsError::Invalid)?;
     if count <= 0 || i64::from(delta) + 1 != i64::from(count) {
         return Err(RecordsError::Invalid);
     }
+    let append_time = batch
+        .get(ATTRIBUTES + 1)
+        .is_some_and(|a| a & LOG_APPEND_TIME != 0);
+    let claimed = be_i64(batch, MAX_TIMESTAMP).ok_or(RecordsError::Invalid)?;
+    let mut faults = RecordFaults {
+        listed: Vec::new(),
+        total: 0,
+        timestamps: false,
+    };
     let mut index = 0;
     // Kafka's `RecordBatch.NO_TIMESTAMP`, where its leader starts.
     let mut max_timestamp = -1;
@@ -124,18 +216,33 @@ pub fn check(
         if record.offset_delta != index {
             return Err(RecordsError::Invalid);
         }
-        if keys_required && !has_key {
-            return Err(RecordsError::NoKeyForCompaction { record: index });
-        }
-        if let Some((first, last)) = window {
-            if record.timestamp != -1 && !(first..=last).contains(&record.timestamp) {
-                return Err(RecordsError::TimestampOutOfRange { record: index });
-            }
+        let timestamp = if append_time {
+            claimed
+        } else {
+            record.timestamp
+        };
+        let fault = if rules.keys_required && !has_key {
+            Some(Fault::NoKeyForCompaction)
+        } else if rules.create_time && timestamp != -1 {
+            rules
+                .window
+                .filter(|&(first, last)| !(first..=last).contains(&timestamp))
+                .map(|_| Fault::TimestampOutOfRange)
+        } else if append_time {
+            Some(Fault::AppendTimeFromProducer)
+        } else {
+            None
+        };
+        if let Some(fault) = fault {
+            faults.add(index, fault);
         }
         max_timestamp = max_timestamp.max(record.timestamp);
         index += 1;
         Ok(Step::Next)
     })?;
+    if faults.total > 0 {
+        return Err(RecordsError::Refused(faults));
+    }
     Ok(max_timestamp)
 }
 
@@ -526,19 +633,47 @@ pub(crate) mod tests {
         bytes
     }
 
+    const PLAIN: RecordRules = RecordRules {
+        keys_required: false,
+        create_time: true,
+        window: None,
+    };
+
+    const COMPACTED: RecordRules = RecordRules {
+        keys_required: true,
+        ..PLAIN
+    };
+
+    fn refused(faults: &[(i32, Fault)]) -> Result<i64, RecordsError> {
+        Err(RecordsError::Refused(RecordFaults {
+            listed: faults.to_vec(),
+            total: faults.len() as u32,
+            timestamps: faults.iter().any(|&(_, f)| f != Fault::NoKeyForCompaction),
+        }))
+    }
+
     fn set_i32(bytes: &mut [u8], at: usize, v: i32) {
         bytes[at..at + 4].copy_from_slice(&v.to_be_bytes());
     }
 
     #[test]
     fn a_window_bounds_each_records_own_timestamp_but_one_without() {
+        let within = |first, last| RecordRules {
+            window: Some((first, last)),
+            ..PLAIN
+        };
         for codec in CODECS {
             let batch = encoded(&[(100, None), (300, None), (-1, None)], codec);
-            assert_eq!(check(&batch, false, Some((100, 300))), Ok(300), "{codec:?}");
-            let late = Err(RecordsError::TimestampOutOfRange { record: 1 });
-            assert_eq!(check(&batch, false, Some((0, 299))), late, "{codec:?}");
-            let early = Err(RecordsError::TimestampOutOfRange { record: 0 });
-            assert_eq!(check(&batch, false, Some((101, 400))), early, "{codec:?}");
+            assert_eq!(check(&batch, &within(100, 300)), Ok(300), "{codec:?}");
+            let late = refused(&[(1, Fault::TimestampOutOfRange)]);
+            assert_eq!(check(&batch, &within(0, 299)), late, "{codec:?}");
+            let early = refused(&[(0, Fault::TimestampOutOfRange)]);
+            assert_eq!(check(&batch, &within(101, 400)), early, "{codec:?}");
+            let both = refused(&[
+                (0, Fault::TimestampOutOfRange),
+                (1, Fault::TimestampOutOfRange),
+            ]);
+            assert_eq!(check(&batch, &within(101, 299)), both, "{codec:?}");
         }
     }
 
@@ -547,7 +682,7 @@ pub(crate) mod tests {
         let times = [(100, Some(&b"a"[..])), (300, None), (200, Some(b"c"))];
         for codec in CODECS {
             let batch = encoded(&times, codec);
-            assert_eq!(check(&batch, false, None), Ok(300), "{codec:?}");
+            assert_eq!(check(&batch, &PLAIN), Ok(300), "{codec:?}");
             let at = |t| first_at_or_after(&batch, t).map(|r| (r.offset_delta, r.timestamp));
             assert_eq!(at(0), Some((0, 100)), "{codec:?}");
             assert_eq!(at(150), Some((1, 300)), "{codec:?}");
@@ -557,18 +692,108 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_compacted_topic_refuses_a_record_without_a_key() {
+    fn a_compacted_topic_refuses_each_record_without_a_key() {
         for codec in CODECS {
             let keyed = encoded(&[(1, Some(b"k")), (2, Some(b"l"))], codec);
-            assert_eq!(check(&keyed, true, None), Ok(2), "{codec:?}");
-            let one_without = encoded(&[(1, Some(b"k")), (2, None)], codec);
-            assert_eq!(check(&one_without, false, None), Ok(2), "{codec:?}");
+            assert_eq!(check(&keyed, &COMPACTED), Ok(2), "{codec:?}");
+            let two_without = encoded(&[(1, None), (2, Some(b"k")), (3, None)], codec);
+            assert_eq!(check(&two_without, &PLAIN), Ok(3), "{codec:?}");
             assert_eq!(
-                check(&one_without, true, None),
-                Err(RecordsError::NoKeyForCompaction { record: 1 }),
+                check(&two_without, &COMPACTED),
+                refused(&[
+                    (0, Fault::NoKeyForCompaction),
+                    (2, Fault::NoKeyForCompaction)
+                ]),
                 "{codec:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_record_without_a_key_is_not_held_to_the_window_as_well() {
+        // As in Kafka, a record's missing key is its one fault; the
+        // refusal is INVALID_TIMESTAMP if any other record's time is out.
+        let rules = RecordRules {
+            window: Some((0, 10)),
+            ..COMPACTED
+        };
+        let batch = encoded(
+            &[(50, None), (60, Some(b"k")), (5, None)],
+            Compression::None,
+        );
+        let Err(RecordsError::Refused(faults)) = check(&batch, &rules) else {
+            panic!("refused");
+        };
+        assert_eq!(
+            faults.listed,
+            [
+                (0, Fault::NoKeyForCompaction),
+                (1, Fault::TimestampOutOfRange),
+                (2, Fault::NoKeyForCompaction)
+            ]
+        );
+        assert!(faults.timestamps);
+        let keys_only = encoded(&[(5, None)], Compression::None);
+        let Err(RecordsError::Refused(faults)) = check(&keys_only, &rules) else {
+            panic!("refused");
+        };
+        assert!(!faults.timestamps);
+    }
+
+    #[test]
+    fn a_batch_claiming_the_append_time_gives_each_record_the_claimed_time() {
+        let claiming = |claimed: i64| {
+            let batch = encoded(&[(100, None), (300, None)], Compression::None);
+            Bytes::from(altered(&batch, |b| {
+                b[ATTRIBUTES + 1] |= LOG_APPEND_TIME;
+                b[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&claimed.to_be_bytes());
+            }))
+        };
+        // On a CreateTime topic a claimed time is a timestamp like any
+        // other, held to the window; the records' own largest is returned.
+        assert_eq!(check(&claiming(200), &PLAIN), Ok(300));
+        let window = RecordRules {
+            window: Some((150, 250)),
+            ..PLAIN
+        };
+        assert_eq!(check(&claiming(200), &window), Ok(300));
+        let out = refused(&[
+            (0, Fault::TimestampOutOfRange),
+            (1, Fault::TimestampOutOfRange),
+        ]);
+        assert_eq!(check(&claiming(400), &window), out);
+        // No claimed time at all, or a LogAppendTime topic: every record
+        // is refused.
+        let claims = refused(&[
+            (0, Fault::AppendTimeFromProducer),
+            (1, Fault::AppendTimeFromProducer),
+        ]);
+        assert_eq!(check(&claiming(-1), &PLAIN), claims);
+        let stamped = RecordRules {
+            create_time: false,
+            ..PLAIN
+        };
+        assert_eq!(check(&claiming(200), &stamped), claims);
+        assert_eq!(
+            check(&encoded(&[(100, None)], Compression::None), &stamped),
+            Ok(100)
+        );
+    }
+
+    #[test]
+    fn a_refusal_lists_the_first_faults_and_counts_them_all() {
+        let many = LISTED_FAULTS + 5;
+        let batch = encoded(&vec![(1, None); many], Compression::Zstd);
+        let Err(RecordsError::Refused(faults)) = check(&batch, &COMPACTED) else {
+            panic!("refused");
+        };
+        assert_eq!(faults.total as usize, many);
+        assert_eq!(faults.listed.len(), LISTED_FAULTS);
+        let indexes: Vec<i32> = faults.listed.iter().map(|&(i, _)| i).collect();
+        assert_eq!(indexes, (0..LISTED_FAULTS as i32).collect::<Vec<_>>());
+        let message = faults.message();
+        assert!(message.starts_with(&format!("{many} of")), "{message}");
+        assert!(message.ends_with(&format!("the first {LISTED_FAULTS} are listed")));
     }
 
     #[test]
@@ -583,24 +808,16 @@ pub(crate) mod tests {
                     set_i32(b, LAST_OFFSET_DELTA, delta);
                 });
                 assert_eq!(
-                    check(&bad, false, None),
+                    check(&bad, &PLAIN),
                     Err(RecordsError::Invalid),
                     "{codec:?} {count}"
                 );
             }
             // The count disagrees with the offset range.
             let bad = altered(&batch, |b| set_i32(b, RECORD_COUNT, 3));
-            assert_eq!(
-                check(&bad, false, None),
-                Err(RecordsError::Invalid),
-                "{codec:?}"
-            );
+            assert_eq!(check(&bad, &PLAIN), Err(RecordsError::Invalid), "{codec:?}");
             let bad = altered(&batch, |b| set_i32(b, RECORD_COUNT, 0));
-            assert_eq!(
-                check(&bad, false, None),
-                Err(RecordsError::Invalid),
-                "{codec:?}"
-            );
+            assert_eq!(check(&bad, &PLAIN), Err(RecordsError::Invalid), "{codec:?}");
         }
     }
 
@@ -628,31 +845,31 @@ pub(crate) mod tests {
     fn a_record_must_fill_its_length_and_count_its_offset() {
         // One header "h" -> "x": count 1 (zigzag 2), key length 1, value 1.
         let good = one_record(0, &[2, 2, b'h', 2, b'x']);
-        assert!(check(&uncompressed(std::slice::from_ref(&good)), false, None).is_ok());
+        assert!(check(&uncompressed(std::slice::from_ref(&good)), &PLAIN).is_ok());
         // Two billion headers announced in a few bytes: refused as soon as
         // they run past the record, with nothing allocated for them.
         let many = one_record(0, &[0xfe, 0xff, 0xff, 0xff, 0x0f, 2, b'h', 2, b'x']);
         assert_eq!(
-            check(&uncompressed(&[many]), false, None),
+            check(&uncompressed(&[many]), &PLAIN),
             Err(RecordsError::Invalid)
         );
         // A header's value longer than what is left of the record.
         let long = one_record(0, &[2, 2, b'h', 40, b'x']);
         assert_eq!(
-            check(&uncompressed(&[long]), false, None),
+            check(&uncompressed(&[long]), &PLAIN),
             Err(RecordsError::Invalid)
         );
         // Offset deltas out of order.
         let records = [one_record(1, &[0]), one_record(0, &[0])];
         assert_eq!(
-            check(&uncompressed(&records), false, None),
+            check(&uncompressed(&records), &PLAIN),
             Err(RecordsError::Invalid)
         );
         let records = [one_record(0, &[0]), one_record(1, &[0])];
-        assert!(check(&uncompressed(&records), false, None).is_ok());
+        assert!(check(&uncompressed(&records), &PLAIN).is_ok());
         // Bytes after the last counted record.
         let trailing = altered(&Bytes::from(uncompressed(&[good])), |b| b.push(0));
-        assert_eq!(check(&trailing, false, None), Err(RecordsError::Invalid));
+        assert_eq!(check(&trailing, &PLAIN), Err(RecordsError::Invalid));
     }
 
     #[test]
@@ -663,7 +880,7 @@ pub(crate) mod tests {
                 let middle = HEADER_LEN + (b.len() - HEADER_LEN) / 2;
                 b[HEADER_LEN..middle].fill(0x5a);
             });
-            assert!(check(&bad, false, None).is_err(), "{codec:?}");
+            assert!(check(&bad, &PLAIN).is_err(), "{codec:?}");
         }
         // A bare snappy block whose length header claims far more than it
         // can inflate to is refused before it is allocated.
@@ -673,10 +890,10 @@ pub(crate) mod tests {
             b[ATTRIBUTES + 1] = (b[ATTRIBUTES + 1] & !CODEC_MASK) | 2;
             b.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0]);
         });
-        assert_eq!(check(&bomb, false, None), Err(RecordsError::Corrupt));
+        assert_eq!(check(&bomb, &PLAIN), Err(RecordsError::Corrupt));
         // A codec number Kafka does not define.
         let unknown = altered(&batch, |b| b[ATTRIBUTES + 1] |= 0x07);
-        assert_eq!(check(&unknown, false, None), Err(RecordsError::Corrupt));
+        assert_eq!(check(&unknown, &PLAIN), Err(RecordsError::Corrupt));
     }
 
     #[test]
@@ -686,7 +903,7 @@ pub(crate) mod tests {
         let huge = record(0, 7, None, Bytes::from(vec![0u8; 64 << 20]));
         let bytes = encode(&[huge], Compression::Zstd);
         assert!(bytes.len() < 1 << 20, "{} bytes", bytes.len());
-        assert!(check(&bytes, false, None).is_ok());
+        assert!(check(&bytes, &PLAIN).is_ok());
         assert_eq!(
             first_at_or_after(&bytes, 7),
             Some(RecordMeta {

@@ -7,7 +7,7 @@ use super::batch_header::{
     seal, ATTRIBUTES, BASE_TIMESTAMP, LAST_OFFSET_DELTA, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC,
     MAX_TIMESTAMP, PARTITION_LEADER_EPOCH, PRODUCER_EPOCH, PRODUCER_ID, TRANSACTIONAL,
 };
-use super::batch_records::{self, RecordsError};
+use super::batch_records::{self, RecordRules, RecordsError};
 use super::leader_epochs::LeaderEpochs;
 use super::partition_txns::{AbortedTxn, PartitionTxns, TxnBatch};
 use super::producers::{ProducerBatch, Producers, SequenceError, Verdict};
@@ -50,7 +50,7 @@ pub struct Appended {
 }
 
 /// Why an append was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AppendError {
     /// Not v2 batches, a bad CRC, a truncated or trailing batch.
     Corrupt,
@@ -314,13 +314,13 @@ impl PartitionLog {
             if info.producer_id >= 0 && info.base_sequence < 0 {
                 return Err(AppendError::NoSequence);
             }
-            let max_timestamp = batch_records::check(&batch, rules.keys_required, rules.timestamps)
-                .map_err(AppendError::Records)?;
-            // Only the broker stamps its append time; on a topic that
-            // does, it does so below whatever the producer said.
-            if rules.stamp.is_none() && batch[ATTRIBUTES + 1] & LOG_APPEND_TIME != 0 {
-                return Err(AppendError::Records(RecordsError::AppendTimeFromProducer));
-            }
+            let record_rules = RecordRules {
+                keys_required: rules.keys_required,
+                create_time: rules.stamp.is_none(),
+                window: rules.timestamps,
+            };
+            let max_timestamp =
+                batch_records::check(&batch, &record_rules).map_err(AppendError::Records)?;
             let batch = match rules.compression {
                 Some(codec) if codec != batch_records::codec(&batch) => {
                     recompress::recompress(&batch, codec, rules.max_bytes).map_err(|e| match e {
@@ -331,7 +331,7 @@ impl PartitionLog {
                 _ => batch,
             };
             let batch = match rules.stamp {
-                None => with_max_timestamp(batch, max_timestamp),
+                None => as_create_time(batch, max_timestamp),
                 Some(_) => batch,
             };
             if info.transactional && txn != Some((info.producer_id, info.producer_epoch)) {
@@ -706,15 +706,23 @@ fn stamp_append_time(bytes: &mut [u8], now_ms: i64) {
     seal(bytes);
 }
 
-/// `batch` with the largest of its records' timestamps in its header, as
-/// Kafka's leader writes it whatever the producer wrote (the searches by
-/// time and the retention by time read it). Copied, and its CRC computed
-/// again, only where the producer's differs.
-fn with_max_timestamp(batch: Bytes, max_timestamp: i64) -> Bytes {
-    if header_i64(&batch, MAX_TIMESTAMP) == max_timestamp {
+/// `batch` as a `CreateTime` topic keeps it: its timestamp type
+/// `CreateTime` and the largest of its records' timestamps in its header,
+/// as Kafka's leader writes them whatever the producer wrote (the searches
+/// by time and the retention by time read it). Copied, and its CRC
+/// computed again, only where the producer's header differs.
+///
+/// A batch that claimed LogAppendTime had its records checked at the
+/// claimed time (`batch_records::check`); Kafka's leader then keeps that
+/// claim as the largest timestamp, which its records' own may exceed. The
+/// records' own is kept here, so that a search by time finds them.
+fn as_create_time(batch: Bytes, max_timestamp: i64) -> Bytes {
+    let append_time = batch[ATTRIBUTES + 1] & LOG_APPEND_TIME != 0;
+    if !append_time && header_i64(&batch, MAX_TIMESTAMP) == max_timestamp {
         return batch;
     }
     let mut bytes = BytesMut::from(&batch[..]);
+    bytes[ATTRIBUTES + 1] &= !LOG_APPEND_TIME;
     bytes[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&max_timestamp.to_be_bytes());
     seal(&mut bytes);
     bytes.freeze()
@@ -752,6 +760,7 @@ fn first_record_at_or_after(batch: &StoredBatch, timestamp: i64) -> (i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::batch_records::{Fault, RecordFaults};
     use crate::wire::client::{batch, idempotent_batch, timed_batch, transactional_batch, values};
 
     const RULES: AppendRules = AppendRules {
@@ -935,15 +944,44 @@ mod tests {
     #[test]
     fn only_the_broker_stamps_its_append_time() {
         let mut log = PartitionLog::new(vec![0], Instant::now());
-        let sent = resealed(&batch(&[b"a"]), |b| b[ATTRIBUTES + 1] |= LOG_APPEND_TIME);
+        let sent = batch(&[b"a", b"b"]);
+        let own = header_i64(&sent, MAX_TIMESTAMP);
+        let claiming = |claimed: i64| {
+            resealed(&sent, |b| {
+                b[ATTRIBUTES + 1] |= LOG_APPEND_TIME;
+                b[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&claimed.to_be_bytes());
+            })
+        };
+        let every_record = |fault| {
+            Err(AppendError::Records(RecordsError::Refused(RecordFaults {
+                listed: vec![(0, fault), (1, fault)],
+                total: 2,
+                timestamps: true,
+            })))
+        };
+        // A LogAppendTime topic refuses a producer's claim to stamp it.
+        let refused = every_record(Fault::AppendTimeFromProducer);
         assert_eq!(
-            log.append(&sent, &RULES, None),
-            Err(AppendError::Records(RecordsError::AppendTimeFromProducer))
+            log.append(&claiming(5), &RULES.stamped(5_000), None),
+            refused
         );
+        // A CreateTime topic refuses it without a time to keep...
+        assert_eq!(log.append(&claiming(-1), &RULES, None), refused);
         assert!(log.batches.is_empty());
-        // A topic that stamps it takes the batch, with its own time.
-        let stamped = log.append(&sent, &RULES.stamped(5_000), None).unwrap();
-        assert_eq!(stamped.log_append_time, Some(5_000));
+        // ... and keeps one with a time, as a CreateTime batch whose
+        // largest timestamp is its records' own.
+        log.append(&claiming(own - 1_000), &RULES, None).unwrap();
+        let stored = &log.batches[0].bytes;
+        assert_eq!(stored[ATTRIBUTES + 1] & LOG_APPEND_TIME, 0);
+        assert_eq!(header_i64(stored, MAX_TIMESTAMP), own);
+        assert_eq!(stamped_at(stored), None);
+        // Held to the window at the time it claims.
+        let window = AppendRules {
+            timestamps: Some((own, own + 10)),
+            ..RULES
+        };
+        let out = every_record(Fault::TimestampOutOfRange);
+        assert_eq!(log.append(&claiming(own - 1_000), &window, None), out);
     }
 
     #[test]

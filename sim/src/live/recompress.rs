@@ -23,7 +23,7 @@ const XERIAL_HEADER: &[u8] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
 const SNAPPY_BLOCK: usize = 32 * 1024;
 
 /// Why a batch was not rewritten.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RewriteError {
     /// Rewritten, it would be larger than the topic takes
     /// (MESSAGE_TOO_LARGE, as Kafka checks a batch again after it
@@ -178,6 +178,7 @@ mod tests {
     use super::*;
     use crate::live::batch_header::CRC;
     use crate::live::batch_records::tests::{encoded, CODECS};
+    use crate::live::batch_records::RecordRules;
     use bytes::BytesMut;
     use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
@@ -215,7 +216,7 @@ mod tests {
                 assert_eq!(batch_records::codec(&rewritten), to);
                 // The crate's decoder checks the length and the CRC.
                 assert_eq!(read(&rewritten), records, "{from:?} -> {to}");
-                assert!(batch_records::check(&rewritten, false, None).is_ok());
+                assert!(batch_records::check(&rewritten, &RecordRules::default()).is_ok());
                 // The offsets, the epoch, the magic, and after the
                 // attributes the timestamps, the producer and the count.
                 assert_eq!(rewritten[..LENGTH], original[..LENGTH]);

@@ -39,6 +39,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use purgatory::Outcome;
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -127,13 +128,13 @@ type UnknownTopic = (Option<String>, Uuid, i16);
 type PartitionAnswer = (i32, Result<(i64, i64), Refused>);
 
 /// Why a partition's produce was refused: the error code and, for a batch
-/// whose records were refused, Kafka's message (from Produce v8) and the
-/// record at fault in its batch.
-#[derive(Debug, Clone, Copy)]
+/// whose records were refused, the message (from Produce v8) and each
+/// record at fault in its batch with why.
+#[derive(Debug, Clone)]
 struct Refused {
     code: i16,
-    message: Option<&'static str>,
-    record: Option<i32>,
+    message: Option<Cow<'static, str>>,
+    records: Vec<(i32, &'static str)>,
 }
 
 impl From<i16> for Refused {
@@ -141,31 +142,28 @@ impl From<i16> for Refused {
         Refused {
             code,
             message: None,
-            record: None,
+            records: Vec::new(),
         }
     }
 }
 
 impl From<RecordsError> for Refused {
     fn from(e: RecordsError) -> Refused {
-        let code = match e {
+        let code = match &e {
             RecordsError::Corrupt => ResponseError::CorruptMessage,
-            RecordsError::Invalid | RecordsError::NoKeyForCompaction { .. } => {
-                ResponseError::InvalidRecord
-            }
-            RecordsError::AppendTimeFromProducer | RecordsError::TimestampOutOfRange { .. } => {
-                ResponseError::InvalidTimestamp
-            }
+            RecordsError::Refused(faults) if faults.timestamps => ResponseError::InvalidTimestamp,
+            RecordsError::Invalid | RecordsError::Refused(_) => ResponseError::InvalidRecord,
+        };
+        let records = match &e {
+            RecordsError::Refused(faults) => (faults.listed.iter())
+                .map(|&(record, fault)| (record, fault.message()))
+                .collect(),
+            _ => Vec::new(),
         };
         Refused {
             code: code.code(),
             message: Some(e.message()),
-            record: match e {
-                RecordsError::NoKeyForCompaction { record }
-                | RecordsError::TimestampOutOfRange { record } => Some(record),
-                RecordsError::AppendTimeFromProducer => Some(0),
-                _ => None,
-            },
+            records,
         }
     }
 }
@@ -670,16 +668,19 @@ impl BrokerService {
                                 p.error_code = e.code;
                                 p.base_offset = -1;
                                 if version >= 8 {
-                                    let message = e.message.map(StrBytes::from_static_str);
-                                    p.record_errors = (e.record.iter())
-                                        .map(|&i| {
+                                    p.record_errors = (e.records.iter())
+                                        .map(|&(i, why)| {
                                             let mut r = produce_response::BatchIndexAndErrorMessage::default();
                                             r.batch_index = i;
-                                            r.batch_index_error_message = message.clone();
+                                            r.batch_index_error_message =
+                                                Some(StrBytes::from_static_str(why));
                                             r
                                         })
                                         .collect();
-                                    p.error_message = message;
+                                    p.error_message = e.message.map(|m| match m {
+                                        Cow::Borrowed(m) => StrBytes::from_static_str(m),
+                                        Cow::Owned(m) => StrBytes::from_string(m),
+                                    });
                                 }
                             }
                         }

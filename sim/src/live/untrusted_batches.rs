@@ -7,8 +7,8 @@
 //! that reads back, never a panic.
 
 use super::batch_header::{ATTRIBUTES, HEADER_LEN, LAST_OFFSET_DELTA, MAX_TIMESTAMP, RECORD_COUNT};
-use super::batch_records;
 use super::batch_records::tests::{altered, encoded};
+use super::batch_records::{self, RecordRules};
 use super::log::{AppendRules, PartitionLog};
 use super::produce_framing;
 use super::recompress::recompress;
@@ -129,7 +129,11 @@ proptest! {
         prop_assert_eq!(appended.end, end);
         log.hw = end;
         let stored = log.read(0, 1 << 20, end);
-        let max = batch_records::check(&stored, rules.keys_required, None);
+        let record_rules = RecordRules {
+            keys_required: rules.keys_required,
+            ..RecordRules::default()
+        };
+        let max = batch_records::check(&stored, &record_rules);
         prop_assert!(max.is_ok());
         // The header's largest timestamp is the records', or the append
         // time the broker stamped.
@@ -142,7 +146,7 @@ proptest! {
         for target in 0..5 {
             match recompress(&stored, target, 1 << 20) {
                 Ok(rewritten) => {
-                    prop_assert!(batch_records::check(&rewritten, rules.keys_required, None).is_ok())
+                    prop_assert!(batch_records::check(&rewritten, &record_rules).is_ok())
                 }
                 Err(e) => prop_assert!(false, "{:?} into codec {}", e, target),
             }
