@@ -642,6 +642,72 @@ fn a_topics_compression_type_is_the_codec_its_batches_are_stored_in() {
 }
 
 #[test]
+fn a_topics_compression_level_is_the_level_its_batches_are_rewritten_at() {
+    let server = server();
+    let addr = server.addrs()[0];
+    const DEFAULT_SOURCE: i8 = 5;
+    const ZSTD_LEVEL: &str = "compression.zstd.level";
+    let configs = [("compression.type", "zstd"), (ZSTD_LEVEL, "19")];
+    assert_eq!(create(addr, "leveled", 3, &configs).0, 0);
+    assert_eq!(
+        described(addr, TOPIC, "leveled", ZSTD_LEVEL),
+        ("19".into(), TOPIC_SOURCE, false)
+    );
+    // Kafka's defaults where the topic sets none.
+    for (name, default) in [
+        ("compression.gzip.level", "-1"),
+        ("compression.lz4.level", "9"),
+    ] {
+        assert_eq!(
+            described(addr, TOPIC, "leveled", name),
+            (default.into(), DEFAULT_SOURCE, false)
+        );
+    }
+    // The same records, rewritten at 19, then at zstd's fastest level.
+    let at = leader(&server, "leveled");
+    let values: Vec<Vec<u8>> = (0..500)
+        .map(|i| format!("record {i} of a batch that repeats itself {}", i % 7).into_bytes())
+        .collect();
+    let values: Vec<&[u8]> = values.iter().map(|v| &v[..]).collect();
+    let stored_len = |i: usize| {
+        let topic = server.cluster().topic("leveled").unwrap();
+        let log = topic.partitions[0].log.lock();
+        log.batches[i].bytes.len()
+    };
+    assert_eq!(produce_batch(at, "leveled", -1, batch(&values)), 0);
+    let fastest = [(ZSTD_LEVEL, SET, Some("-131072"))];
+    assert_eq!(alter(addr, TOPIC, "leveled", &fastest, false), 0);
+    assert_eq!(produce_batch(at, "leveled", -1, batch(&values)), 0);
+    assert_eq!(stored_codecs(&server, "leveled"), vec![4, 4]);
+    assert!(
+        stored_len(0) < stored_len(1),
+        "{} {}",
+        stored_len(0),
+        stored_len(1)
+    );
+    // The levels Kafka takes, and no others (gzip's default, -1, too).
+    for (name, value, taken) in [
+        ("compression.gzip.level", "-1", true),
+        ("compression.gzip.level", "0", false),
+        ("compression.gzip.level", "10", false),
+        ("compression.lz4.level", "17", true),
+        ("compression.lz4.level", "18", false),
+        (ZSTD_LEVEL, "-131073", false),
+        (ZSTD_LEVEL, "22", true),
+        (ZSTD_LEVEL, "23", false),
+    ] {
+        let error = alter(addr, TOPIC, "leveled", &[(name, SET, Some(value))], true);
+        let expected = if taken {
+            0
+        } else {
+            ResponseError::InvalidConfig.code()
+        };
+        assert_eq!(error, expected, "{name}={value}");
+    }
+    passes(server);
+}
+
+#[test]
 fn zstd_is_refused_to_clients_older_than_it_as_kafka_refuses_it() {
     let server = server();
     let addr = server.addrs()[0];

@@ -1629,7 +1629,7 @@ fn describe_configs(
         .configs
         .iter()
         .map(|e| {
-            // A topic's own nine settings can change; nothing else can.
+            // A topic's own twelve settings can change; nothing else can.
             let alterable = kind == 2
                 && [
                     "min.insync.replicas",
@@ -1641,6 +1641,9 @@ fn describe_configs(
                     "compression.type",
                     "message.timestamp.before.max.ms",
                     "message.timestamp.after.max.ms",
+                    "compression.gzip.level",
+                    "compression.lz4.level",
+                    "compression.zstd.level",
                 ]
                 .contains(&e.name.as_str());
             assert_eq!(e.read_only, !alterable, "{}", e.name.as_str());

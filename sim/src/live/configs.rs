@@ -7,9 +7,10 @@
 use super::checks::Checks;
 use super::service::BrokerService;
 use super::topic_config::{
-    self, TopicConfig, CLEANUP_POLICY, COMPRESSION_TYPE, MAX_MESSAGE_BYTES,
-    MESSAGE_TIMESTAMP_AFTER_MAX_MS, MESSAGE_TIMESTAMP_BEFORE_MAX_MS, MESSAGE_TIMESTAMP_TYPE,
-    MIN_INSYNC_REPLICAS, RETENTION_BYTES, RETENTION_MS,
+    self, TopicConfig, CLEANUP_POLICY, COMPRESSION_GZIP_LEVEL, COMPRESSION_LZ4_LEVEL,
+    COMPRESSION_TYPE, COMPRESSION_ZSTD_LEVEL, MAX_MESSAGE_BYTES, MESSAGE_TIMESTAMP_AFTER_MAX_MS,
+    MESSAGE_TIMESTAMP_BEFORE_MAX_MS, MESSAGE_TIMESTAMP_TYPE, MIN_INSYNC_REPLICAS, RETENTION_BYTES,
+    RETENTION_MS,
 };
 use super::txns::MAX_TIMEOUT;
 use super::LiveConfig;
@@ -166,6 +167,10 @@ impl BrokerService {
             None => (name, broker.0, broker.1, kind),
         };
         let broker = |value: String| (value, STATIC_BROKER_CONFIG);
+        let level = |name| {
+            let default = topic_config::default_level(name).unwrap_or_default();
+            own(name, (default.to_string(), DEFAULT_CONFIG), Kind::Int)
+        };
         vec![
             own(
                 CLEANUP_POLICY,
@@ -208,6 +213,9 @@ impl BrokerService {
                 (i64::MAX.to_string(), DEFAULT_CONFIG),
                 Kind::Long,
             ),
+            level(COMPRESSION_GZIP_LEVEL),
+            level(COMPRESSION_LZ4_LEVEL),
+            level(COMPRESSION_ZSTD_LEVEL),
         ]
     }
 

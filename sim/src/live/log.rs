@@ -11,7 +11,7 @@ use super::batch_records::{self, RecordRules, RecordsError};
 use super::leader_epochs::LeaderEpochs;
 use super::partition_txns::{AbortedTxn, PartitionTxns, TxnBatch};
 use super::producers::{ProducerBatch, Producers, SequenceError, Verdict};
-use super::recompress::{self, RewriteError};
+use super::recompress::{self, RewriteError, Target};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -85,8 +85,10 @@ pub struct AppendRules {
     /// Every record needs a key (a compacted topic's).
     pub keys_required: bool,
     /// The codec the topic stores batches in (`compression.type`), if
-    /// not each producer's own: a batch in another is rewritten in it.
-    pub compression: Option<u8>,
+    /// not each producer's own, and its level: a batch in another codec
+    /// is rewritten in it (one in it stays as sent, as in Kafka, whatever
+    /// level it was compressed at).
+    pub compression: Option<Target>,
     /// The first and last record timestamps taken, where the topic bounds
     /// them (`message.timestamp.before.max.ms` and `.after.max.ms` about
     /// the leader's clock).
@@ -322,11 +324,13 @@ impl PartitionLog {
             let max_timestamp =
                 batch_records::check(&batch, &record_rules).map_err(AppendError::Records)?;
             let batch = match rules.compression {
-                Some(codec) if codec != batch_records::codec(&batch) => {
-                    recompress::recompress(&batch, codec, rules.max_bytes).map_err(|e| match e {
-                        RewriteError::TooLarge => AppendError::TooLarge,
-                        RewriteError::Records(e) => AppendError::Records(e),
-                    })?
+                Some(target) if target.codec != batch_records::codec(&batch) => {
+                    recompress::recompress(&batch, target, rules.max_bytes).map_err(
+                        |e| match e {
+                            RewriteError::TooLarge => AppendError::TooLarge,
+                            RewriteError::Records(e) => AppendError::Records(e),
+                        },
+                    )?
                 }
                 _ => batch,
             };

@@ -14,6 +14,7 @@ use super::log::{
 };
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::produce_framing;
+use super::recompress::Target;
 use super::topic_config;
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::{LiveCluster, LiveConfig};
@@ -778,7 +779,10 @@ impl BrokerService {
                 // A LogAppendTime topic's batches carry this append's time.
                 stamp: p.config.log_append_time().then(now_ms),
                 keys_required: p.config.compacts(),
-                compression: p.config.compression(),
+                compression: p.config.compression().map(|codec| Target {
+                    codec,
+                    level: p.config.compression_level(codec),
+                }),
                 timestamps: p.config.timestamp_window(now_ms),
             };
             let appended = log.append(records, &rules, txn).map_err(|e| match e {

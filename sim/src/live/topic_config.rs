@@ -32,9 +32,15 @@ pub const COMPRESSION_TYPE: &str = "compression.type";
 /// largest long, checks nothing).
 pub const MESSAGE_TIMESTAMP_BEFORE_MAX_MS: &str = "message.timestamp.before.max.ms";
 pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS: &str = "message.timestamp.after.max.ms";
+/// `compression.gzip.level`, `compression.lz4.level` and
+/// `compression.zstd.level`: the level the leader compresses at when
+/// `compression.type` names that codec.
+pub const COMPRESSION_GZIP_LEVEL: &str = "compression.gzip.level";
+pub const COMPRESSION_LZ4_LEVEL: &str = "compression.lz4.level";
+pub const COMPRESSION_ZSTD_LEVEL: &str = "compression.zstd.level";
 
 /// The topic configs this broker applies, by Kafka's names.
-pub const APPLIED: [&str; 9] = [
+pub const APPLIED: [&str; 12] = [
     MIN_INSYNC_REPLICAS,
     MAX_MESSAGE_BYTES,
     RETENTION_BYTES,
@@ -44,6 +50,9 @@ pub const APPLIED: [&str; 9] = [
     COMPRESSION_TYPE,
     MESSAGE_TIMESTAMP_BEFORE_MAX_MS,
     MESSAGE_TIMESTAMP_AFTER_MAX_MS,
+    COMPRESSION_GZIP_LEVEL,
+    COMPRESSION_LZ4_LEVEL,
+    COMPRESSION_ZSTD_LEVEL,
 ];
 
 /// Each applied config's place in [`APPLIED`], and so its slot.
@@ -56,6 +65,9 @@ const MESSAGE_TIMESTAMP_TYPE_AT: usize = 5;
 const COMPRESSION_TYPE_AT: usize = 6;
 const TIMESTAMP_BEFORE_AT: usize = 7;
 const TIMESTAMP_AFTER_AT: usize = 8;
+const GZIP_LEVEL_AT: usize = 9;
+const LZ4_LEVEL_AT: usize = 10;
+const ZSTD_LEVEL_AT: usize = 11;
 
 /// `cleanup.policy`'s values, as bits of its slot.
 const DELETE: i64 = 1;
@@ -75,9 +87,48 @@ const CODECS: [(&str, i64); 5] = [
     ("zstd", 4),
 ];
 const PRODUCER: i64 = -1;
-/// Kafka's id of zstd, which clients before Produce v7 and Fetch v10 do
-/// not read.
+/// Kafka's ids of gzip and lz4, and of zstd, which clients before
+/// Produce v7 and Fetch v10 do not read.
+pub const GZIP: u8 = 1;
+pub const LZ4: u8 = 3;
 pub const ZSTD: u8 = 4;
+
+/// A compression level config: its codec, the levels Kafka takes (gzip
+/// also takes its default, -1), and Kafka's default.
+struct Level {
+    name: &'static str,
+    codec: u8,
+    range: (i64, i64),
+    default: i64,
+}
+
+/// Kafka's defaults: zlib's own level (6), lz4's fast compressor (any
+/// other level is lz4's high-compression one), zstd's 3.
+const LEVELS: [Level; 3] = [
+    Level {
+        name: COMPRESSION_GZIP_LEVEL,
+        codec: GZIP,
+        range: (1, 9),
+        default: -1,
+    },
+    Level {
+        name: COMPRESSION_LZ4_LEVEL,
+        codec: LZ4,
+        range: (1, 17),
+        default: 9,
+    },
+    Level {
+        name: COMPRESSION_ZSTD_LEVEL,
+        codec: ZSTD,
+        range: (-131_072, 22),
+        default: 3,
+    },
+];
+
+/// Kafka's default level for the level config `name`, if it is one.
+pub fn default_level(name: &str) -> Option<i64> {
+    LEVELS.iter().find(|l| l.name == name).map(|l| l.default)
+}
 
 /// What stands for "the broker's" in a slot: no setting takes it.
 const UNSET: i64 = i64::MIN;
@@ -204,6 +255,24 @@ impl TopicConfig {
             .and_then(|v| u8::try_from(v).ok())
     }
 
+    /// The level the leader compresses with in `codec` (Kafka's id):
+    /// the topic's own `compression.<codec>.level`, else Kafka's default;
+    /// 0 for a codec without levels.
+    pub fn compression_level(&self, codec: u8) -> i32 {
+        let at = match codec {
+            GZIP => GZIP_LEVEL_AT,
+            LZ4 => LZ4_LEVEL_AT,
+            ZSTD => ZSTD_LEVEL_AT,
+            _ => return 0,
+        };
+        let default = LEVELS
+            .iter()
+            .find(|l| l.codec == codec)
+            .map_or(0, |l| l.default);
+        // Parsed within the levels Kafka takes, all of which fit.
+        self.at(at).unwrap_or(default) as i32
+    }
+
     /// The record timestamps a produce may carry when the leader's clock
     /// reads `now_ms`, from `message.timestamp.before.max.ms` and
     /// `message.timestamp.after.max.ms`; `None` where the topic sets
@@ -315,6 +384,23 @@ pub fn parse(name: &str, value: Option<&str>) -> Result<i64, String> {
             )),
         };
     }
+    if let Some(level) = LEVELS.iter().find(|l| l.name == name) {
+        let (min, max) = level.range;
+        let or_default = if name == COMPRESSION_GZIP_LEVEL {
+            format!(", or {}", level.default)
+        } else {
+            String::new()
+        };
+        return match value.trim().parse::<i64>() {
+            Ok(v) if (min..=max).contains(&v) || (v == level.default && !or_default.is_empty()) => {
+                Ok(v)
+            }
+            _ => Err(format!(
+                "'{value}' is not a valid value for '{name}': a whole number from {min} to \
+                 {max}{or_default}."
+            )),
+        };
+    }
     let (min, max) = bounds(name);
     match value.trim().parse::<i64>() {
         Ok(v) if (min..=max).contains(&v) => Ok(v),
@@ -358,6 +444,9 @@ mod tests {
             (COMPRESSION_TYPE_AT, COMPRESSION_TYPE),
             (TIMESTAMP_BEFORE_AT, MESSAGE_TIMESTAMP_BEFORE_MAX_MS),
             (TIMESTAMP_AFTER_AT, MESSAGE_TIMESTAMP_AFTER_MAX_MS),
+            (GZIP_LEVEL_AT, COMPRESSION_GZIP_LEVEL),
+            (LZ4_LEVEL_AT, COMPRESSION_LZ4_LEVEL),
+            (ZSTD_LEVEL_AT, COMPRESSION_ZSTD_LEVEL),
         ] {
             assert_eq!(APPLIED[at], name);
         }

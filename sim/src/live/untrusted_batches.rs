@@ -11,7 +11,8 @@ use super::batch_records::tests::{altered, encoded};
 use super::batch_records::{self, RecordRules};
 use super::log::{AppendRules, PartitionLog};
 use super::produce_framing;
-use super::recompress::recompress;
+use super::recompress::tests::at_default;
+use super::recompress::{recompress, Target};
 use bytes::Bytes;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -84,7 +85,7 @@ fn rules() -> impl Strategy<Value = AppendRules> {
         prop::sample::select(vec![200usize, 2_000, 1 << 20]),
         any::<bool>(),
         any::<bool>(),
-        prop::option::of(0u8..5),
+        prop::option::of((0u8..5, prop::sample::select(vec![-7, -1, 1, 3, 9, 12, 17]))),
         // About the records' own timestamps (0 to 2), so that some fall
         // outside.
         prop::option::weighted(0.3, (-2i64..4, -2i64..4)),
@@ -94,7 +95,7 @@ fn rules() -> impl Strategy<Value = AppendRules> {
                 max_bytes,
                 stamp: stamp.then_some(1_700_000_000_000),
                 keys_required,
-                compression,
+                compression: compression.map(|(codec, level)| Target { codec, level }),
                 timestamps: window.filter(|_| !stamp).map(|(a, b)| (a.min(b), a.max(b))),
             },
         )
@@ -144,7 +145,7 @@ proptest! {
             prop_assert!((0..end).contains(&offset));
         }
         for target in 0..5 {
-            match recompress(&stored, target, 1 << 20) {
+            match recompress(&stored, at_default(target), 1 << 20) {
                 Ok(rewritten) => {
                     prop_assert!(batch_records::check(&rewritten, &record_rules).is_ok())
                 }
