@@ -282,6 +282,20 @@ fn one_find_coordinator_answers_each_key_as_if_asked_alone() {
             }
         }
     }
+    // Before v4, one key, with Kafka's message for success and error
+    // alike.
+    let invalid = ResponseError::InvalidRequest;
+    for (key_type, expect, message) in [
+        (0, 0, "NONE".to_string()),
+        (2, invalid.code(), invalid.to_string()),
+    ] {
+        let mut r = FindCoordinatorRequest::default();
+        r.key_type = key_type;
+        r.key = s("readers");
+        let found = Client::connect(addr).call(&r, 3);
+        assert_eq!(found.error_code, expect);
+        assert_eq!(found.error_message.as_deref(), Some(&*message));
+    }
     passes(server);
 }
 

@@ -166,20 +166,32 @@ impl BrokerService {
                 response.node_id = BrokerId(node);
                 response.host = text(&host);
                 response.port = port;
+                // Kafka gives v1-3 its error's message, which for
+                // success is the name NONE (v4's per-key answers leave
+                // the message null).
+                if version >= 1 {
+                    response.error_message = Some(StrBytes::from_static_str("NONE"));
+                }
             }
             Err(e) => {
                 response.error_code = e;
                 response.node_id = BrokerId(-1);
                 response.port = -1;
+                if version >= 1 {
+                    response.error_message = ResponseError::try_from_code(e)
+                        .map(|error| StrBytes::from_string(error.to_string()));
+                }
             }
         }
         response
     }
 
     /// The broker that coordinates `key` of `key_type`, with its endpoint.
-    /// Groups (type 0) and transactional ids (1) map to a broker alike;
-    /// share groups (2) are not served, and are refused as Kafka refuses
-    /// them when they are not enabled.
+    /// Groups (type 0, share groups among them) and transactional ids (1)
+    /// map to a broker alike; the share coordinator (2), which only
+    /// brokers ask for, to keep the share groups' state in Kafka's
+    /// internal topic, is not run here, and is refused as Kafka refuses
+    /// it where share groups are off.
     fn coordinator_of(&self, key_type: i8, key: &str) -> Result<(i32, String, i32), i16> {
         if key_type != 0 && key_type != 1 {
             return Err(code(ResponseError::InvalidRequest));
