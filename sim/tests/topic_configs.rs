@@ -510,8 +510,9 @@ fn what_cannot_be_altered_is_refused_and_nothing_of_the_resource_changes() {
     let server = server();
     let addr = server.addrs()[0];
     assert_eq!(create(addr, "kept", 3, &[]).0, 0);
-    // Not applied by this broker, at creation and later.
-    let (error, _) = create(addr, "aged", 3, &[("segment.ms", "1000")]);
+    // Not taken by this broker, at creation and later.
+    let config = [("leader.replication.throttled.replicas", "*")];
+    let (error, _) = create(addr, "aged", 3, &config);
     assert_eq!(error, ResponseError::InvalidConfig.code());
     assert!(server.cluster().topic("aged").is_none());
     let invalid_config = ResponseError::InvalidConfig.code();
@@ -703,6 +704,68 @@ fn a_topics_compression_level_is_the_level_its_batches_are_rewritten_at() {
             ResponseError::InvalidConfig.code()
         };
         assert_eq!(error, expected, "{name}={value}");
+    }
+    passes(server);
+}
+
+#[test]
+fn configs_of_kafkas_files_and_cleaner_are_taken_and_kept_without_effect() {
+    let server = server();
+    let addr = server.addrs()[0];
+    const DEFAULT_SOURCE: i8 = 5;
+    // As Kafka Streams creates a repartition topic.
+    let repartition = [
+        ("cleanup.policy", "delete"),
+        ("segment.bytes", "52428800"),
+        ("retention.ms", "-1"),
+        ("segment.ms", "600000"),
+        ("message.timestamp.type", "CreateTime"),
+    ];
+    let (error, configs) = create(addr, "app-repartition", 3, &repartition);
+    assert_eq!(error, 0);
+    assert!(configs.contains(&("segment.ms".into(), "600000".into(), TOPIC_SOURCE, false)));
+    assert_eq!(
+        described(addr, TOPIC, "app-repartition", "segment.bytes"),
+        ("52428800".into(), TOPIC_SOURCE, false)
+    );
+    assert_eq!(
+        described(addr, TOPIC, "app-repartition", "min.cleanable.dirty.ratio"),
+        ("0.5".into(), DEFAULT_SOURCE, false)
+    );
+    // Altered and reset like any other; its records are served as ever.
+    let change = [
+        ("preallocate", SET, Some("TRUE")),
+        ("segment.bytes", DELETE, None),
+    ];
+    assert_eq!(alter(addr, TOPIC, "app-repartition", &change, false), 0);
+    assert_eq!(
+        described(addr, TOPIC, "app-repartition", "preallocate"),
+        ("true".into(), TOPIC_SOURCE, false)
+    );
+    assert_eq!(
+        described(addr, TOPIC, "app-repartition", "segment.bytes"),
+        ("1073741824".into(), DEFAULT_SOURCE, false)
+    );
+    let at = leader(&server, "app-repartition");
+    assert_eq!(produce(at, "app-repartition", -1, b"kept"), 0);
+    // Kafka's bounds, and the configs this broker neither applies nor
+    // takes (replication throttles, tiered storage, unclean elections).
+    for (name, value) in [
+        ("segment.bytes", "13"),
+        ("segment.ms", "0"),
+        ("min.cleanable.dirty.ratio", "1.5"),
+        ("preallocate", "yes"),
+        ("unclean.leader.election.enable", "false"),
+        ("remote.storage.enable", "false"),
+    ] {
+        let error = alter(
+            addr,
+            TOPIC,
+            "app-repartition",
+            &[(name, SET, Some(value))],
+            true,
+        );
+        assert_eq!(error, ResponseError::InvalidConfig.code(), "{name}={value}");
     }
     passes(server);
 }

@@ -1631,7 +1631,8 @@ fn describe_configs(
         .configs
         .iter()
         .map(|e| {
-            // A topic's own twelve settings can change; nothing else can.
+            // A topic's own settings can change, the twelve applied and
+            // those taken without effect; nothing else can.
             let alterable = kind == 2
                 && [
                     "min.insync.replicas",
@@ -1646,6 +1647,20 @@ fn describe_configs(
                     "compression.gzip.level",
                     "compression.lz4.level",
                     "compression.zstd.level",
+                    "segment.bytes",
+                    "segment.ms",
+                    "segment.jitter.ms",
+                    "segment.index.bytes",
+                    "index.interval.bytes",
+                    "flush.messages",
+                    "flush.ms",
+                    "file.delete.delay.ms",
+                    "preallocate",
+                    "delete.retention.ms",
+                    "min.compaction.lag.ms",
+                    "max.compaction.lag.ms",
+                    "min.cleanable.dirty.ratio",
+                    "message.downconversion.enable",
                 ]
                 .contains(&e.name.as_str());
             assert_eq!(e.read_only, !alterable, "{}", e.name.as_str());

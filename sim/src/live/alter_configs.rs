@@ -12,7 +12,7 @@ use super::checks::Checks;
 use super::configs::{BROKER, GROUP, TOPIC};
 use super::groups::GROUP_CONFIGS;
 use super::service::BrokerService;
-use super::topic_config::{self, APPLIED};
+use super::topic_config;
 use super::topics::Topic;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
@@ -147,7 +147,7 @@ impl BrokerService {
             return (0, None);
         }
         if replace_all {
-            for name in APPLIED {
+            for name in topic_config::taken_names() {
                 if !changes.iter().any(|(n, _)| n == name) {
                     topic.config.set(name, None);
                 }
@@ -256,7 +256,7 @@ fn incremental_changes<'a>(
         let edit = match operation {
             SET => Edit::Set(parsed()?),
             DELETE => {
-                topic_config::applied(name).map_err(invalid_config)?;
+                topic_config::taken(name).map_err(invalid_config)?;
                 Edit::Reset
             }
             APPEND if topic_config::is_list(name) => Edit::Append(parsed()?),

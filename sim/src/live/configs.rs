@@ -7,7 +7,7 @@
 use super::checks::Checks;
 use super::service::BrokerService;
 use super::topic_config::{
-    self, TopicConfig, CLEANUP_POLICY, COMPRESSION_GZIP_LEVEL, COMPRESSION_LZ4_LEVEL,
+    self, TopicConfig, Value, CLEANUP_POLICY, COMPRESSION_GZIP_LEVEL, COMPRESSION_LZ4_LEVEL,
     COMPRESSION_TYPE, COMPRESSION_ZSTD_LEVEL, MAX_MESSAGE_BYTES, MESSAGE_TIMESTAMP_AFTER_MAX_MS,
     MESSAGE_TIMESTAMP_BEFORE_MAX_MS, MESSAGE_TIMESTAMP_TYPE, MIN_INSYNC_REPLICAS, RETENTION_BYTES,
     RETENTION_MS,
@@ -45,6 +45,7 @@ enum Kind {
     String = 2,
     Int = 3,
     Long = 5,
+    Double = 6,
     List = 7,
 }
 
@@ -171,7 +172,7 @@ impl BrokerService {
             let default = topic_config::default_level(name).unwrap_or_default();
             own(name, (default.to_string(), DEFAULT_CONFIG), Kind::Int)
         };
-        vec![
+        let mut entries = vec![
             own(
                 CLEANUP_POLICY,
                 ("delete".into(), DEFAULT_CONFIG),
@@ -216,7 +217,18 @@ impl BrokerService {
             level(COMPRESSION_GZIP_LEVEL),
             level(COMPRESSION_LZ4_LEVEL),
             level(COMPRESSION_ZSTD_LEVEL),
-        ]
+        ];
+        // Those taken without effect, each with Kafka's default.
+        entries.extend(topic_config::INERT.iter().map(|c| {
+            let kind = match c.value {
+                Value::Int(..) => Kind::Int,
+                Value::Long(_) => Kind::Long,
+                Value::Boolean => Kind::Boolean,
+                Value::Ratio => Kind::Double,
+            };
+            own(c.name, (c.default.into(), DEFAULT_CONFIG), kind)
+        }));
+        entries
     }
 
     /// A new topic's settings, as CreateTopics (v5 and later) reports them.
@@ -256,7 +268,7 @@ impl BrokerService {
                 let name = resource.resource_name.to_string();
                 // Only a topic's applied settings and a group's can change.
                 let writable = |n: &str| match resource.resource_type {
-                    TOPIC => topic_config::APPLIED.contains(&n),
+                    TOPIC => topic_config::is_taken(n),
                     GROUP => true,
                     _ => false,
                 };

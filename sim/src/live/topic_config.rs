@@ -55,6 +55,73 @@ pub const APPLIED: [&str; 12] = [
     COMPRESSION_ZSTD_LEVEL,
 ];
 
+/// Kafka's topic configs this broker takes, keeps and describes, but
+/// which change nothing here: they shape Kafka's files (segments, their
+/// indexes, flushes, preallocation) and its log cleaner's schedule, and
+/// this broker keeps each partition's batches in memory and compacts
+/// nothing (a compacted topic keeps every record, so at least each key's
+/// latest). Tools that create topics with them (Kafka Streams' internal
+/// topics set `segment.bytes` and `segment.ms`, for one) are served as
+/// Kafka serves them. `message.downconversion.enable` has no effect in
+/// Kafka 4 either. Each with the values Kafka takes and its default.
+pub const INERT: [Inert; 14] = [
+    Inert::new("segment.bytes", Value::Int(14, I32_MAX), "1073741824"),
+    Inert::new("segment.ms", Value::Long(1), "604800000"),
+    Inert::new("segment.jitter.ms", Value::Long(0), "0"),
+    Inert::new("segment.index.bytes", Value::Int(4, I32_MAX), "10485760"),
+    Inert::new("index.interval.bytes", Value::Int(0, I32_MAX), "4096"),
+    Inert::new("flush.messages", Value::Long(1), LONG_MAX),
+    Inert::new("flush.ms", Value::Long(0), LONG_MAX),
+    Inert::new("file.delete.delay.ms", Value::Long(0), "60000"),
+    Inert::new("preallocate", Value::Boolean, "false"),
+    Inert::new("delete.retention.ms", Value::Long(0), "86400000"),
+    Inert::new("min.compaction.lag.ms", Value::Long(0), "0"),
+    Inert::new("max.compaction.lag.ms", Value::Long(1), LONG_MAX),
+    Inert::new("min.cleanable.dirty.ratio", Value::Ratio, "0.5"),
+    Inert::new("message.downconversion.enable", Value::Boolean, "true"),
+];
+
+const I32_MAX: i64 = i32::MAX as i64;
+const LONG_MAX: &str = "9223372036854775807";
+
+/// A topic config taken and kept without effect (see [`INERT`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Inert {
+    /// Its name, as Kafka's.
+    pub name: &'static str,
+    /// What values it takes.
+    pub value: Value,
+    /// Kafka's default, as DescribeConfigs gives it.
+    pub default: &'static str,
+}
+
+impl Inert {
+    const fn new(name: &'static str, value: Value, default: &'static str) -> Inert {
+        Inert {
+            name,
+            value,
+            default,
+        }
+    }
+}
+
+/// The values an inert config takes, as Kafka's definition of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// An int from the first to the second.
+    Int(i64, i64),
+    /// A long from the one given.
+    Long(i64),
+    /// `true` or `false`, in any case.
+    Boolean,
+    /// A double from 0 to 1.
+    Ratio,
+}
+
+fn inert(name: &str) -> Option<&'static Inert> {
+    INERT.iter().find(|c| c.name == name)
+}
+
 /// Each applied config's place in [`APPLIED`], and so its slot.
 const MIN_INSYNC_AT: usize = 0;
 const MAX_MESSAGE_BYTES_AT: usize = 1;
@@ -133,10 +200,11 @@ pub fn default_level(name: &str) -> Option<i64> {
 /// What stands for "the broker's" in a slot: no setting takes it.
 const UNSET: i64 = i64::MIN;
 
-/// A topic's overrides of the broker's settings.
+/// A topic's overrides of the broker's settings: a slot for each applied
+/// config, then one for each inert one.
 #[derive(Debug)]
 pub struct TopicConfig {
-    slots: [AtomicI64; APPLIED.len()],
+    slots: [AtomicI64; APPLIED.len() + INERT.len()],
 }
 
 impl Default for TopicConfig {
@@ -149,10 +217,9 @@ impl Default for TopicConfig {
 
 impl TopicConfig {
     fn slot(&self, name: &str) -> Option<&AtomicI64> {
-        APPLIED
-            .iter()
-            .position(|&n| n == name)
-            .map(|i| &self.slots[i])
+        let at = (APPLIED.iter().position(|&n| n == name))
+            .or_else(|| (INERT.iter().position(|c| c.name == name)).map(|i| APPLIED.len() + i))?;
+        Some(&self.slots[at])
     }
 
     /// The topic's own value of `name`, if it sets one.
@@ -169,7 +236,7 @@ impl TopicConfig {
     }
 
     /// Sets `name` to `value`, or back to the broker's with `None`; `false`
-    /// for a name this broker does not apply.
+    /// for a name this broker does not take.
     pub fn set(&self, name: &str, value: Option<i64>) -> bool {
         match self.slot(name) {
             Some(slot) => {
@@ -304,7 +371,19 @@ pub fn show(name: &str, v: i64) -> String {
             .find(|&&(_, id)| id == v)
             .map_or("producer", |&(name, _)| name)
             .into(),
-        _ => v.to_string(),
+        _ => match inert(name).map(|c| c.value) {
+            Some(Value::Boolean) => (v != 0).to_string(),
+            Some(Value::Ratio) => {
+                // As Java writes a double: a whole one with its ".0".
+                let ratio = f64::from_bits(v as u64);
+                if ratio.fract() == 0.0 {
+                    format!("{ratio:.1}")
+                } else {
+                    ratio.to_string()
+                }
+            }
+            _ => v.to_string(),
+        },
     }
 }
 
@@ -327,16 +406,31 @@ pub fn combine(config: &TopicConfig, name: &str, v: i64, add: bool) -> Result<i6
     Ok(combined)
 }
 
-/// Whether this broker applies the topic config `name`, or why not.
-pub fn applied(name: &str) -> Result<(), String> {
-    if APPLIED.contains(&name) {
+/// Whether this broker takes the topic config `name` (applied or inert),
+/// or why not.
+pub fn taken(name: &str) -> Result<(), String> {
+    if is_taken(name) {
         Ok(())
     } else {
+        let inert: Vec<&str> = INERT.iter().map(|c| c.name).collect();
         Err(format!(
-            "'{name}' is not a topic config this broker applies; it applies {}.",
-            APPLIED.join(", ")
+            "'{name}' is not a topic config this broker takes; it applies {}, and takes {} \
+             without effect.",
+            APPLIED.join(", "),
+            inert.join(", ")
         ))
     }
+}
+
+/// Every topic config this broker takes: the applied, then the inert.
+pub fn taken_names() -> impl Iterator<Item = &'static str> {
+    APPLIED.into_iter().chain(INERT.iter().map(|c| c.name))
+}
+
+/// Whether this broker takes the topic config `name`: a topic may set it,
+/// and an admin alter it.
+pub fn is_taken(name: &str) -> bool {
+    APPLIED.contains(&name) || inert(name).is_some()
 }
 
 /// The values Kafka takes for `name`: `min.insync.replicas` from 1,
@@ -358,8 +452,16 @@ fn bounds(name: &str) -> (i64, i64) {
 /// `message.timestamp.type`, `CreateTime` or `LogAppendTime`, spelt so,
 /// as Kafka's validator wants them).
 pub fn parse(name: &str, value: Option<&str>) -> Result<i64, String> {
-    applied(name)?;
+    taken(name)?;
     let value = value.ok_or_else(|| format!("'{name}' needs a value."))?;
+    if let Some(config) = inert(name) {
+        return parse_inert(config, value.trim()).ok_or_else(|| {
+            format!(
+                "'{value}' is not a valid value for '{name}': {}.",
+                config.value
+            )
+        });
+    }
     if name == CLEANUP_POLICY {
         return parse_policy(value);
     }
@@ -407,6 +509,36 @@ pub fn parse(name: &str, value: Option<&str>) -> Result<i64, String> {
         _ => Err(format!(
             "'{value}' is not a valid value for '{name}': a whole number from {min} to {max}."
         )),
+    }
+}
+
+/// An inert config's value as its slot keeps it (a ratio as its bits),
+/// if Kafka takes it.
+fn parse_inert(config: &Inert, value: &str) -> Option<i64> {
+    match config.value {
+        Value::Int(min, max) => value.parse().ok().filter(|v| (min..=max).contains(v)),
+        Value::Long(min) => value.parse().ok().filter(|&v| v >= min),
+        Value::Boolean => match value.to_ascii_lowercase().as_str() {
+            "true" => Some(1),
+            "false" => Some(0),
+            _ => None,
+        },
+        Value::Ratio => {
+            let ratio: f64 = value.parse().ok().filter(|r| (0.0..=1.0).contains(r))?;
+            // -0.0 is 0, and its bits are the unset slot's.
+            Some((ratio + 0.0).to_bits() as i64)
+        }
+    }
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Value::Int(min, max) => write!(f, "a whole number from {min} to {max}"),
+            Value::Long(min) => write!(f, "a whole number from {min}"),
+            Value::Boolean => f.write_str("true or false"),
+            Value::Ratio => f.write_str("a number from 0 to 1"),
+        }
     }
 }
 
@@ -478,7 +610,39 @@ mod tests {
         ));
         assert!(!c.deletes());
         assert_eq!(c.retentions(1 << 30, Some(5_000)), None);
-        assert!(!c.set("segment.bytes", Some(1)));
+        assert!(!c.set("unclean.leader.election.enable", Some(1)));
+    }
+
+    #[test]
+    fn inert_configs_take_kafkas_values_and_show_them_as_kafka_does() {
+        let c = TopicConfig::default();
+        let take = |name: &str, value: &str| {
+            let v = parse(name, Some(value))?;
+            assert!(c.set(name, Some(v)));
+            Ok::<String, String>(show(name, c.get(name).unwrap()))
+        };
+        assert_eq!(take("segment.bytes", "52428800"), Ok("52428800".into()));
+        assert!(take("segment.bytes", "13").is_err());
+        assert!(take("segment.bytes", "2147483648").is_err());
+        assert_eq!(take("segment.ms", "600000"), Ok("600000".into()));
+        assert!(take("segment.ms", "0").is_err());
+        assert_eq!(take("preallocate", " TRUE "), Ok("true".into()));
+        assert_eq!(take("preallocate", "false"), Ok("false".into()));
+        assert!(take("preallocate", "yes").is_err());
+        assert_eq!(take("min.cleanable.dirty.ratio", "0.25"), Ok("0.25".into()));
+        assert_eq!(take("min.cleanable.dirty.ratio", "1"), Ok("1.0".into()));
+        assert_eq!(take("min.cleanable.dirty.ratio", "-0.0"), Ok("0.0".into()));
+        for refused in ["1.5", "-0.1", "NaN", "inf", "half"] {
+            assert!(
+                take("min.cleanable.dirty.ratio", refused).is_err(),
+                "{refused}"
+            );
+        }
+        // Taken, and changing nothing of what the applied ones say.
+        assert_eq!(c.min_insync(2), 2);
+        assert!(c.deletes());
+        let why = parse("unclean.leader.election.enable", Some("false")).unwrap_err();
+        assert!(why.contains("segment.bytes"), "{why}");
     }
 
     #[test]
@@ -530,8 +694,8 @@ mod tests {
         assert_eq!(c.compression(), Some(3));
         c.set(COMPRESSION_TYPE, Some(PRODUCER));
         assert_eq!(c.compression(), None, "each batch as sent");
-        assert!(parse("segment.bytes", Some("1000"))
+        assert!(parse("remote.storage.enable", Some("true"))
             .unwrap_err()
-            .contains("not a topic config this broker applies"));
+            .contains("not a topic config this broker takes"));
     }
 }
