@@ -125,7 +125,7 @@ impl BrokerService {
         if cluster.topic(name).is_some() {
             return exists();
         }
-        // Its own settings: only those this broker applies, each once.
+        // Its own settings: only those this broker takes, each once.
         let config = TopicConfig::default();
         for c in &topic.configs {
             let invalid = |why: String| Err((ResponseError::InvalidConfig, why));

@@ -1,8 +1,7 @@
 //! IncrementalAlterConfigs and AlterConfigs: a topic's own settings
-//! changed by an admin client, for the topic configs this broker applies
-//! (`min.insync.replicas`, `max.message.bytes`, `retention.bytes`,
-//! `retention.ms`, `cleanup.policy`, a list, `message.timestamp.type` and
-//! `compression.type`). As in Kafka, a resource's
+//! changed by an admin client, for the topic configs this broker takes
+//! (`topic_config`'s `APPLIED`, among them `cleanup.policy`, a list, and
+//! its `INERT`, kept without effect). As in Kafka, a resource's
 //! changes are checked together and made together or not at all, any
 //! broker answers for a topic, and `validate_only` checks without changing.
 //! The brokers' own settings are static here: refused, as Kafka refuses a
@@ -236,7 +235,7 @@ fn new_values(topic: &Topic, changes: Vec<Change>) -> Result<Vec<(String, Option
 }
 
 /// A resource's (name, operation, value) changes, checked together: each
-/// name at most once, a topic config this broker applies, a valid value
+/// name at most once, a topic config this broker takes, a valid value
 /// to set; appending to or subtracting from a setting that is not a list
 /// is refused, as Kafka refuses it.
 fn incremental_changes<'a>(

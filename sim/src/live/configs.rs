@@ -1,8 +1,9 @@
 //! DescribeConfigs: the served brokers' and topics' settings under Kafka's
 //! names, with the values this cluster really runs with (what its
 //! configuration says, a topic's own settings, and the fixed behaviour of
-//! what it does not configure). Only the topic configs this broker applies
-//! can be altered; every other entry is read-only.
+//! what it does not configure). Only the topic configs this broker takes
+//! (applied, or kept without effect) can be altered; every other entry is
+//! read-only.
 
 use super::checks::Checks;
 use super::service::BrokerService;

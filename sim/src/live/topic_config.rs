@@ -1,8 +1,9 @@
 //! A topic's own settings (Kafka's dynamic topic configs): the ones this
-//! broker applies, set at creation (CreateTopics) or later
+//! broker applies, and those it takes and keeps without effect (see
+//! [`INERT`]), set at creation (CreateTopics) or later
 //! (IncrementalAlterConfigs, AlterConfigs), shared by the topic's
 //! partitions and read by every produce. A topic that sets none follows
-//! the broker's.
+//! the broker's, or Kafka's default.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -446,8 +447,10 @@ fn bounds(name: &str) -> (i64, i64) {
 }
 
 /// A value for the topic config `name`, or why it is refused
-/// (INVALID_CONFIG): a name this broker does not apply, or a value that is
-/// not a whole number within its bounds (for `cleanup.policy`, a
+/// (INVALID_CONFIG): a name this broker does not take, or a value that is
+/// not one Kafka takes for it: a whole number within its bounds (for an
+/// inert config, as [`Value`] says; for a compression level, its codec's
+/// levels; for `cleanup.policy`, a
 /// comma-separated list of `delete` and `compact`; for
 /// `message.timestamp.type`, `CreateTime` or `LogAppendTime`, spelt so,
 /// as Kafka's validator wants them).
