@@ -307,7 +307,7 @@ mod tests {
             ResponseError::InvalidConfig
         );
         assert_eq!(
-            refused(&[("segment.ms", DELETE, None)]),
+            refused(&[("unclean.leader.election.enable", DELETE, None)]),
             ResponseError::InvalidConfig
         );
         assert_eq!(
