@@ -8,8 +8,8 @@
 //! The codecs are written as Kafka's Java broker writes them, at the
 //! topic's level for the codec: gzip, snappy in snappy-java's framing
 //! (blocks of 32 KiB), an LZ4 frame of independent 64 KiB blocks (lz4's
-//! fast compressor at Kafka's default level, 9, and below 3; from 3 its
-//! high-compression one, whose levels end at 12), and a zstd frame.
+//! fast compressor at Kafka's default level, 9, its high-compression one
+//! at any other, whose levels run from 2 to 12), and a zstd frame.
 
 use super::batch_header::{seal, ATTRIBUTES, CODEC_MASK, HEADER_LEN, LENGTH, LOG_OVERHEAD};
 use super::batch_records::{self, RecordsError};
@@ -56,6 +56,8 @@ const ZSTD_ULTRA_TABLES: (u32, u32, u32) = (23, 24, 22);
 
 /// Kafka's default lz4 level, at which it uses lz4's fast compressor.
 const LZ4_FAST: i32 = 9;
+/// The lowest level of lz4's high-compression compressor in its frames.
+const LZ4_LOWEST_HIGH: u32 = 2;
 
 /// `batch` (a v2 batch whose records were checked) with its records in
 /// the codec and at the level of `target`, if it is at most `max_bytes`
@@ -132,13 +134,14 @@ fn compress(mut source: impl Read, target: Target, out: &mut Capped) -> io::Resu
                 .block_size(lz4::BlockSize::Max64KB)
                 .block_mode(lz4::BlockMode::Independent)
                 .checksum(lz4::ContentChecksum::NoChecksum)
-                // 0 is lz4's fast compressor, as are 1 and 2, where
-                // Kafka's Java library uses its high-compression one; from
-                // 3 that one, whose levels end at 12 (higher ones are 12).
+                // 0 is lz4's fast compressor; from 2 its high-compression
+                // one, whose levels end at 12 (higher ones are 12). Kafka
+                // uses that one at every level but its default, 1 too,
+                // which is 2 here, the lowest.
                 .level(if target.level == LZ4_FAST {
                     0
                 } else {
-                    target.level.unsigned_abs()
+                    target.level.unsigned_abs().max(LZ4_LOWEST_HIGH)
                 })
                 .build(out)?;
             io::copy(&mut source, &mut lz4)?;
@@ -276,6 +279,7 @@ pub(crate) mod tests {
         assert!(gzip[0] > gzip[2], "{gzip:?}");
         assert!(lz4[1] > lz4[3], "fast against high compression: {lz4:?}");
         assert_eq!(lz4[3], lz4[4], "lz4's levels end at 12");
+        assert!(lz4[0] < lz4[1], "1 is high compression too: {lz4:?}");
         assert!(zstd[0] > zstd[2] && zstd[2] > zstd[6], "{zstd:?}");
     }
 
