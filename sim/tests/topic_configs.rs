@@ -378,7 +378,9 @@ fn a_compacted_topic_keeps_every_record_until_its_policy_also_deletes() {
     assert_eq!(refused.error_code, ResponseError::InvalidRecord.code());
     let message = refused.error_message.as_ref().map(|m| m.to_string());
     assert!(
-        message.as_deref().is_some_and(|m| m.starts_with("2 of")),
+        message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("2 records of the batch were refused")),
         "{message:?}"
     );
     let at_fault: Vec<(i32, bool)> = (refused.record_errors.iter())

@@ -74,20 +74,27 @@ impl RecordFaults {
     /// What the partition's answer says of the whole (Kafka's
     /// `error_message`; each record's own is [`Fault::message`]).
     pub fn message(&self) -> String {
-        let why = if self.timestamps {
-            "at least one for its timestamp"
-        } else {
-            "each for breaking a rule of the topic's"
+        let (records, why) = match (self.total, self.timestamps) {
+            (1, true) => ("1 record of the batch was".to_string(), "for its timestamp"),
+            (1, false) => (
+                "1 record of the batch was".to_string(),
+                "for a rule of the topic's",
+            ),
+            (n, true) => (
+                format!("{n} records of the batch were"),
+                "at least one for its timestamp",
+            ),
+            (n, false) => (
+                format!("{n} records of the batch were"),
+                "each for a rule of the topic's",
+            ),
         };
         let listed = if self.listed.len() < self.total as usize {
             format!("; the first {} are listed", self.listed.len())
         } else {
             String::new()
         };
-        format!(
-            "{} of the batch's records were refused, {why}{listed}",
-            self.total
-        )
+        format!("{records} refused, {why}{listed}")
     }
 }
 
@@ -792,8 +799,19 @@ pub(crate) mod tests {
         let indexes: Vec<i32> = faults.listed.iter().map(|&(i, _)| i).collect();
         assert_eq!(indexes, (0..LISTED_FAULTS as i32).collect::<Vec<_>>());
         let message = faults.message();
-        assert!(message.starts_with(&format!("{many} of")), "{message}");
+        assert!(
+            message.starts_with(&format!("{many} records of")),
+            "{message}"
+        );
         assert!(message.ends_with(&format!("the first {LISTED_FAULTS} are listed")));
+        let one = encoded(&[(1, None), (2, Some(b"k"))], Compression::None);
+        let Err(RecordsError::Refused(faults)) = check(&one, &COMPACTED) else {
+            panic!("refused");
+        };
+        assert_eq!(
+            faults.message(),
+            "1 record of the batch was refused, for a rule of the topic's"
+        );
     }
 
     #[test]
