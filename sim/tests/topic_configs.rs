@@ -26,9 +26,11 @@ const SET: i8 = 0;
 const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
-/// Kafka's config sources: a topic's own, the broker's file.
+/// Kafka's config sources: a topic's own, the broker's file, Kafka's
+/// default.
 const TOPIC_SOURCE: i8 = 1;
 const BROKER_SOURCE: i8 = 4;
+const DEFAULT_SOURCE: i8 = 5;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -148,9 +150,22 @@ fn produce(addr: SocketAddr, topic: &str, acks: i16, value: &[u8]) -> i16 {
 
 /// Produces `records` to `topic`'s partition 0 at `addr`: the error code.
 fn produce_batch(addr: SocketAddr, topic: &str, acks: i16, records: bytes::Bytes) -> i16 {
+    produce_refused(addr, topic, acks, records).0
+}
+
+/// Produces `records` to `topic`'s partition 0 at `addr`: the error code
+/// and the records at fault, by their index in the batch.
+fn produce_refused(
+    addr: SocketAddr,
+    topic: &str,
+    acks: i16,
+    records: bytes::Bytes,
+) -> (i16, Vec<i32>) {
     let r = produce_request(topic, &[(0, records)], acks, 5_000);
     let got = Client::connect(addr).call(&r, 9);
-    got.responses[0].partition_responses[0].error_code
+    let p = &got.responses[0].partition_responses[0];
+    let at_fault = p.record_errors.iter().map(|e| e.batch_index).collect();
+    (p.error_code, at_fault)
 }
 
 /// The address of the broker leading `topic`'s partition 0.
@@ -477,11 +492,7 @@ fn a_log_append_time_topic_stamps_each_batch_with_its_append_time() {
         bytes[35..43].copy_from_slice(&claimed.to_be_bytes());
         let crc = crc32c::crc32c(&bytes[21..]);
         bytes[17..21].copy_from_slice(&crc.to_be_bytes());
-        let r = produce_request("stamped", &[(0, bytes.into())], -1, 5_000);
-        let got = Client::connect(at).call(&r, 9);
-        let p = &got.responses[0].partition_responses[0];
-        let at_fault: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
-        (p.error_code, at_fault)
+        produce_refused(at, "stamped", -1, bytes.into())
     };
     let invalid = ResponseError::InvalidTimestamp.code();
     assert_eq!(claiming(-1), (invalid, vec![0, 1]));
@@ -648,7 +659,6 @@ fn a_topics_compression_type_is_the_codec_its_batches_are_stored_in() {
 fn a_topics_compression_level_is_the_level_its_batches_are_rewritten_at() {
     let server = server();
     let addr = server.addrs()[0];
-    const DEFAULT_SOURCE: i8 = 5;
     const ZSTD_LEVEL: &str = "compression.zstd.level";
     let configs = [("compression.type", "zstd"), (ZSTD_LEVEL, "19")];
     assert_eq!(create(addr, "leveled", 3, &configs).0, 0);
@@ -714,7 +724,6 @@ fn a_topics_compression_level_is_the_level_its_batches_are_rewritten_at() {
 fn configs_of_kafkas_files_and_cleaner_are_taken_and_kept_without_effect() {
     let server = server();
     let addr = server.addrs()[0];
-    const DEFAULT_SOURCE: i8 = 5;
     // As Kafka Streams creates a repartition topic.
     let repartition = [
         ("cleanup.policy", "delete"),
@@ -809,7 +818,6 @@ fn zstd_is_refused_to_clients_older_than_it_as_kafka_refuses_it() {
 fn a_topics_timestamp_bounds_refuse_records_too_far_from_the_leaders_clock() {
     let server = server();
     let addr = server.addrs()[0];
-    const DEFAULT_SOURCE: i8 = 5;
     const AFTER: &str = "message.timestamp.after.max.ms";
     const BEFORE: &str = "message.timestamp.before.max.ms";
     // Kafka's defaults (the largest long) bound nothing.
@@ -827,11 +835,7 @@ fn a_topics_timestamp_bounds_refuse_records_too_far_from_the_leaders_clock() {
     // records at fault.
     let produce_at = |times: &[i64]| {
         let records: Vec<(i64, &[u8])> = times.iter().map(|&t| (t, &b"x"[..])).collect();
-        let r = produce_request("bounded", &[(0, timed_batch(&records))], -1, 5_000);
-        let got = Client::connect(at).call(&r, 9);
-        let p = &got.responses[0].partition_responses[0];
-        let at_fault: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
-        (p.error_code, at_fault)
+        produce_refused(at, "bounded", -1, timed_batch(&records))
     };
     let invalid = ResponseError::InvalidTimestamp.code();
     let hour = 3_600_000;

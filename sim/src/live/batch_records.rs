@@ -52,7 +52,7 @@ pub enum RecordsError {
 /// answers each with its index in the batch and why (Kafka's
 /// `RecordError`s, from Produce v8), and the whole with INVALID_TIMESTAMP
 /// if any broke a timestamp rule, INVALID_RECORD otherwise.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecordFaults {
     /// The first faults in record order, at most [`LISTED_FAULTS`].
     pub listed: Vec<(i32, Fault)>,
@@ -75,17 +75,14 @@ impl RecordFaults {
     /// `error_message`; each record's own is [`Fault::message`]).
     pub fn message(&self) -> String {
         let (records, why) = match (self.total, self.timestamps) {
-            (1, true) => ("1 record of the batch was".to_string(), "for its timestamp"),
-            (1, false) => (
-                "1 record of the batch was".to_string(),
-                "for a rule of the topic's",
-            ),
-            (n, true) => (
-                format!("{n} records of the batch were"),
+            (1, true) => ("record of the batch was", "for its timestamp"),
+            (1, false) => ("record of the batch was", "for a rule of the topic's"),
+            (_, true) => (
+                "records of the batch were",
                 "at least one for its timestamp",
             ),
-            (n, false) => (
-                format!("{n} records of the batch were"),
+            (_, false) => (
+                "records of the batch were",
                 "each for a rule of the topic's",
             ),
         };
@@ -94,7 +91,7 @@ impl RecordFaults {
         } else {
             String::new()
         };
-        format!("{records} refused, {why}{listed}")
+        format!("{} {records} refused, {why}{listed}", self.total)
     }
 }
 
@@ -161,15 +158,19 @@ pub struct RecordRules {
     pub window: Option<(i64, i64)>,
 }
 
-impl Default for RecordRules {
+impl RecordRules {
     /// A `CreateTime` topic that neither compacts nor bounds timestamps:
     /// Kafka's defaults.
+    pub const DEFAULT: RecordRules = RecordRules {
+        keys_required: false,
+        create_time: true,
+        window: None,
+    };
+}
+
+impl Default for RecordRules {
     fn default() -> Self {
-        RecordRules {
-            keys_required: false,
-            create_time: true,
-            window: None,
-        }
+        RecordRules::DEFAULT
     }
 }
 
@@ -211,11 +212,7 @@ pub fn check(batch: &[u8], rules: &RecordRules) -> Result<i64, RecordsError> {
         .get(ATTRIBUTES + 1)
         .is_some_and(|a| a & LOG_APPEND_TIME != 0);
     let claimed = be_i64(batch, MAX_TIMESTAMP).ok_or(RecordsError::Invalid)?;
-    let mut faults = RecordFaults {
-        listed: Vec::new(),
-        total: 0,
-        timestamps: false,
-    };
+    let mut faults = RecordFaults::default();
     let mut index = 0;
     // Kafka's `RecordBatch.NO_TIMESTAMP`, where its leader starts.
     let mut max_timestamp = -1;
@@ -640,15 +637,9 @@ pub(crate) mod tests {
         bytes
     }
 
-    const PLAIN: RecordRules = RecordRules {
-        keys_required: false,
-        create_time: true,
-        window: None,
-    };
-
     const COMPACTED: RecordRules = RecordRules {
         keys_required: true,
-        ..PLAIN
+        ..RecordRules::DEFAULT
     };
 
     fn refused(faults: &[(i32, Fault)]) -> Result<i64, RecordsError> {
@@ -667,7 +658,7 @@ pub(crate) mod tests {
     fn a_window_bounds_each_records_own_timestamp_but_one_without() {
         let within = |first, last| RecordRules {
             window: Some((first, last)),
-            ..PLAIN
+            ..RecordRules::DEFAULT
         };
         for codec in CODECS {
             let batch = encoded(&[(100, None), (300, None), (-1, None)], codec);
@@ -689,7 +680,7 @@ pub(crate) mod tests {
         let times = [(100, Some(&b"a"[..])), (300, None), (200, Some(b"c"))];
         for codec in CODECS {
             let batch = encoded(&times, codec);
-            assert_eq!(check(&batch, &PLAIN), Ok(300), "{codec:?}");
+            assert_eq!(check(&batch, &RecordRules::DEFAULT), Ok(300), "{codec:?}");
             let at = |t| first_at_or_after(&batch, t).map(|r| (r.offset_delta, r.timestamp));
             assert_eq!(at(0), Some((0, 100)), "{codec:?}");
             assert_eq!(at(150), Some((1, 300)), "{codec:?}");
@@ -704,7 +695,11 @@ pub(crate) mod tests {
             let keyed = encoded(&[(1, Some(b"k")), (2, Some(b"l"))], codec);
             assert_eq!(check(&keyed, &COMPACTED), Ok(2), "{codec:?}");
             let two_without = encoded(&[(1, None), (2, Some(b"k")), (3, None)], codec);
-            assert_eq!(check(&two_without, &PLAIN), Ok(3), "{codec:?}");
+            assert_eq!(
+                check(&two_without, &RecordRules::DEFAULT),
+                Ok(3),
+                "{codec:?}"
+            );
             assert_eq!(
                 check(&two_without, &COMPACTED),
                 refused(&[
@@ -758,10 +753,10 @@ pub(crate) mod tests {
         };
         // On a CreateTime topic a claimed time is a timestamp like any
         // other, held to the window; the records' own largest is returned.
-        assert_eq!(check(&claiming(200), &PLAIN), Ok(300));
+        assert_eq!(check(&claiming(200), &RecordRules::DEFAULT), Ok(300));
         let window = RecordRules {
             window: Some((150, 250)),
-            ..PLAIN
+            ..RecordRules::DEFAULT
         };
         assert_eq!(check(&claiming(200), &window), Ok(300));
         let out = refused(&[
@@ -775,10 +770,10 @@ pub(crate) mod tests {
             (0, Fault::AppendTimeFromProducer),
             (1, Fault::AppendTimeFromProducer),
         ]);
-        assert_eq!(check(&claiming(-1), &PLAIN), claims);
+        assert_eq!(check(&claiming(-1), &RecordRules::DEFAULT), claims);
         let stamped = RecordRules {
             create_time: false,
-            ..PLAIN
+            ..RecordRules::DEFAULT
         };
         assert_eq!(check(&claiming(200), &stamped), claims);
         assert_eq!(
@@ -826,16 +821,24 @@ pub(crate) mod tests {
                     set_i32(b, LAST_OFFSET_DELTA, delta);
                 });
                 assert_eq!(
-                    check(&bad, &PLAIN),
+                    check(&bad, &RecordRules::DEFAULT),
                     Err(RecordsError::Invalid),
                     "{codec:?} {count}"
                 );
             }
             // The count disagrees with the offset range.
             let bad = altered(&batch, |b| set_i32(b, RECORD_COUNT, 3));
-            assert_eq!(check(&bad, &PLAIN), Err(RecordsError::Invalid), "{codec:?}");
+            assert_eq!(
+                check(&bad, &RecordRules::DEFAULT),
+                Err(RecordsError::Invalid),
+                "{codec:?}"
+            );
             let bad = altered(&batch, |b| set_i32(b, RECORD_COUNT, 0));
-            assert_eq!(check(&bad, &PLAIN), Err(RecordsError::Invalid), "{codec:?}");
+            assert_eq!(
+                check(&bad, &RecordRules::DEFAULT),
+                Err(RecordsError::Invalid),
+                "{codec:?}"
+            );
         }
     }
 
@@ -863,31 +866,38 @@ pub(crate) mod tests {
     fn a_record_must_fill_its_length_and_count_its_offset() {
         // One header "h" -> "x": count 1 (zigzag 2), key length 1, value 1.
         let good = one_record(0, &[2, 2, b'h', 2, b'x']);
-        assert!(check(&uncompressed(std::slice::from_ref(&good)), &PLAIN).is_ok());
+        assert!(check(
+            &uncompressed(std::slice::from_ref(&good)),
+            &RecordRules::DEFAULT
+        )
+        .is_ok());
         // Two billion headers announced in a few bytes: refused as soon as
         // they run past the record, with nothing allocated for them.
         let many = one_record(0, &[0xfe, 0xff, 0xff, 0xff, 0x0f, 2, b'h', 2, b'x']);
         assert_eq!(
-            check(&uncompressed(&[many]), &PLAIN),
+            check(&uncompressed(&[many]), &RecordRules::DEFAULT),
             Err(RecordsError::Invalid)
         );
         // A header's value longer than what is left of the record.
         let long = one_record(0, &[2, 2, b'h', 40, b'x']);
         assert_eq!(
-            check(&uncompressed(&[long]), &PLAIN),
+            check(&uncompressed(&[long]), &RecordRules::DEFAULT),
             Err(RecordsError::Invalid)
         );
         // Offset deltas out of order.
         let records = [one_record(1, &[0]), one_record(0, &[0])];
         assert_eq!(
-            check(&uncompressed(&records), &PLAIN),
+            check(&uncompressed(&records), &RecordRules::DEFAULT),
             Err(RecordsError::Invalid)
         );
         let records = [one_record(0, &[0]), one_record(1, &[0])];
-        assert!(check(&uncompressed(&records), &PLAIN).is_ok());
+        assert!(check(&uncompressed(&records), &RecordRules::DEFAULT).is_ok());
         // Bytes after the last counted record.
         let trailing = altered(&Bytes::from(uncompressed(&[good])), |b| b.push(0));
-        assert_eq!(check(&trailing, &PLAIN), Err(RecordsError::Invalid));
+        assert_eq!(
+            check(&trailing, &RecordRules::DEFAULT),
+            Err(RecordsError::Invalid)
+        );
     }
 
     #[test]
@@ -898,7 +908,7 @@ pub(crate) mod tests {
                 let middle = HEADER_LEN + (b.len() - HEADER_LEN) / 2;
                 b[HEADER_LEN..middle].fill(0x5a);
             });
-            assert!(check(&bad, &PLAIN).is_err(), "{codec:?}");
+            assert!(check(&bad, &RecordRules::DEFAULT).is_err(), "{codec:?}");
         }
         // A bare snappy block whose length header claims far more than it
         // can inflate to is refused before it is allocated.
@@ -908,10 +918,16 @@ pub(crate) mod tests {
             b[ATTRIBUTES + 1] = (b[ATTRIBUTES + 1] & !CODEC_MASK) | 2;
             b.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0]);
         });
-        assert_eq!(check(&bomb, &PLAIN), Err(RecordsError::Corrupt));
+        assert_eq!(
+            check(&bomb, &RecordRules::DEFAULT),
+            Err(RecordsError::Corrupt)
+        );
         // A codec number Kafka does not define.
         let unknown = altered(&batch, |b| b[ATTRIBUTES + 1] |= 0x07);
-        assert_eq!(check(&unknown, &PLAIN), Err(RecordsError::Corrupt));
+        assert_eq!(
+            check(&unknown, &RecordRules::DEFAULT),
+            Err(RecordsError::Corrupt)
+        );
     }
 
     #[test]
@@ -921,7 +937,7 @@ pub(crate) mod tests {
         let huge = record(0, 7, None, Bytes::from(vec![0u8; 64 << 20]));
         let bytes = encode(&[huge], Compression::Zstd);
         assert!(bytes.len() < 1 << 20, "{} bytes", bytes.len());
-        assert!(check(&bytes, &PLAIN).is_ok());
+        assert!(check(&bytes, &RecordRules::DEFAULT).is_ok());
         assert_eq!(
             first_at_or_after(&bytes, 7),
             Some(RecordMeta {

@@ -13,6 +13,7 @@
 
 use super::batch_header::{seal, ATTRIBUTES, CODEC_MASK, HEADER_LEN, LENGTH, LOG_OVERHEAD};
 use super::batch_records::{self, RecordsError};
+use super::topic_config::LZ4_DEFAULT_LEVEL;
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use std::io::{self, Read, Write};
@@ -58,8 +59,6 @@ pub struct Target {
 const ZSTD_LAST_PLAIN_LEVEL: i32 = 19;
 const ZSTD_ULTRA_TABLES: (u32, u32, u32) = (23, 24, 22);
 
-/// Kafka's default lz4 level, at which it uses lz4's fast compressor.
-const LZ4_FAST: i32 = 9;
 /// The lowest level of lz4's high-compression compressor in its frames.
 const LZ4_LOWEST_HIGH: u32 = 2;
 
@@ -142,7 +141,7 @@ fn compress(mut source: impl Read, target: Target, out: &mut Capped) -> io::Resu
                 // one, whose levels end at 12 (higher ones are 12). Kafka
                 // uses that one at every level but its default, 1 too,
                 // which is 2 here, the lowest.
-                .level(if target.level == LZ4_FAST {
+                .level(if target.level == LZ4_DEFAULT_LEVEL {
                     0
                 } else {
                     target.level.unsigned_abs().max(LZ4_LOWEST_HIGH)

@@ -159,6 +159,9 @@ const PRODUCER: i64 = -1;
 /// Produce v7 and Fetch v10 do not read.
 pub const GZIP: u8 = 1;
 pub const LZ4: u8 = 3;
+/// Kafka's default lz4 level: the one at which it uses lz4's fast
+/// compressor rather than its high-compression one.
+pub const LZ4_DEFAULT_LEVEL: i32 = 9;
 pub const ZSTD: u8 = 4;
 
 /// A compression level config: its codec, the levels Kafka takes (gzip
@@ -183,7 +186,7 @@ const LEVELS: [Level; 3] = [
         name: COMPRESSION_LZ4_LEVEL,
         codec: LZ4,
         range: (1, 17),
-        default: 9,
+        default: LZ4_DEFAULT_LEVEL as i64,
     },
     Level {
         name: COMPRESSION_ZSTD_LEVEL,
