@@ -724,7 +724,8 @@ fn a_topics_compression_level_is_the_level_its_batches_are_rewritten_at() {
 fn configs_of_kafkas_files_and_cleaner_are_taken_and_kept_without_effect() {
     let server = server();
     let addr = server.addrs()[0];
-    // As Kafka Streams creates a repartition topic.
+    // As Kafka Streams creates a repartition topic, with a segment.ms
+    // that Streams does not set added among its configs.
     let repartition = [
         ("cleanup.policy", "delete"),
         ("segment.bytes", "52428800"),

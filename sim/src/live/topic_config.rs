@@ -62,7 +62,7 @@ pub const APPLIED: [&str; 12] = [
 /// this broker keeps each partition's batches in memory and compacts
 /// nothing (a compacted topic keeps every record, so at least each key's
 /// latest). Tools that create topics with them (Kafka Streams' internal
-/// topics set `segment.bytes` and `segment.ms`, for one) are served as
+/// repartition topics set `segment.bytes`, for one) are served as
 /// Kafka serves them. `message.downconversion.enable` has no effect in
 /// Kafka 4 either. Each with the values Kafka takes and its default.
 pub const INERT: [Inert; 14] = [
