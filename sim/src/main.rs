@@ -353,7 +353,10 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
     let stop_sim = Arc::new(AtomicBool::new(false));
     let simulated = (!args.no_sim_traffic).then(|| {
         let mut sim_cfg = cfg.clone();
-        sim_cfg.duration = until.unwrap_or(Duration::from_secs(1_000_000));
+        // Without --duration-s the server runs until a signal; the
+        // simulated traffic beside it runs as long, up to the longest run
+        // the harness takes (a day), after which the server goes on alone.
+        sim_cfg.duration = until.unwrap_or(Duration::from_secs_f64(l::DURATION_S.max));
         let stop = Arc::clone(&stop_sim);
         std::thread::spawn(move || (broker_sim::run_until(&sim_cfg, stop), sim_cfg))
     });

@@ -89,6 +89,44 @@ fn serve_prints_its_ports_and_a_passing_report_at_the_end_of_its_duration() {
     assert!(!out.contains("result: PASS"), "{out}");
 }
 
+/// The README's `--serve`, as typed: no duration, simulated traffic beside
+/// the real clients, stopped by a signal. Both reports pass and it exits 0.
+#[test]
+fn serve_without_a_duration_runs_its_simulated_traffic_until_the_signal() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_broker-sim"))
+        .args(["--serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.contains("listening on"), "{first}");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{rest}{err}");
+    assert!(rest.contains("simulated traffic beside"), "{rest}{err}");
+    assert!(rest.contains("result: PASS"), "{rest}{err}");
+    assert!(rest.contains("PASS: every parked request"), "{rest}{err}");
+}
+
 #[test]
 fn serve_fences_a_crashed_broker_after_kafkas_session_timeout_unless_told_otherwise() {
     // Broker 1 leads one of the three partitions and crashes 0.5 s into a
