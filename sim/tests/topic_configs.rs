@@ -184,11 +184,23 @@ fn leader(server: &Server, topic: &str) -> SocketAddr {
 
 #[test]
 fn a_topics_min_insync_replicas_decides_which_acks_all_produces_are_taken() {
-    let server = server();
+    use broker_sim::config::Fault;
+    use std::time::{Duration, Instant};
+    // Every follower lags from the start and, once it has missed a
+    // record for 300 ms, leaves the ISR: each leader is left alone in it.
+    let slow = |broker| Fault::SlowFollower {
+        broker,
+        from: Duration::ZERO,
+        until: Duration::from_secs(3600),
+        delay: Duration::from_secs(60),
+    };
+    let server = server_with(LiveConfig {
+        replica_lag: Duration::from_millis(300),
+        faults: vec![slow(0), slow(1), slow(2)],
+        ..LiveConfig::default()
+    });
     let addr = server.addrs()[0];
-    // Two replicas, and three in sync asked for: nothing with acks=all can
-    // be taken, acks=1 can.
-    let (error, configs) = create(addr, "strict", 2, &[("min.insync.replicas", "3")]);
+    let (error, configs) = create(addr, "strict", 3, &[("min.insync.replicas", "3")]);
     assert_eq!(error, 0);
     assert!(
         configs.contains(&(
@@ -208,24 +220,53 @@ fn a_topics_min_insync_replicas_decides_which_acks_all_produces_are_taken() {
         ("3".into(), TOPIC_SOURCE, false)
     );
     let at = leader(&server, "strict");
+    assert_eq!(produce(at, "strict", 1, b"taken"), 0);
+    let log_of = |topic: &str| {
+        let t = server.cluster().topic(topic).expect("the topic exists");
+        let log = t.partitions[0].log.lock();
+        (log.isr.len(), log.hw, log.log_end())
+    };
+    let start = Instant::now();
+    while log_of("strict").0 > 1 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the ISR shrinks");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let not_enough = ResponseError::NotEnoughReplicas.code();
     assert_eq!(produce(at, "strict", -1, b"refused"), not_enough);
-    assert_eq!(produce(at, "strict", 1, b"taken"), 0);
-    // Checked only, then deleted: back to the broker's 2, which the two
-    // replicas meet.
+    // acks=1 is taken, but below min.insync the high watermark stands
+    // still, as in Kafka: nobody reads it yet.
+    assert_eq!(produce(at, "strict", 1, b"held"), 0);
+    let (_, hw, end) = log_of("strict");
+    assert!(hw < end, "hw {hw}, log end {end}");
+    // Checked only, then deleted: back to the broker's 2, which one
+    // replica in sync does not meet either.
     let delete = [("min.insync.replicas", DELETE, None)];
     assert_eq!(alter(addr, TOPIC, "strict", &delete, true), 0);
-    assert_eq!(produce(at, "strict", -1, b"still refused"), not_enough);
     assert_eq!(alter(addr, TOPIC, "strict", &delete, false), 0);
     assert_eq!(
         described(addr, TOPIC, "strict", "min.insync.replicas"),
         ("2".into(), BROKER_SOURCE, false)
     );
+    assert_eq!(produce(at, "strict", -1, b"still refused"), not_enough);
+    // One is enough: taken, and everything held becomes readable.
+    let one = [("min.insync.replicas", SET, Some("1"))];
+    assert_eq!(alter(addr, TOPIC, "strict", &one, false), 0);
     assert_eq!(produce(at, "strict", -1, b"taken at last"), 0);
+    let (_, hw, end) = log_of("strict");
+    assert_eq!(hw, end);
     // Set again, by the set operation this time.
     let set = [("min.insync.replicas", SET, Some("3"))];
     assert_eq!(alter(addr, TOPIC, "strict", &set, false), 0);
     assert_eq!(produce(at, "strict", -1, b"refused again"), not_enough);
+    // More than the replicas asks for all of them, as in Kafka: a topic
+    // of one replica takes acks=all whatever its min.insync.replicas.
+    assert_eq!(
+        create(addr, "single", 1, &[("min.insync.replicas", "3")]).0,
+        0
+    );
+    let at = leader(&server, "single");
+    assert_eq!(produce(at, "single", -1, b"taken"), 0);
+    assert_eq!(log_of("single").1, 1);
     passes(server);
 }
 

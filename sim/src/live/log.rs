@@ -12,10 +12,12 @@ use super::leader_epochs::LeaderEpochs;
 use super::partition_txns::{AbortedTxn, PartitionTxns, TxnBatch};
 use super::producers::{ProducerBatch, Producers, SequenceError, Verdict};
 use super::recompress::{self, RewriteError, Target};
+use super::topic_config::TopicConfig;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// A batch as stored: its offsets and its bytes, base offset assigned.
@@ -138,6 +140,29 @@ pub struct PartitionLog {
     /// Its topic was deleted: it has no leader, and requests still holding
     /// it are answered UNKNOWN_TOPIC_OR_PARTITION.
     pub deleted: bool,
+    /// Where its `min.insync.replicas` is read.
+    pub min_insync: MinInsync,
+}
+
+/// Where a partition's `min.insync.replicas` comes from: its topic's
+/// config, read as it is now (an AlterConfigs takes effect at once), else
+/// the broker's.
+#[derive(Debug, Clone)]
+pub struct MinInsync {
+    /// The topic's own settings.
+    pub topic: Arc<TopicConfig>,
+    /// The broker's `min.insync.replicas`.
+    pub broker: u32,
+}
+
+impl Default for MinInsync {
+    /// No topic setting, and Kafka's broker default, 1.
+    fn default() -> Self {
+        MinInsync {
+            topic: Arc::default(),
+            broker: 1,
+        }
+    }
 }
 
 impl PartitionLog {
@@ -162,7 +187,18 @@ impl PartitionLog {
             producers: Producers::default(),
             txns: PartitionTxns::default(),
             deleted: false,
+            min_insync: MinInsync::default(),
         }
+    }
+
+    /// The number of in-sync replicas an `acks=all` produce needs, and
+    /// below which the high watermark stands still: `min.insync.replicas`,
+    /// but never more than the partition has replicas. So a topic made
+    /// with one replica on a broker that asks for two takes `acks=all`
+    /// produces, as Kafka's leaders do (its `Partition.effectiveMinIsr`).
+    pub fn effective_min_insync(&self) -> usize {
+        let configured = self.min_insync.topic.min_insync(self.min_insync.broker);
+        configured.min(self.replicas.len())
     }
 
     /// The leader's log end offset: the next offset to assign.
@@ -529,8 +565,14 @@ impl PartitionLog {
     }
 
     /// Moves the high watermark to the lowest log end in the ISR; returns
-    /// whether it moved. It never moves back.
+    /// whether it moved. It never moves back, and, as in Kafka, it stands
+    /// still while the ISR is smaller than the effective
+    /// `min.insync.replicas`: what an `acks=1` produce appends meanwhile
+    /// becomes readable once enough replicas have it again.
     pub fn advance_hw(&mut self) -> bool {
+        if self.isr.len() < self.effective_min_insync() {
+            return false;
+        }
         let lowest = self
             .isr
             .iter()
@@ -765,6 +807,7 @@ fn first_record_at_or_after(batch: &StoredBatch, timestamp: i64) -> (i64, i64) {
 mod tests {
     use super::*;
     use crate::live::batch_records::{Fault, RecordFaults};
+    use crate::live::topic_config::MIN_INSYNC_REPLICAS;
     use crate::wire::client::{batch, idempotent_batch, timed_batch, transactional_batch, values};
 
     const RULES: AppendRules = AppendRules {
@@ -782,6 +825,40 @@ mod tests {
                 ..*self
             }
         }
+    }
+
+    #[test]
+    fn min_insync_is_capped_by_the_replicas_and_holds_the_high_watermark() {
+        let config = Arc::new(TopicConfig::default());
+        let mut log = PartitionLog::new(vec![0, 1, 2], Instant::now());
+        log.min_insync = MinInsync {
+            topic: Arc::clone(&config),
+            broker: 2,
+        };
+        assert_eq!(log.effective_min_insync(), 2);
+        // One replica on a broker asking for two: one is enough.
+        let mut alone = PartitionLog::new(vec![0], Instant::now());
+        alone.min_insync = log.min_insync.clone();
+        assert_eq!(alone.effective_min_insync(), 1);
+        alone.append(&batch(&[b"a"]), &RULES, None).unwrap();
+        assert_eq!(alone.hw, 1);
+        // The topic's own setting, read as it is now, capped as well.
+        assert!(config.set(MIN_INSYNC_REPLICAS, Some(5)));
+        assert_eq!(log.effective_min_insync(), 3);
+        assert!(config.set(MIN_INSYNC_REPLICAS, Some(1)));
+        assert_eq!(log.effective_min_insync(), 1);
+        assert!(config.set(MIN_INSYNC_REPLICAS, None));
+
+        // Below min.insync the high watermark stands still, though the
+        // ISR's every member has the records; it moves once enough do.
+        log.isr = vec![0];
+        log.append(&batch(&[b"a", b"b"]), &RULES, None).unwrap();
+        assert_eq!(log.hw, 0);
+        assert!(!log.advance_hw());
+        log.replica_leo[1] = 2;
+        log.isr.push(1);
+        assert!(log.advance_hw());
+        assert_eq!(log.hw, 2);
     }
 
     #[test]

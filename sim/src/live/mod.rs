@@ -55,7 +55,7 @@ mod untrusted_batches;
 pub use batch_records::RecordsError;
 pub use checks::Checks;
 pub use groups::{GroupConfig, GroupState};
-pub use log::{AppendError, AppendRules, Appended, PartitionLog, StoredBatch};
+pub use log::{AppendError, AppendRules, Appended, MinInsync, PartitionLog, StoredBatch};
 pub use producers::{ProducerBatch, Producers, SequenceError, Verdict};
 pub use service::{BrokerService, APIS};
 pub use topics::{valid_topic_name, Partition, Topic};
@@ -443,7 +443,7 @@ impl LiveCluster {
                     topic: Arc::clone(&name),
                     config: Arc::clone(&config),
                     index: i as i32,
-                    log: parking_lot::Mutex::new(self.new_log(replicas, now)),
+                    log: parking_lot::Mutex::new(self.new_log(replicas, &config, now)),
                 })
             })
             .collect();
@@ -483,7 +483,7 @@ impl LiveCluster {
                 topic: Arc::clone(&topic.name),
                 config: Arc::clone(&topic.config),
                 index: (have + i) as i32,
-                log: parking_lot::Mutex::new(self.new_log(replicas, now)),
+                log: parking_lot::Mutex::new(self.new_log(replicas, &topic.config, now)),
             }));
         }
         let grown = Arc::new(Topic {
@@ -536,8 +536,12 @@ impl LiveCluster {
     /// An empty partition on `replicas`, led by the first live one, with
     /// the live ones in sync: a crashed broker neither leads nor counts
     /// towards the ISR of a partition made after it went down.
-    fn new_log(&self, replicas: Vec<u32>, now: Instant) -> PartitionLog {
+    fn new_log(&self, replicas: Vec<u32>, config: &Arc<TopicConfig>, now: Instant) -> PartitionLog {
         let mut log = PartitionLog::new(replicas, now);
+        log.min_insync = MinInsync {
+            topic: Arc::clone(config),
+            broker: self.cfg.min_insync,
+        };
         log.isr.retain(|&b| self.is_unfenced(b));
         log.leader = log.isr.first().copied();
         log

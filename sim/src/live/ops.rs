@@ -28,8 +28,6 @@ pub struct ProducePart {
 pub struct WireProduce {
     pub broker: u32,
     pub parts: Vec<ProducePart>,
-    /// The broker's `min.insync.replicas`, for topics that set none.
-    pub min_insync: u32,
     pub timeout: Duration,
     pub outcome: Option<Outcome>,
     pub checks: Arc<Checks>,
@@ -52,8 +50,7 @@ impl DelayedOperation for WireProduce {
                 // watermark passed it, but if the ISR has shrunk below
                 // min.insync.replicas meanwhile (the topic's, as it is
                 // now), fewer replicas than asked for have it.
-                let min_insync = part.partition.config.min_insync(self.min_insync);
-                part.error = Some(if log.isr.len() >= min_insync {
+                part.error = Some(if log.isr.len() >= log.effective_min_insync() {
                     0
                 } else {
                     ResponseError::NotEnoughReplicasAfterAppend.code()

@@ -605,7 +605,6 @@ impl BrokerService {
             let op = WireProduce {
                 broker: self.id,
                 parts: parked,
-                min_insync: self.cluster.cfg.min_insync,
                 timeout,
                 outcome: None,
                 checks: Arc::clone(&checks),
@@ -770,7 +769,7 @@ impl BrokerService {
                 return Err(code(ResponseError::NotLeaderOrFollower).into());
             }
             let cfg = &self.cluster.cfg;
-            if acks == -1 && log.isr.len() < p.config.min_insync(cfg.min_insync) {
+            if acks == -1 && log.isr.len() < log.effective_min_insync() {
                 return Err(code(ResponseError::NotEnoughReplicas).into());
             }
             let hw = log.hw;
