@@ -24,8 +24,12 @@ pub struct Partition {
     pub caught_up_at: Vec<u64>,
     /// The leader's log end when it last answered each follower's fetch.
     pub served_leo: Vec<u64>,
-    /// High watermark.
+    /// High watermark. As in Kafka, it stands still while the ISR is
+    /// smaller than `min_insync`.
     pub hw: u64,
+    /// `min.insync.replicas`, capped by the replicas (Kafka's effective
+    /// minimum).
+    pub min_insync: usize,
     /// Leader epoch.
     pub epoch: u64,
     /// What the leader publishes to parked operations.
@@ -42,11 +46,13 @@ pub struct Change {
 }
 
 impl Partition {
-    /// Partition `id` with replicas on `replicas` (leader first), all in sync.
-    pub fn new(id: u32, replicas: Vec<u32>, brokers: u32) -> Self {
+    /// Partition `id` with replicas on `replicas` (leader first), all in
+    /// sync, asking for `min_insync` of them in sync.
+    pub fn new(id: u32, replicas: Vec<u32>, brokers: u32, min_insync: u32) -> Self {
         let n = brokers as usize;
         let p = Partition {
             id,
+            min_insync: (min_insync as usize).min(replicas.len()),
             leader: replicas.first().copied(),
             isr: replicas.clone(),
             replicas,
@@ -128,11 +134,16 @@ impl Partition {
     }
 
     /// HW = the smallest log end over the ISR (the leader's own, and its
-    /// view of each follower's). Never moves back.
+    /// view of each follower's). Never moves back, and stands still while
+    /// fewer than `min_insync` are in sync (Kafka's leaders since 3.7), so
+    /// a produce waiting for it then waits out its timeout.
     fn recompute_hw(&mut self) -> Change {
         let Some(leader) = self.leader else {
             return Change::default();
         };
+        if self.isr.len() < self.min_insync {
+            return Change::default();
+        }
         let hw = self
             .isr
             .iter()
@@ -237,7 +248,7 @@ mod tests {
 
     #[test]
     fn the_hw_waits_for_every_in_sync_follower() {
-        let mut p = Partition::new(0, vec![0, 1, 2], 3);
+        let mut p = Partition::new(0, vec![0, 1, 2], 3, 1);
         let (leo, change) = p.append(100);
         assert_eq!((leo, change.hw_moved, p.hw), (100, false, 0));
         assert!(!p.follower_fetched(1, 100, 5).hw_moved);
@@ -249,7 +260,7 @@ mod tests {
 
     #[test]
     fn a_lagging_follower_leaves_the_isr_and_the_hw_moves_on() {
-        let mut p = Partition::new(0, vec![0, 1, 2], 3);
+        let mut p = Partition::new(0, vec![0, 1, 2], 3, 1);
         p.append(100);
         p.served_leo[1] = 100;
         p.follower_fetched(1, 100, 1_000);
@@ -264,8 +275,28 @@ mod tests {
     }
 
     #[test]
+    fn below_min_insync_the_hw_stands_still_until_enough_are_back() {
+        // Asking for more than the replicas asks for all of them.
+        assert_eq!(Partition::new(0, vec![0, 1], 3, 3).min_insync, 2);
+        let mut p = Partition::new(0, vec![0, 1, 2], 3, 2);
+        p.append(100);
+        // Neither follower caught up: both leave, and the leader alone
+        // holds its records back.
+        let change = p.shrink_isr(20_000, 10_000);
+        assert!(change.isr_changed && !change.hw_moved);
+        assert_eq!((p.isr.clone(), p.hw), (vec![0], 0));
+        assert!(!p.append(50).1.hw_moved);
+        // Follower 1 catches up to the high watermark, joins, and the
+        // HW moves to what the two have.
+        p.served_leo[1] = 150;
+        let change = p.follower_fetched(1, 150, 21_000);
+        assert!(change.isr_changed && change.hw_moved);
+        assert_eq!((p.isr.clone(), p.hw), (vec![0, 1], 150));
+    }
+
+    #[test]
     fn a_dead_leader_hands_over_to_an_in_sync_replica_without_losing_committed_data() {
-        let mut p = Partition::new(0, vec![1, 0, 2], 3);
+        let mut p = Partition::new(0, vec![1, 0, 2], 3, 1);
         p.append(100);
         p.follower_fetched(0, 100, 1);
         p.follower_fetched(2, 80, 1);
@@ -282,7 +313,7 @@ mod tests {
 
     #[test]
     fn a_restarted_preferred_replica_leads_again_once_in_sync() {
-        let mut p = Partition::new(0, vec![1, 0, 2], 3);
+        let mut p = Partition::new(0, vec![1, 0, 2], 3, 1);
         p.append(100);
         p.follower_fetched(0, 100, 1);
         p.follower_fetched(2, 100, 1);
@@ -307,7 +338,7 @@ mod tests {
 
     #[test]
     fn the_first_replica_back_with_every_committed_record_leads_a_partition_nobody_led() {
-        let mut p = Partition::new(0, vec![1, 2], 3);
+        let mut p = Partition::new(0, vec![1, 2], 3, 1);
         p.append(100);
         p.remove_broker(2, &[true, true, false], 1);
         p.remove_broker(1, &[true, false, false], 2);
@@ -323,7 +354,7 @@ mod tests {
     fn an_out_of_sync_replica_does_not_take_over_and_cut_committed_data() {
         // Follower 2, at 60, never caught up and leaves the ISR; the leader
         // and follower 0 hold 100, all of it committed.
-        let mut p = Partition::new(0, vec![1, 0, 2], 3);
+        let mut p = Partition::new(0, vec![1, 0, 2], 3, 1);
         p.append(100);
         p.served_leo[0] = 100;
         p.follower_fetched(0, 100, 1_000);

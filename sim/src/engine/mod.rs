@@ -188,7 +188,7 @@ impl Engine {
         let partitions: Vec<Partition> = (0..cfg.partitions)
             .map(|p| {
                 let replicas = (0..cfg.replication_factor).map(|i| (p + i) % n).collect();
-                Partition::new(p, replicas, n)
+                Partition::new(p, replicas, n, cfg.min_insync)
             })
             .collect();
         let consumers = (0..cfg.consumers)
