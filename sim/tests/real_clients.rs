@@ -557,11 +557,14 @@ fn confluent_kafka_reads_back_a_zstd_topic_whatever_each_producer_compressed_wit
         .iter()
         .map(|b| (b.base, b.bytes[22] & 0x07))
         .collect();
-    assert!(stored.iter().any(|b| b.0 >= 100), "{stored:?}");
-    for (base, codec) in &stored {
-        let expected = if *base < 100 { 4 } else { 1 };
-        assert_eq!(*codec, expected, "the batch at {base}: {stored:?}");
-    }
+    // Rewritten into zstd while the topic named it; then kept as the
+    // producer sent them: gzip, or uncompressed where librdkafka found
+    // that gzip did not shrink a batch (one of a single short record,
+    // when a busy machine let its linger run out early).
+    let (zstd, producers): (Vec<&(i64, u8)>, Vec<_>) = stored.iter().partition(|b| b.0 < 100);
+    assert!(zstd.iter().all(|b| b.1 == 4), "{stored:?}");
+    assert!(producers.iter().any(|b| b.1 == 1), "{stored:?}");
+    assert!(producers.iter().all(|b| b.1 <= 1), "{stored:?}");
     passes(server);
 }
 
