@@ -171,3 +171,106 @@ fn an_unclean_election_brings_an_offline_partition_back_on_a_replica_out_of_sync
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
 }
+
+/// Sets or creates with `unclean.leader.election.enable=true`: topic
+/// `name` altered (IncrementalAlterConfigs), or created with three
+/// partitions (CreateTopics); the error code.
+fn allow_unclean(server: &Server, name: &str, create: bool) -> i16 {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{CreateTopicsRequest, IncrementalAlterConfigsRequest};
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    // Broker 2 stays up throughout.
+    let mut client = Client::connect(server.addrs()[2]);
+    if create {
+        let mut c = CreatableTopicConfig::default();
+        c.name = s("unclean.leader.election.enable");
+        c.value = Some(s("TRUE"));
+        let mut t = CreatableTopic::default();
+        t.name = self::name(name);
+        t.num_partitions = 3;
+        t.replication_factor = 3;
+        t.configs = vec![c];
+        let mut r = CreateTopicsRequest::default();
+        r.topics = vec![t];
+        r.timeout_ms = 5_000;
+        return client.call(&r, 7).topics[0].error_code;
+    }
+    let mut c = AlterableConfig::default();
+    c.name = s("unclean.leader.election.enable");
+    c.value = Some(s("true"));
+    let mut res = AlterConfigsResource::default();
+    res.resource_type = 2;
+    res.resource_name = s(name);
+    res.configs = vec![c];
+    let mut r = IncrementalAlterConfigsRequest::default();
+    r.resources = vec![res];
+    client.call(&r, 1).responses[0].error_code
+}
+
+#[test]
+fn a_topic_that_allows_unclean_elections_is_led_by_a_replica_out_of_sync() {
+    // Broker 2 never fetches: it leaves an ISR 200 ms after it falls
+    // behind.
+    let server = server(LiveConfig {
+        faults: vec![Fault::SlowFollower {
+            broker: 2,
+            from: Duration::ZERO,
+            until: Duration::from_secs(3600),
+            delay: Duration::from_secs(3600),
+        }],
+        replica_lag: Duration::from_millis(200),
+        ..LiveConfig::default()
+    });
+    let cluster = server.cluster();
+    assert_eq!(allow_unclean(&server, "eager", true), 0);
+    // A partition of each topic that broker 2 follows, with five records
+    // acknowledged once broker 2 has left its ISR.
+    let followed = |topic: &str| {
+        let t = cluster.topic(topic).unwrap();
+        let p = t
+            .partitions
+            .iter()
+            .find(|p| p.log.lock().leader != Some(2))
+            .expect("broker 2 does not lead every partition");
+        std::sync::Arc::clone(p)
+    };
+    let (orders, eager) = (followed("orders"), followed("eager"));
+    for p in [&orders, &eager] {
+        let leader = p.log.lock().leader.unwrap();
+        let r = produce_request(
+            &p.topic,
+            &[(p.index, batch(&[b"a", b"b", b"c", b"d", b"e"]))],
+            -1,
+            10_000,
+        );
+        let answer = Client::connect(server.addrs()[leader as usize]).call(&r, 9);
+        assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
+        assert_eq!(p.log.lock().hw, 5);
+    }
+    // Both others go down: nobody in sync is left.
+    cluster.crash(0);
+    cluster.crash(1);
+    // The topic that allows it is led by broker 2 at once, with what it
+    // has: none of the five.
+    {
+        let log = eager.log.lock();
+        assert_eq!((log.leader, log.isr.clone()), (Some(2), vec![2]));
+        assert_eq!((log.log_end(), log.hw), (0, 0));
+    }
+    // The other waits offline, as Kafka's default has it...
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(orders.log.lock().leader, None);
+    // ...until it is allowed: the next check elects broker 2.
+    assert_eq!(allow_unclean(&server, "orders", false), 0);
+    let start = std::time::Instant::now();
+    while orders.log.lock().leader.is_none() {
+        assert!(start.elapsed() < Duration::from_secs(5), "elected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(orders.log.lock().leader, Some(2));
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}

@@ -802,14 +802,15 @@ fn configs_of_kafkas_files_and_cleaner_are_taken_and_kept_without_effect() {
     let at = leader(&server, "app-repartition");
     assert_eq!(produce(at, "app-repartition", -1, b"kept"), 0);
     // Kafka's bounds, and the configs this broker neither applies nor
-    // takes (replication throttles, tiered storage, unclean elections).
+    // takes (replication throttles, tiered storage).
     for (name, value) in [
         ("segment.bytes", "13"),
         ("segment.ms", "0"),
         ("min.cleanable.dirty.ratio", "1.5"),
         ("preallocate", "yes"),
-        ("unclean.leader.election.enable", "false"),
+        ("unclean.leader.election.enable", "maybe"),
         ("remote.storage.enable", "false"),
+        ("leader.replication.throttled.replicas", "*"),
     ] {
         let error = alter(
             addr,

@@ -1668,6 +1668,7 @@ fn describe_configs(
                     "max.compaction.lag.ms",
                     "min.cleanable.dirty.ratio",
                     "message.downconversion.enable",
+                    "unclean.leader.election.enable",
                 ]
                 .contains(&e.name.as_str());
             assert_eq!(e.read_only, !alterable, "{}", e.name.as_str());
@@ -1711,6 +1712,11 @@ fn describe_configs_gives_the_settings_the_cluster_runs_with() {
         Some(("2000000".into(), 4, 3))
     );
     assert_eq!(value(&topic, "retention.ms"), Some(("-1".into(), 5, 5)));
+    // 1: a boolean.
+    assert_eq!(
+        value(&topic, "unclean.leader.election.enable"),
+        Some(("false".into(), 5, 1))
+    );
     // Only the keys asked for; types only from v3.
     let (_, some) = describe_configs(
         &mut c,

@@ -307,7 +307,7 @@ mod tests {
             ResponseError::InvalidConfig
         );
         assert_eq!(
-            refused(&[("unclean.leader.election.enable", DELETE, None)]),
+            refused(&[("remote.storage.enable", DELETE, None)]),
             ResponseError::InvalidConfig
         );
         assert_eq!(

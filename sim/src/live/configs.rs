@@ -11,7 +11,7 @@ use super::topic_config::{
     self, TopicConfig, Value, CLEANUP_POLICY, COMPRESSION_GZIP_LEVEL, COMPRESSION_LZ4_LEVEL,
     COMPRESSION_TYPE, COMPRESSION_ZSTD_LEVEL, MAX_MESSAGE_BYTES, MESSAGE_TIMESTAMP_AFTER_MAX_MS,
     MESSAGE_TIMESTAMP_BEFORE_MAX_MS, MESSAGE_TIMESTAMP_TYPE, MIN_INSYNC_REPLICAS, RETENTION_BYTES,
-    RETENTION_MS,
+    RETENTION_MS, UNCLEAN_LEADER_ELECTION_ENABLE,
 };
 use super::txns::MAX_TIMEOUT;
 use super::LiveConfig;
@@ -218,6 +218,11 @@ impl BrokerService {
             level(COMPRESSION_GZIP_LEVEL),
             level(COMPRESSION_LZ4_LEVEL),
             level(COMPRESSION_ZSTD_LEVEL),
+            own(
+                UNCLEAN_LEADER_ELECTION_ENABLE,
+                ("false".into(), DEFAULT_CONFIG),
+                Kind::Boolean,
+            ),
         ];
         // Those taken without effect, each with Kafka's default.
         entries.extend(topic_config::INERT.iter().map(|c| {

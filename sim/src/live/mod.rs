@@ -348,6 +348,7 @@ impl LiveCluster {
                         cluster.fences_due(now);
                         cluster.check_isr(now);
                         cluster.elect_preferred_leaders();
+                        cluster.elect_unclean_leaders();
                         cluster.expire_by_time();
                         last_isr_check = now;
                     }
@@ -698,7 +699,13 @@ impl LiveCluster {
                 let mut log = p.log.lock();
                 log.isr.retain(|&b| b != dead);
                 if log.leader == Some(dead) {
-                    let next = log.isr.iter().copied().find(|&b| self.is_unfenced(b));
+                    let mut next = log.isr.iter().copied().find(|&b| self.is_unfenced(b));
+                    if next.is_none() && p.config.unclean_election() {
+                        // Nobody in sync is left, and the topic lets a live
+                        // replica out of sync lead, with what it has.
+                        next = log.replicas.iter().copied().find(|&b| self.is_unfenced(b));
+                        log.isr = next.into_iter().collect();
+                    }
                     rewritten.extend(self.hand_over(p, &mut log, next));
                 }
                 if log.advance_hw() {
@@ -759,7 +766,8 @@ impl LiveCluster {
     /// taking back its leaderships: `elect_preferred_leaders`). A
     /// partition that nobody led gets it as leader if it holds every
     /// committed record; otherwise it stays offline, as with Kafka's
-    /// unclean leader election off.
+    /// unclean leader election off, unless its topic sets
+    /// `unclean.leader.election.enable`: then it leads with what it has.
     pub fn restart(&self, back: u32) {
         let Some(broker) = self.brokers.get(back as usize) else {
             return;
@@ -795,7 +803,7 @@ impl LiveCluster {
                 log.replica_leo[i] = log.replica_leo[i].max(log.log_start);
                 if log.leader.is_some() {
                     catch_up.push((Arc::clone(p), log.log_end()));
-                } else if log.replica_leo[i] >= log.hw {
+                } else if log.replica_leo[i] >= log.hw || p.config.unclean_election() {
                     log.isr = vec![back];
                     rewritten.extend(self.hand_over(p, &mut log, Some(back)));
                     if log.advance_hw() {
@@ -848,6 +856,32 @@ impl LiveCluster {
         }
         for (old, key) in led_away {
             self.cancel_parked(&self.brokers[old as usize], vec![key]);
+        }
+        self.after_hand_overs(rewritten, moved);
+    }
+
+    /// Kafka's controller's periodic unclean elections: each partition
+    /// with no leader whose topic now allows an unclean election
+    /// (`unclean.leader.election.enable` set after it went offline) goes
+    /// to a live replica. Kafka checks every five minutes; this broker
+    /// with its other checks, every 100 ms.
+    fn elect_unclean_leaders(&self) {
+        let mut moved = Vec::new();
+        let mut rewritten = Vec::new();
+        for topic in self.topics() {
+            if !topic.config.unclean_election() {
+                continue;
+            }
+            for p in &topic.partitions {
+                let mut log = p.log.lock();
+                if log.leader.is_some() || log.deleted {
+                    continue;
+                }
+                if self.elect_locked(p, &mut log, true, &mut rewritten).is_ok() && log.advance_hw()
+                {
+                    moved.push(Arc::clone(p));
+                }
+            }
         }
         self.after_hand_overs(rewritten, moved);
     }

@@ -39,9 +39,14 @@ pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS: &str = "message.timestamp.after.max.ms
 pub const COMPRESSION_GZIP_LEVEL: &str = "compression.gzip.level";
 pub const COMPRESSION_LZ4_LEVEL: &str = "compression.lz4.level";
 pub const COMPRESSION_ZSTD_LEVEL: &str = "compression.zstd.level";
+/// `unclean.leader.election.enable`: whether a partition whose in-sync
+/// replicas are all down is given to a live replica out of sync, which
+/// loses what that replica does not have (`false`, Kafka's default: it
+/// waits offline for an in-sync one).
+pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
 
 /// The topic configs this broker applies, by Kafka's names.
-pub const APPLIED: [&str; 12] = [
+pub const APPLIED: [&str; 13] = [
     MIN_INSYNC_REPLICAS,
     MAX_MESSAGE_BYTES,
     RETENTION_BYTES,
@@ -54,6 +59,7 @@ pub const APPLIED: [&str; 12] = [
     COMPRESSION_GZIP_LEVEL,
     COMPRESSION_LZ4_LEVEL,
     COMPRESSION_ZSTD_LEVEL,
+    UNCLEAN_LEADER_ELECTION_ENABLE,
 ];
 
 /// Kafka's topic configs this broker takes, keeps and describes, but
@@ -136,6 +142,7 @@ const TIMESTAMP_AFTER_AT: usize = 8;
 const GZIP_LEVEL_AT: usize = 9;
 const LZ4_LEVEL_AT: usize = 10;
 const ZSTD_LEVEL_AT: usize = 11;
+const UNCLEAN_AT: usize = 12;
 
 /// `cleanup.policy`'s values, as bits of its slot.
 const DELETE: i64 = 1;
@@ -344,6 +351,13 @@ impl TopicConfig {
         self.at(at).unwrap_or(default) as i32
     }
 
+    /// Whether a partition with nobody in sync alive goes to a live
+    /// replica out of sync (`unclean.leader.election.enable`; Kafka's
+    /// default, and this broker's, is not to).
+    pub fn unclean_election(&self) -> bool {
+        self.at(UNCLEAN_AT) == Some(1)
+    }
+
     /// The record timestamps a produce may carry when the leader's clock
     /// reads `now_ms`, from `message.timestamp.before.max.ms` and
     /// `message.timestamp.after.max.ms`; `None` where the topic sets
@@ -375,6 +389,7 @@ pub fn show(name: &str, v: i64) -> String {
             .find(|&&(_, id)| id == v)
             .map_or("producer", |&(name, _)| name)
             .into(),
+        (UNCLEAN_LEADER_ELECTION_ENABLE, v) => (v != 0).to_string(),
         _ => match inert(name).map(|c| c.value) {
             Some(Value::Boolean) => (v != 0).to_string(),
             Some(Value::Ratio) => {
@@ -471,6 +486,10 @@ pub fn parse(name: &str, value: Option<&str>) -> Result<i64, String> {
     if name == CLEANUP_POLICY {
         return parse_policy(value);
     }
+    if name == UNCLEAN_LEADER_ELECTION_ENABLE {
+        return parse_boolean(value.trim())
+            .ok_or_else(|| format!("'{value}' is not a valid value for '{name}': true or false."));
+    }
     if name == MESSAGE_TIMESTAMP_TYPE {
         return match value {
             "CreateTime" => Ok(CREATE_TIME),
@@ -524,16 +543,22 @@ fn parse_inert(config: &Inert, value: &str) -> Option<i64> {
     match config.value {
         Value::Int(min, max) => value.parse().ok().filter(|v| (min..=max).contains(v)),
         Value::Long(min) => value.parse().ok().filter(|&v| v >= min),
-        Value::Boolean => match value.to_ascii_lowercase().as_str() {
-            "true" => Some(1),
-            "false" => Some(0),
-            _ => None,
-        },
+        Value::Boolean => parse_boolean(value),
         Value::Ratio => {
             let ratio: f64 = value.parse().ok().filter(|r| (0.0..=1.0).contains(r))?;
             // -0.0 is 0, and its bits are the unset slot's.
             Some((ratio + 0.0).to_bits() as i64)
         }
+    }
+}
+
+/// A boolean config's value as its slot keeps it: `true` or `false` in
+/// any case, as Kafka's parser takes them.
+fn parse_boolean(value: &str) -> Option<i64> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" => Some(1),
+        "false" => Some(0),
+        _ => None,
     }
 }
 
@@ -585,6 +610,7 @@ mod tests {
             (GZIP_LEVEL_AT, COMPRESSION_GZIP_LEVEL),
             (LZ4_LEVEL_AT, COMPRESSION_LZ4_LEVEL),
             (ZSTD_LEVEL_AT, COMPRESSION_ZSTD_LEVEL),
+            (UNCLEAN_AT, UNCLEAN_LEADER_ELECTION_ENABLE),
         ] {
             assert_eq!(APPLIED[at], name);
         }
@@ -616,7 +642,14 @@ mod tests {
         ));
         assert!(!c.deletes());
         assert_eq!(c.retentions(1 << 30, Some(5_000)), None);
-        assert!(!c.set("unclean.leader.election.enable", Some(1)));
+        assert!(!c.set("remote.storage.enable", Some(1)));
+        // Off unless the topic turns it on.
+        assert!(!c.unclean_election());
+        let on = parse(UNCLEAN_LEADER_ELECTION_ENABLE, Some("True")).unwrap();
+        assert!(c.set(UNCLEAN_LEADER_ELECTION_ENABLE, Some(on)));
+        assert!(c.unclean_election());
+        assert_eq!(show(UNCLEAN_LEADER_ELECTION_ENABLE, on), "true");
+        assert!(parse(UNCLEAN_LEADER_ELECTION_ENABLE, Some("1")).is_err());
     }
 
     #[test]
@@ -647,7 +680,7 @@ mod tests {
         // Taken, and changing nothing of what the applied ones say.
         assert_eq!(c.min_insync(2), 2);
         assert!(c.deletes());
-        let why = parse("unclean.leader.election.enable", Some("false")).unwrap_err();
+        let why = parse("remote.storage.enable", Some("false")).unwrap_err();
         assert!(why.contains("segment.bytes"), "{why}");
     }
 
