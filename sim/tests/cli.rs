@@ -3,6 +3,37 @@
 mod common;
 
 use common::sim;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+
+/// Starts `command` (the binary, serving) with its output piped; the
+/// process, its output, and the first line of it (broker 0's address).
+fn serving(mut command: Command) -> (Child, BufReader<ChildStdout>, String) {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    (child, out, first)
+}
+
+/// Waits for a process from [`serving`] to end: its status, the rest of
+/// its output, and its error output.
+fn ended(mut child: Child, mut out: BufReader<ChildStdout>) -> (ExitStatus, String, String) {
+    let status = child.wait().unwrap();
+    let (mut rest, mut err) = (String::new(), String::new());
+    out.read_to_string(&mut rest).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status, rest, err)
+}
 
 #[test]
 fn bad_flags_and_impossible_clusters_exit_2_with_a_message() {
@@ -93,17 +124,9 @@ fn serve_prints_its_ports_and_a_passing_report_at_the_end_of_its_duration() {
 /// the real clients, stopped by a signal. Both reports pass and it exits 0.
 #[test]
 fn serve_without_a_duration_runs_its_simulated_traffic_until_the_signal() {
-    use std::io::{BufRead, BufReader, Read};
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_broker-sim"))
-        .args(["--serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_broker-sim"));
+    command.args(["--serve", "--listen", "127.0.0.1:0"]);
+    let (child, out, first) = serving(command);
     assert!(first.contains("listening on"), "{first}");
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let killed = Command::new("kill")
@@ -111,16 +134,7 @@ fn serve_without_a_duration_runs_its_simulated_traffic_until_the_signal() {
         .status()
         .expect("kill runs");
     assert!(killed.success());
-    let status = child.wait().unwrap();
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let (status, rest, err) = ended(child, out);
     assert_eq!(status.code(), Some(0), "{rest}{err}");
     assert!(rest.contains("simulated traffic beside"), "{rest}{err}");
     assert!(rest.contains("result: PASS"), "{rest}{err}");
@@ -170,21 +184,15 @@ fn serve_fences_a_crashed_broker_after_kafkas_session_timeout_unless_told_otherw
 /// once a second; once connections close, it accepts again.
 #[test]
 fn out_of_file_descriptors_the_listener_pauses_and_recovers() {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{Read, Write};
     use std::net::TcpStream;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args(["-c", "ulimit -n 80 && exec \"$0\" \"$@\""])
         .arg(env!("CARGO_BIN_EXE_broker-sim"))
         .args(["--serve", "--listen", "127.0.0.1:0", "--duration-s", "4"])
-        .arg("--no-sim-traffic")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("sh runs");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
+        .arg("--no-sim-traffic");
+    let (child, out, first) = serving(command);
     let addr = first.trim().rsplit(' ').next().unwrap().to_string();
     let open: Vec<TcpStream> = (0..120)
         .map(|_| TcpStream::connect(&addr).expect("the backlog takes it"))
@@ -205,14 +213,7 @@ fn out_of_file_descriptors_the_listener_pauses_and_recovers() {
     let mut size = [0u8; 4];
     c.read_exact(&mut size).expect("answered after the pause");
     drop(c);
-    let status = child.wait().unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let (status, _, err) = ended(child, out);
     let warnings = err.matches("accept failed").count();
     assert!((1..=6).contains(&warnings), "{warnings} warnings: {err}");
     assert!(status.success(), "{err}");

@@ -1,7 +1,8 @@
 //! ElectLeaders over the wire: preferred elections where the leader is
 //! already the preferred replica, or where that replica cannot lead, and an
 //! unclean election that brings an offline partition back on a replica
-//! out of sync, at the price of the records it lacks.
+//! out of sync, at the price of the records it lacks; and the unclean
+//! elections a topic's `unclean.leader.election.enable` asks for.
 
 use broker_sim::config::Fault;
 use broker_sim::live::LiveConfig;
@@ -60,6 +61,21 @@ fn errors(r: &ElectLeadersResponse) -> Vec<(i32, i16)> {
         .collect()
 }
 
+/// Broker 2 never fetches: it leaves an ISR 200 ms after it falls
+/// behind.
+fn broker_2_never_fetches() -> LiveConfig {
+    LiveConfig {
+        faults: vec![Fault::SlowFollower {
+            broker: 2,
+            from: Duration::ZERO,
+            until: Duration::from_secs(3600),
+            delay: Duration::from_secs(3600),
+        }],
+        replica_lag: Duration::from_millis(200),
+        ..LiveConfig::default()
+    }
+}
+
 fn code(e: ResponseError) -> i16 {
     e.code()
 }
@@ -111,18 +127,7 @@ fn a_preferred_election_is_needed_only_where_the_preferred_replica_can_take_over
 
 #[test]
 fn an_unclean_election_brings_an_offline_partition_back_on_a_replica_out_of_sync() {
-    // Broker 2 never fetches: it leaves an ISR 200 ms after it falls
-    // behind.
-    let server = server(LiveConfig {
-        faults: vec![Fault::SlowFollower {
-            broker: 2,
-            from: Duration::ZERO,
-            until: Duration::from_secs(3600),
-            delay: Duration::from_secs(3600),
-        }],
-        replica_lag: Duration::from_millis(200),
-        ..LiveConfig::default()
-    });
+    let server = server(broker_2_never_fetches());
     let cluster = server.cluster();
     let partitions = cluster.topic("orders").unwrap().partitions.clone();
     let log = |p: usize| partitions[p].log.lock();
@@ -212,18 +217,7 @@ fn allow_unclean(server: &Server, name: &str, create: bool) -> i16 {
 
 #[test]
 fn a_topic_that_allows_unclean_elections_is_led_by_a_replica_out_of_sync() {
-    // Broker 2 never fetches: it leaves an ISR 200 ms after it falls
-    // behind.
-    let server = server(LiveConfig {
-        faults: vec![Fault::SlowFollower {
-            broker: 2,
-            from: Duration::ZERO,
-            until: Duration::from_secs(3600),
-            delay: Duration::from_secs(3600),
-        }],
-        replica_lag: Duration::from_millis(200),
-        ..LiveConfig::default()
-    });
+    let server = server(broker_2_never_fetches());
     let cluster = server.cluster();
     assert_eq!(allow_unclean(&server, "eager", true), 0);
     // A partition of each topic that broker 2 follows, with five records
