@@ -268,3 +268,34 @@ fn a_topic_that_allows_unclean_elections_is_led_by_a_replica_out_of_sync() {
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
 }
+
+#[test]
+fn an_out_of_sync_replica_that_restarts_leads_a_topic_that_allows_it() {
+    let server = server(broker_2_never_fetches());
+    let cluster = server.cluster();
+    assert_eq!(allow_unclean(&server, "late", true), 0);
+    let t = cluster.topic("late").unwrap();
+    let p = t
+        .partitions
+        .iter()
+        .find(|p| p.log.lock().leader != Some(2))
+        .expect("broker 2 does not lead every partition");
+    let leader = p.log.lock().leader.unwrap();
+    let r = produce_request("late", &[(p.index, batch(&[b"a", b"b"]))], -1, 10_000);
+    let answer = Client::connect(server.addrs()[leader as usize]).call(&r, 9);
+    assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
+    // Every replica goes down, broker 2 (out of sync) first: nobody is
+    // left to lead.
+    for b in [2, 0, 1] {
+        cluster.crash(b);
+    }
+    assert_eq!(p.log.lock().leader, None);
+    // Broker 2 comes back first: it leads, with none of the two records.
+    cluster.restart(2);
+    let log = p.log.lock();
+    assert_eq!((log.leader, log.isr.clone()), (Some(2), vec![2]));
+    assert_eq!((log.log_end(), log.hw), (0, 0));
+    drop(log);
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
