@@ -5,7 +5,7 @@
 //! elections a topic's `unclean.leader.election.enable` asks for.
 
 use broker_sim::config::Fault;
-use broker_sim::live::LiveConfig;
+use broker_sim::live::{LiveConfig, Partition};
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::{batch, produce_request, Client};
 use broker_sim::wire::Limits;
@@ -13,6 +13,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use std::sync::Arc;
 use std::time::Duration;
 
 const PREFERRED: i8 = 0;
@@ -76,6 +77,12 @@ fn broker_2_never_fetches() -> LiveConfig {
     }
 }
 
+/// Stops `server`; every check held.
+fn passes(server: Server) {
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
+
 fn code(e: ResponseError) -> i16 {
     e.code()
 }
@@ -121,8 +128,7 @@ fn a_preferred_election_is_needed_only_where_the_preferred_replica_can_take_over
         elect(&server, other, 5, Some(&[0])).error_code,
         code(ResponseError::InvalidRequest)
     );
-    let report = server.stop();
-    assert!(report.violations.is_empty(), "{}", report.human());
+    passes(server);
 }
 
 #[test]
@@ -173,8 +179,7 @@ fn an_unclean_election_brings_an_offline_partition_back_on_a_replica_out_of_sync
         errors(&elect(&server, 2, UNCLEAN, Some(&[0]))),
         vec![(0, code(ResponseError::ElectionNotNeeded))]
     );
-    let report = server.stop();
-    assert!(report.violations.is_empty(), "{}", report.human());
+    passes(server);
 }
 
 /// Sets or creates with `unclean.leader.election.enable=true`: topic
@@ -215,6 +220,22 @@ fn allow_unclean(server: &Server, name: &str, create: bool) -> i16 {
     client.call(&r, 1).responses[0].error_code
 }
 
+/// A partition of `topic` that broker 2 (which never fetches) follows,
+/// with `records` produced to it with `acks=all` and acknowledged, once
+/// broker 2 has left its ISR.
+fn followed(server: &Server, topic: &str, records: &[&[u8]]) -> Arc<Partition> {
+    let t = server.cluster().topic(topic).unwrap();
+    let p = (t.partitions.iter())
+        .find(|p| p.log.lock().leader != Some(2))
+        .expect("broker 2 does not lead every partition");
+    let leader = p.log.lock().leader.unwrap();
+    let r = produce_request(topic, &[(p.index, batch(records))], -1, 10_000);
+    let answer = Client::connect(server.addrs()[leader as usize]).call(&r, 9);
+    assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
+    assert_eq!(p.log.lock().hw, records.len() as i64);
+    Arc::clone(p)
+}
+
 #[test]
 fn a_topic_that_allows_unclean_elections_is_led_by_a_replica_out_of_sync() {
     let server = server(broker_2_never_fetches());
@@ -222,28 +243,11 @@ fn a_topic_that_allows_unclean_elections_is_led_by_a_replica_out_of_sync() {
     assert_eq!(allow_unclean(&server, "eager", true), 0);
     // A partition of each topic that broker 2 follows, with five records
     // acknowledged once broker 2 has left its ISR.
-    let followed = |topic: &str| {
-        let t = cluster.topic(topic).unwrap();
-        let p = t
-            .partitions
-            .iter()
-            .find(|p| p.log.lock().leader != Some(2))
-            .expect("broker 2 does not lead every partition");
-        std::sync::Arc::clone(p)
-    };
-    let (orders, eager) = (followed("orders"), followed("eager"));
-    for p in [&orders, &eager] {
-        let leader = p.log.lock().leader.unwrap();
-        let r = produce_request(
-            &p.topic,
-            &[(p.index, batch(&[b"a", b"b", b"c", b"d", b"e"]))],
-            -1,
-            10_000,
-        );
-        let answer = Client::connect(server.addrs()[leader as usize]).call(&r, 9);
-        assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
-        assert_eq!(p.log.lock().hw, 5);
-    }
+    let five: &[&[u8]] = &[b"a", b"b", b"c", b"d", b"e"];
+    let (orders, eager) = (
+        followed(&server, "orders", five),
+        followed(&server, "eager", five),
+    );
     // Both others go down: nobody in sync is left.
     cluster.crash(0);
     cluster.crash(1);
@@ -265,8 +269,7 @@ fn a_topic_that_allows_unclean_elections_is_led_by_a_replica_out_of_sync() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(orders.log.lock().leader, Some(2));
-    let report = server.stop();
-    assert!(report.violations.is_empty(), "{}", report.human());
+    passes(server);
 }
 
 #[test]
@@ -274,16 +277,7 @@ fn an_out_of_sync_replica_that_restarts_leads_a_topic_that_allows_it() {
     let server = server(broker_2_never_fetches());
     let cluster = server.cluster();
     assert_eq!(allow_unclean(&server, "late", true), 0);
-    let t = cluster.topic("late").unwrap();
-    let p = t
-        .partitions
-        .iter()
-        .find(|p| p.log.lock().leader != Some(2))
-        .expect("broker 2 does not lead every partition");
-    let leader = p.log.lock().leader.unwrap();
-    let r = produce_request("late", &[(p.index, batch(&[b"a", b"b"]))], -1, 10_000);
-    let answer = Client::connect(server.addrs()[leader as usize]).call(&r, 9);
-    assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
+    let p = followed(&server, "late", &[b"a", b"b"]);
     // Every replica goes down, broker 2 (out of sync) first: nobody is
     // left to lead.
     for b in [2, 0, 1] {
@@ -296,6 +290,5 @@ fn an_out_of_sync_replica_that_restarts_leads_a_topic_that_allows_it() {
     assert_eq!((log.leader, log.isr.clone()), (Some(2), vec![2]));
     assert_eq!((log.log_end(), log.hw), (0, 0));
     drop(log);
-    let report = server.stop();
-    assert!(report.violations.is_empty(), "{}", report.human());
+    passes(server);
 }

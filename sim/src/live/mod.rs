@@ -699,13 +699,7 @@ impl LiveCluster {
                 let mut log = p.log.lock();
                 log.isr.retain(|&b| b != dead);
                 if log.leader == Some(dead) {
-                    let mut next = log.isr.iter().copied().find(|&b| self.is_unfenced(b));
-                    if next.is_none() && p.config.unclean_election() {
-                        // Nobody in sync is left, and the topic lets a live
-                        // replica out of sync lead, with what it has.
-                        next = log.replicas.iter().copied().find(|&b| self.is_unfenced(b));
-                        log.isr = next.into_iter().collect();
-                    }
+                    let next = self.next_leader(&mut log, p.config.unclean_election());
                     rewritten.extend(self.hand_over(p, &mut log, next));
                 }
                 if log.advance_hw() {
@@ -941,9 +935,8 @@ impl LiveCluster {
             if old.is_some() {
                 return Err(ResponseError::ElectionNotNeeded);
             }
-            let live = |b: &&u32| self.is_unfenced(**b);
-            let chosen = log.isr.iter().find(live).or(log.replicas.iter().find(live));
-            let next = *chosen.ok_or(ResponseError::EligibleLeadersNotAvailable)?;
+            let next = self.next_leader(log, true);
+            let next = next.ok_or(ResponseError::EligibleLeadersNotAvailable)?;
             log.isr = vec![next];
             next
         } else {
@@ -961,6 +954,20 @@ impl LiveCluster {
         };
         rewritten.extend(self.hand_over(p, log, Some(next)));
         Ok(old)
+    }
+
+    /// Who leads `log`'s partition next: its first live in-sync replica;
+    /// with none and `unclean`, its first live replica out of sync, which
+    /// then is the ISR and leads with what it has.
+    fn next_leader(&self, log: &mut PartitionLog, unclean: bool) -> Option<u32> {
+        let live = |b: &u32| self.is_unfenced(*b);
+        let in_sync = log.isr.iter().copied().find(live);
+        if in_sync.is_some() || !unclean {
+            return in_sync;
+        }
+        let out_of_sync = log.replicas.iter().copied().find(live);
+        log.isr = out_of_sync.into_iter().collect();
+        out_of_sync
     }
 
     /// What follows leadership changes: the markers written again go to
