@@ -156,6 +156,11 @@ pub const BROKER_SESSION_TIMEOUT_MS: Range = range("--broker-session-timeout-ms"
 /// With `--serve`: each partition's retention, in bytes (1 MiB to 1 TiB).
 pub const RETENTION_BYTES: Range = range("--retention-bytes", 1_048_576.0, 1_099_511_627_776.0);
 
+/// With `--serve`: the bound on all the logs' memory, in bytes (1 MiB to
+/// 1 PiB).
+pub const LOG_MEMORY_BYTES: Range =
+    range("--log-memory-bytes", 1_048_576.0, 1_125_899_906_842_624.0);
+
 /// The largest batch drawn, in bytes: the log-normal's tail is cut here.
 pub const MAX_BATCH_BYTES: u64 = 64 * 1024 * 1024;
 

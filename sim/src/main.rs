@@ -91,6 +91,13 @@ struct Args {
     /// log.retention.ms); without it, for ever [1000..=31536000000].
     #[arg(long, value_parser = |s: &str| l::RETENTION_MS.parse_u64(s), requires = "serve")]
     retention_ms: Option<u64>,
+    /// With --serve: the most all partitions' logs hold together, in
+    /// bytes; past it the oldest batches over all partitions (below their
+    /// high watermark, of topics that delete) are deleted, down to seven
+    /// eighths of it. By default half the memory of the machine or of its
+    /// control group [1048576..=1125899906842624].
+    #[arg(long, value_parser = |s: &str| l::LOG_MEMORY_BYTES.parse_u64(s), requires = "serve")]
+    log_memory_bytes: Option<u64>,
     /// With --serve: how long after a crash the controller fences the
     /// broker, in ms (Kafka's broker.session.timeout.ms, and its default).
     /// Until then it stays in the metadata, leading its partitions and
@@ -314,6 +321,9 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
         replica_lag: cfg.replica_lag_max,
         retention_bytes: args.retention_bytes,
         retention_ms: args.retention_ms,
+        log_memory: args
+            .log_memory_bytes
+            .or_else(broker_sim::live::default_log_memory),
         broker_session_timeout: Duration::from_millis(args.broker_session_timeout_ms),
         timer: cfg.timer,
         faults: cfg.faults.clone(),
@@ -328,6 +338,7 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
             ..Limits::default()
         },
     };
+    let log_memory = opts.live.log_memory;
     let server = match Server::start(opts) {
         Ok(s) => s,
         Err(e) => {
@@ -337,6 +348,15 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
     };
     for (id, addr) in server.addrs().iter().enumerate() {
         println!("broker {id} listening on {addr}");
+    }
+    match log_memory {
+        Some(bytes) => println!(
+            "logs in memory: at most {:.1} MiB over all partitions (--log-memory-bytes)",
+            bytes as f64 / (1024.0 * 1024.0)
+        ),
+        None => println!(
+            "logs in memory: no bound over all partitions (the machine's memory is unknown)"
+        ),
     }
     let until = args.duration_s.map(|_| cfg.duration);
     println!(

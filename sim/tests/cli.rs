@@ -90,6 +90,10 @@ fn serve_refuses_what_it_cannot_run() {
         ),
         (vec!["--listen", "127.0.0.1:0"], "--serve"),
         (
+            vec!["--serve", "--log-memory-bytes", "1000"],
+            "must be at least 1048576",
+        ),
+        (
             vec!["--serve", "--random-faults", "1"],
             "needs --duration-s",
         ),
@@ -115,9 +119,15 @@ fn serve_prints_its_ports_and_a_passing_report_at_the_end_of_its_duration() {
         "--duration-s",
         "0.5",
         "--no-sim-traffic",
+        "--log-memory-bytes",
+        "1073741824",
     ]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(!out.contains("result: PASS"), "{out}");
+    assert!(
+        out.contains("logs in memory: at most 1024.0 MiB over all partitions"),
+        "{out}"
+    );
 }
 
 /// The README's `--serve`, as typed: no duration, simulated traffic beside

@@ -397,6 +397,63 @@ fn the_brokers_retention_by_age_applies_where_a_topic_sets_none() {
 }
 
 #[test]
+fn past_the_bound_on_all_logs_the_oldest_batches_of_topics_that_delete_go_first() {
+    let server = server_with(LiveConfig {
+        log_memory: Some(1 << 20),
+        ..LiveConfig::default()
+    });
+    let addr = server.addrs()[0];
+    let compacted = [("cleanup.policy", "compact")];
+    for (name, configs) in [("table", &compacted[..]), ("older", &[]), ("newer", &[])] {
+        assert_eq!(create(addr, name, 3, configs).0, 0, "{name}");
+    }
+    let value = [b'm'; 64 << 10];
+    let log = |topic: &str| {
+        let topic = server.cluster().topic(topic).unwrap();
+        let log = topic.partitions[0].log.lock();
+        (log.log_start, log.bytes)
+    };
+    // The compacted topic's batches are the oldest (timestamp 0), then
+    // `older`'s, then `newer`'s: 22 batches of 64 KiB past a bound of 1 MiB.
+    let (table, older, newer) = (
+        leader(&server, "table"),
+        leader(&server, "older"),
+        leader(&server, "newer"),
+    );
+    for _ in 0..4 {
+        assert_eq!(
+            produce_batch(table, "table", -1, keyed_batch(b"k", &[&value])),
+            0
+        );
+    }
+    for (at, topic, first, batches) in [(older, "older", 1_000, 6), (newer, "newer", 2_000, 12)] {
+        for i in 0..batches {
+            let records = timed_batch(&[(first + i, &value[..])]);
+            assert_eq!(produce_batch(at, topic, -1, records), 0, "{topic}");
+        }
+    }
+    // Within the 100 ms of a check.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while log("older").0 < 6 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // `older` went whole, then `newer`'s oldest, down to 7/8 of the bound;
+    // the compacted topic kept every record, old as they are.
+    assert_eq!(log("table").0, 0);
+    assert_eq!(log("older"), (6, 0));
+    let (newer_start, newer_bytes) = log("newer");
+    assert!((1..12).contains(&newer_start), "{newer_start}");
+    let held = log("table").1 + newer_bytes;
+    assert!(held <= (1 << 20) - (1 << 17), "{held}");
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    let moved = report
+        .count("log starts moved by the memory bound")
+        .unwrap();
+    assert!(moved >= 2, "{}", report.human());
+}
+
+#[test]
 fn a_compacted_topic_keeps_every_record_until_its_policy_also_deletes() {
     let server = server();
     let addr = server.addrs()[0];

@@ -76,6 +76,9 @@ pub struct Checks {
     pub assigned_twice: AtomicU64,
     /// Times a partition's oldest batches were deleted for its retention.
     pub retention_deletions: AtomicU64,
+    /// Times a partition's oldest batches were deleted for the bound on
+    /// all the logs' memory.
+    pub memory_deletions: AtomicU64,
     /// How late each expired session was, in microseconds past its
     /// deadline (the last heartbeat plus the session timeout).
     pub session_lateness_us: parking_lot::Mutex<Vec<u64>>,
@@ -232,6 +235,10 @@ impl Checks {
             ("records acknowledged (acks=all)", &self.acked_records),
             ("resent batches stored once", &self.duplicates),
             ("log starts moved by retention", &self.retention_deletions),
+            (
+                "log starts moved by the memory bound",
+                &self.memory_deletions,
+            ),
             ("partition leaders moved", &self.leader_changes),
             ("produce partition errors", &self.produce_errors),
         ]

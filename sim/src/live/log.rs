@@ -265,6 +265,37 @@ impl PartitionLog {
         self.delete_records(start)
     }
 
+    /// The newest timestamp of its oldest batch, if that batch lies wholly
+    /// below the high watermark: what the broker's bound on the logs'
+    /// memory (`log_memory.rs`) compares across partitions, deleting the
+    /// oldest first.
+    pub fn oldest_deletable(&self) -> Option<i64> {
+        self.batches
+            .first()
+            .filter(|b| b.end <= self.hw)
+            .map(|b| header_i64(&b.bytes, MAX_TIMESTAMP))
+    }
+
+    /// Deletes its oldest batches below the high watermark: the first
+    /// always, the next ones while they are no newer than `until` and
+    /// fewer than `bytes` bytes went. Returns the bytes deleted.
+    pub fn delete_oldest(&mut self, until: i64, bytes: u64) -> u64 {
+        let mut freed = 0;
+        let mut start = self.log_start;
+        for (i, b) in self.batches.iter().enumerate() {
+            let enough = i > 0 && (freed >= bytes || header_i64(&b.bytes, MAX_TIMESTAMP) > until);
+            if b.end > self.hw || enough {
+                break;
+            }
+            freed += b.bytes.len() as u64;
+            start = b.end;
+        }
+        if start > self.log_start {
+            self.delete_records(start);
+        }
+        freed
+    }
+
     /// The low watermark: the lowest log start offset among the replicas
     /// on live brokers (`alive`), as Kafka's leader computes it to answer
     /// DeleteRecords once every live replica has deleted.
@@ -1300,6 +1331,34 @@ mod tests {
         log.hw = 5;
         assert_eq!(by_time(&mut log, 0, 100_000), Some(5));
         assert_eq!(log.batches.len(), 1);
+    }
+
+    #[test]
+    fn the_oldest_batches_go_first_below_the_high_watermark_as_many_as_asked() {
+        let mut log = PartitionLog::new(vec![0], Instant::now());
+        for t in [1_000, 2_000, 5_000, 3_000, 9_000] {
+            log.append(&timed_batch(&[(t, b"v")]), &RULES, None)
+                .unwrap();
+        }
+        let size = log.batches[0].bytes.len() as u64;
+        // Nothing below the high watermark: nothing to delete.
+        log.hw = 0;
+        assert_eq!(log.oldest_deletable(), None);
+        assert_eq!(log.delete_oldest(i64::MAX, u64::MAX), 0);
+        log.hw = 4;
+        assert_eq!(log.oldest_deletable(), Some(1_000));
+        // The first always, however new it is and however little is asked.
+        assert_eq!(log.delete_oldest(0, 0), size);
+        assert_eq!((log.log_start, log.oldest_deletable()), (1, Some(2_000)));
+        // Up to the first newer than the bound: 2 s goes, 5 s stops it.
+        assert_eq!(log.delete_oldest(4_000, u64::MAX), size);
+        // Up to the bytes asked for.
+        assert_eq!(log.delete_oldest(i64::MAX, size + 1), 2 * size);
+        assert_eq!(log.log_start, 4);
+        // Never at or above the high watermark.
+        assert_eq!(log.oldest_deletable(), None);
+        assert_eq!(log.delete_oldest(i64::MAX, u64::MAX), 0);
+        assert_eq!((log.log_start, log.bytes), (4, size));
     }
 
     #[test]

@@ -32,6 +32,7 @@ mod leader_hints;
 mod list_config_resources;
 mod log;
 mod log_dirs;
+mod log_memory;
 mod offset_for_leader_epoch;
 mod ops;
 mod partition_txns;
@@ -56,6 +57,7 @@ pub use batch_records::RecordsError;
 pub use checks::Checks;
 pub use groups::{GroupConfig, GroupState};
 pub use log::{AppendError, AppendRules, Appended, MinInsync, PartitionLog, StoredBatch};
+pub use log_memory::default_log_memory;
 pub use producers::{ProducerBatch, Producers, SequenceError, Verdict};
 pub use service::{BrokerService, APIS};
 pub use topics::{valid_topic_name, Partition, Topic};
@@ -102,6 +104,10 @@ pub struct LiveConfig {
     /// record's timestamp, for topics that set no `retention.ms`; `None`
     /// keeps records for ever (here the default: Kafka's is 7 days).
     pub retention_ms: Option<u64>,
+    /// The most all the logs hold together, in bytes: past it, the oldest
+    /// batches over all partitions are deleted (`log_memory.rs`). `None`:
+    /// no bound (here the default; `--serve`'s is half the memory).
+    pub log_memory: Option<u64>,
     /// The purgatories' timer.
     pub timer: TimerChoice,
     /// Slow followers and crashes, timed from the start (other faults are
@@ -142,6 +148,7 @@ impl Default for LiveConfig {
             message_max_bytes: 1024 * 1024 + 12,
             retention_bytes: DEFAULT_RETENTION_BYTES,
             retention_ms: None,
+            log_memory: None,
             timer: TimerChoice::Wheel,
             faults: Vec::new(),
             groups: groups::GroupConfig::default(),
@@ -224,6 +231,8 @@ pub struct LiveCluster {
     /// Host and port each broker is reached at (set once bound).
     endpoints: RwLock<Vec<(String, i32)>>,
     stopping: AtomicBool,
+    /// The logs held more than `cfg.log_memory` at the last check.
+    log_memory_full: AtomicBool,
     replication: parking_lot::Mutex<Option<JoinHandle<()>>>,
     /// The follower thread, to wake it for a batch due before it would.
     follower_thread: std::sync::OnceLock<std::thread::Thread>,
@@ -316,6 +325,7 @@ impl LiveCluster {
             scram: Default::default(),
             endpoints: RwLock::new(Vec::new()),
             stopping: AtomicBool::new(false),
+            log_memory_full: AtomicBool::new(false),
             replication: parking_lot::Mutex::new(None),
             follower_thread: std::sync::OnceLock::new(),
             started: Instant::now(),
@@ -350,6 +360,7 @@ impl LiveCluster {
                         cluster.elect_preferred_leaders();
                         cluster.elect_unclean_leaders();
                         cluster.expire_by_time();
+                        cluster.bound_log_memory();
                         last_isr_check = now;
                     }
                     let wake = cluster
