@@ -1086,6 +1086,34 @@ fn list_offsets_finds_offsets_by_time() {
     let invalid = ResponseError::InvalidRequest.code();
     assert_eq!(at(&mut c, -3, 6), (invalid, -1, -1), "from v7 only");
     assert_eq!(at(&mut c, -7, 7), (invalid, -1, -1));
+    // A partition asked for twice, even under two entries of its topic,
+    // is answered INVALID_REQUEST each time, as Kafka answers it; the
+    // others in the request are answered.
+    let asked = |partitions: &[i32]| {
+        let mut t = ListOffsetsTopic::default();
+        t.name = name("timed");
+        t.partitions = (partitions.iter())
+            .map(|&i| {
+                let mut p = ListOffsetsPartition::default();
+                p.partition_index = i;
+                p.timestamp = -1;
+                p
+            })
+            .collect();
+        t
+    };
+    let mut r = ListOffsetsRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.topics = vec![asked(&[0, 1]), asked(&[0])];
+    let answered: Vec<(i32, i16, i64)> = (c.call(&r, 5).topics.iter())
+        .flat_map(|t| t.partitions.iter())
+        .map(|a| (a.partition_index, a.error_code, a.offset))
+        .collect();
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    assert_eq!(
+        answered,
+        [(0, invalid, -1), (1, unknown, -1), (0, invalid, -1)]
+    );
     passes(server);
 }
 

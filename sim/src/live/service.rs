@@ -24,6 +24,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
     self, AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
+use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -41,6 +42,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use purgatory::Outcome;
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -171,6 +173,15 @@ impl From<RecordsError> for Refused {
 
 fn code(e: ResponseError) -> i16 {
     e.code()
+}
+
+/// A ListOffsets answer for `partition` with no offset found (-1, -1).
+fn no_offset(partition: i32) -> ListOffsetsPartitionResponse {
+    let mut a = ListOffsetsPartitionResponse::default();
+    a.partition_index = partition;
+    a.timestamp = -1;
+    a.offset = -1;
+    a
 }
 
 /// The leader epoch ListOffsets gives with the offset it found for
@@ -490,68 +501,83 @@ impl BrokerService {
     fn list_offsets(&self, r: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
         Checks::bump(&self.checks().list_offsets_requests);
         let committed_only = r.isolation_level == 1;
+        // A partition asked for twice is answered INVALID_REQUEST each
+        // time, as Kafka answers it (its `duplicatePartitions`).
+        let mut asked = HashSet::new();
+        let twice: HashSet<(&str, i32)> = (r.topics.iter())
+            .flat_map(|t| t.partitions.iter().map(|q| (&*t.name.0, q.partition_index)))
+            .filter(|&at| !asked.insert(at))
+            .collect();
         let mut response = ListOffsetsResponse::default();
-        response.topics = r
-            .topics
-            .into_iter()
+        response.topics = (r.topics.iter())
             .map(|t| {
                 let mut out = ListOffsetsTopicResponse::default();
-                out.partitions = t
-                    .partitions
-                    .iter()
+                out.partitions = (t.partitions.iter())
                     .map(|q| {
-                        let mut a = ListOffsetsPartitionResponse::default();
-                        a.partition_index = q.partition_index;
-                        a.timestamp = -1;
-                        a.offset = -1;
-                        match self.partition(&t.name.0, q.partition_index) {
-                            Err(e) => a.error_code = e,
-                            Ok(p) => {
-                                let log = p.log.lock();
-                                if let Err(e) = self.leads(&log, q.current_leader_epoch) {
-                                    a.error_code = e;
-                                } else {
-                                    let found = match q.timestamp {
-                                        // Earliest, and (v8) the earliest
-                                        // kept locally: one log here, no
-                                        // tiered storage.
-                                        -2 => Some((log.log_start, -1)),
-                                        -4 if version >= 8 => Some((log.log_start, -1)),
-                                        // The last tiered offset (v9):
-                                        // nothing is tiered, "no offset".
-                                        -5 if version >= 9 => None,
-                                        // Latest: the high watermark, or the
-                                        // last stable offset for a reader of
-                                        // committed records.
-                                        -1 => Some((log.read_limit(committed_only), -1)),
-                                        -3 if version >= 7 => log.offset_of_max_timestamp(),
-                                        t if t >= 0 => log.offset_for_timestamp(t),
-                                        _ => {
-                                            a.error_code = code(ResponseError::InvalidRequest);
-                                            None
-                                        }
-                                    };
-                                    // None: "no such offset" (-1, -1).
-                                    if let Some((offset, timestamp)) = found {
-                                        a.offset = offset;
-                                        a.timestamp = timestamp;
-                                        // v4 and later carry it; earlier
-                                        // ones must leave it unset.
-                                        if version >= 4 {
-                                            a.leader_epoch = found_epoch(&log, q.timestamp, offset);
-                                        }
-                                    }
-                                }
-                            }
+                        if twice.contains(&(&*t.name.0, q.partition_index)) {
+                            let mut a = no_offset(q.partition_index);
+                            a.error_code = code(ResponseError::InvalidRequest);
+                            a
+                        } else {
+                            self.list_offset(&t.name.0, q, committed_only, version)
                         }
-                        a
                     })
                     .collect();
-                out.name = t.name;
+                out.name = t.name.clone();
                 out
             })
             .collect();
         response
+    }
+
+    /// One partition's answer to a ListOffsets.
+    fn list_offset(
+        &self,
+        topic: &str,
+        q: &ListOffsetsPartition,
+        committed_only: bool,
+        version: i16,
+    ) -> ListOffsetsPartitionResponse {
+        let mut a = no_offset(q.partition_index);
+        let p = match self.partition(topic, q.partition_index) {
+            Ok(p) => p,
+            Err(e) => {
+                a.error_code = e;
+                return a;
+            }
+        };
+        let log = p.log.lock();
+        if let Err(e) = self.leads(&log, q.current_leader_epoch) {
+            a.error_code = e;
+            return a;
+        }
+        let found = match q.timestamp {
+            // Earliest, and (v8) the earliest kept locally: one log here,
+            // no tiered storage.
+            -2 => Some((log.log_start, -1)),
+            -4 if version >= 8 => Some((log.log_start, -1)),
+            // The last tiered offset (v9): nothing is tiered, "no offset".
+            -5 if version >= 9 => None,
+            // Latest: the high watermark, or the last stable offset for a
+            // reader of committed records.
+            -1 => Some((log.read_limit(committed_only), -1)),
+            -3 if version >= 7 => log.offset_of_max_timestamp(),
+            t if t >= 0 => log.offset_for_timestamp(t),
+            _ => {
+                a.error_code = code(ResponseError::InvalidRequest);
+                None
+            }
+        };
+        // None: "no such offset" (-1, -1).
+        if let Some((offset, timestamp)) = found {
+            a.offset = offset;
+            a.timestamp = timestamp;
+            // v4 and later carry it; earlier ones must leave it unset.
+            if version >= 4 {
+                a.leader_epoch = found_epoch(&log, q.timestamp, offset);
+            }
+        }
+        a
     }
 
     async fn produce(&self, r: ProduceRequest, version: i16) -> Option<ProduceResponse> {
