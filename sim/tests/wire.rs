@@ -456,6 +456,56 @@ fn librdkafkas_all_topics_metadata_request_lists_every_topic() {
     passes(server);
 }
 
+/// Asked, a broker without an authorizer tells a client it may do
+/// everything, on each topic named in the answer (found or not) and (v8
+/// to v10) on the cluster; not asked, the schema's "not asked".
+#[test]
+fn metadata_tells_the_operations_allowed_when_asked() {
+    const NOT_ASKED: i32 = i32::MIN;
+    // READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
+    // ALTER_CONFIGS; CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+    // DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
+    const TOPIC: i32 = 0b1101_1111_1000;
+    const CLUSTER: i32 = 0b1_1111_1010_0000;
+    let server = server(Duration::ZERO, &[("orders", 1)]);
+    let mut c = Client::connect(server.addrs()[0]);
+    let ask = |c: &mut Client, version: i16, asked: bool| {
+        let mut r = MetadataRequest::default();
+        r.topics = Some(
+            ["orders", "absent"]
+                .iter()
+                .map(|n| {
+                    let mut t = MetadataRequestTopic::default();
+                    t.name = Some(name(n));
+                    t
+                })
+                .collect(),
+        );
+        r.allow_auto_topic_creation = false;
+        r.include_topic_authorized_operations = asked;
+        r.include_cluster_authorized_operations = asked && version <= 10;
+        let got = c.call(&r, version);
+        let topics: Vec<(i16, i32)> = (got.topics.iter())
+            .map(|t| (t.error_code, t.topic_authorized_operations))
+            .collect();
+        (topics, got.cluster_authorized_operations)
+    };
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    assert_eq!(
+        ask(&mut c, 10, true),
+        (vec![(0, TOPIC), (unknown, TOPIC)], CLUSTER)
+    );
+    assert_eq!(
+        ask(&mut c, 12, true),
+        (vec![(0, TOPIC), (unknown, TOPIC)], NOT_ASKED)
+    );
+    assert_eq!(
+        ask(&mut c, 12, false),
+        (vec![(0, NOT_ASKED), (unknown, NOT_ASKED)], NOT_ASKED)
+    );
+    passes(server);
+}
+
 #[test]
 fn bad_input_closes_that_connection_and_the_broker_keeps_serving() {
     let server = server_with(

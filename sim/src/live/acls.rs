@@ -15,6 +15,34 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+/// What an authorizer with no ACLs allows on each kind of resource, as
+/// bits of Kafka's `AclOperation` codes: every operation the kind
+/// supports (Kafka's `AclEntry.supportedOperations`), which is what a
+/// broker without an authorizer reports to a client that asks.
+pub(crate) mod allowed {
+    /// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and
+    /// ALTER_CONFIGS.
+    pub(crate) const TOPIC: i32 =
+        (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+    /// CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
+    /// ALTER_CONFIGS and IDEMPOTENT_WRITE.
+    pub(crate) const CLUSTER: i32 =
+        (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+    /// READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (a group
+    /// has settings of its own).
+    pub(crate) const GROUP: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
+
+    /// `operations` where the request asked for them, else the schemas'
+    /// "not asked" value.
+    pub(crate) fn if_asked(asked: bool, operations: i32) -> i32 {
+        if asked {
+            operations
+        } else {
+            i32::MIN
+        }
+    }
+}
+
 /// Kafka's words for it: DescribeAcls's, then the others'.
 const NO_AUTHORIZER_ON_BROKER: &str = "No Authorizer is configured on the broker";
 const NO_AUTHORIZER: &str = "No Authorizer is configured.";

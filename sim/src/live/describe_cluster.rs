@@ -4,6 +4,7 @@
 //! fenced it, is listed, marked so, only when the request asks for fenced
 //! brokers (v2).
 
+use super::acls::allowed;
 use super::checks::Checks;
 use super::service::{BrokerService, CLUSTER_ID};
 use kafka_protocol::error::ResponseError;
@@ -15,12 +16,6 @@ use std::sync::atomic::Ordering;
 /// Kafka's `endpointType` for brokers; a broker refuses to describe the
 /// controllers (2), which only controllers answer for.
 const BROKERS: i8 = 1;
-
-/// What an authorizer with no ACLs allows on the cluster: CREATE, ALTER,
-/// DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS and
-/// IDEMPOTENT_WRITE, as bits of Kafka's `AclOperation` codes.
-const CLUSTER_OPERATIONS: i32 =
-    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
 impl BrokerService {
     pub(crate) fn describe_cluster(
@@ -65,11 +60,8 @@ impl BrokerService {
                 b
             })
             .collect();
-        response.cluster_authorized_operations = if r.include_cluster_authorized_operations {
-            CLUSTER_OPERATIONS
-        } else {
-            i32::MIN
-        };
+        response.cluster_authorized_operations =
+            allowed::if_asked(r.include_cluster_authorized_operations, allowed::CLUSTER);
         response
     }
 }

@@ -6,6 +6,7 @@
 //! inside the topics asked, the next cursor says where the next one
 //! starts.
 
+use super::acls::allowed;
 use super::checks::Checks;
 use super::service::BrokerService;
 use kafka_protocol::error::ResponseError;
@@ -23,12 +24,6 @@ use super::topics::valid_topic_name;
 /// Kafka's `max.request.partition.size.limit`: the most partitions one
 /// answer holds, whatever the request asks.
 const MAX_PARTITIONS: i32 = 2000;
-
-/// What an authorizer with no ACLs allows on a topic: READ, WRITE,
-/// CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS, as
-/// bits of Kafka's `AclOperation` codes.
-const TOPIC_OPERATIONS: i32 =
-    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 
 impl BrokerService {
     pub(crate) fn describe_topic_partitions(
@@ -75,7 +70,7 @@ impl BrokerService {
                     // Kafka gives every topic in its answer the
                     // operations allowed on it, found or not.
                     let mut unknown = refused(&name, error);
-                    unknown.topic_authorized_operations = TOPIC_OPERATIONS;
+                    unknown.topic_authorized_operations = allowed::TOPIC;
                     response.topics.push(unknown);
                 }
                 continue;
@@ -89,7 +84,7 @@ impl BrokerService {
             let mut out = DescribeTopicPartitionsResponseTopic::default();
             out.name = Some(TopicName(StrBytes::from_string(name.clone())));
             out.topic_id = topic.id;
-            out.topic_authorized_operations = TOPIC_OPERATIONS;
+            out.topic_authorized_operations = allowed::TOPIC;
             out.partitions = (topic.partitions.get(first..upper).unwrap_or_default())
                 .iter()
                 .map(|p| {

@@ -4,6 +4,7 @@
 //! group's committed offsets of some partitions), as Kafka's coordinator
 //! answers them.
 
+use super::acls::allowed;
 use super::checks::Checks;
 use super::group_service::text;
 use super::groups::GroupState;
@@ -25,11 +26,6 @@ use kafka_protocol::protocol::StrBytes;
 /// (JoinGroup and SyncGroup) and the consumer group protocol (KIP-848).
 const CLASSIC: &str = "classic";
 const CONSUMER: &str = "consumer";
-
-/// What an authorizer with no ACLs allows on a group: READ, DELETE,
-/// DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (a group has settings of
-/// its own), as bits of Kafka's `AclOperation` codes.
-pub(crate) const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
 
 impl BrokerService {
     /// The groups this broker coordinates, in the states and of the types
@@ -86,11 +82,8 @@ impl BrokerService {
             .into_iter()
             .map(|id| {
                 let mut out = DescribedGroup::default();
-                out.authorized_operations = if r.include_authorized_operations {
-                    GROUP_OPERATIONS
-                } else {
-                    i32::MIN
-                };
+                out.authorized_operations =
+                    allowed::if_asked(r.include_authorized_operations, allowed::GROUP);
                 let name = id.0.to_string();
                 out.group_id = id;
                 if let Err(e) = self.is_coordinator(self.cluster.group_coordinator(&name)) {

@@ -4,6 +4,7 @@
 //! parked in the broker's purgatories, and the request's task awaits the
 //! handle.
 
+use super::acls::allowed;
 use super::batch_records::RecordsError;
 use super::checks::Checks;
 use super::fetch_sessions::{Asked, Context, Told};
@@ -446,12 +447,23 @@ impl BrokerService {
                 b
             })
             .collect();
+        // What a client may do, if it asks (v8 on; the cluster's until
+        // v10, DescribeCluster's since): everything, with no authorizer.
+        // Kafka tells it for each topic named in the answer, found or not,
+        // but not for a topic id it does not know.
+        let topic_operations = version >= 8 && r.include_topic_authorized_operations;
+        response.cluster_authorized_operations = allowed::if_asked(
+            (8..=10).contains(&version) && r.include_cluster_authorized_operations,
+            allowed::CLUSTER,
+        );
         response.topics = topics
             .into_iter()
             .map(|t| {
                 let mut out = MetadataResponseTopic::default();
                 match t {
                     Err((name, id, error)) => {
+                        out.topic_authorized_operations =
+                            allowed::if_asked(topic_operations && name.is_some(), allowed::TOPIC);
                         out.name = name.as_deref().map(topic_name);
                         out.topic_id = id;
                         out.error_code = error;
@@ -459,6 +471,8 @@ impl BrokerService {
                     Ok(topic) => {
                         out.name = Some(topic_name(&topic.name));
                         out.topic_id = topic.id;
+                        out.topic_authorized_operations =
+                            allowed::if_asked(topic_operations, allowed::TOPIC);
                         out.partitions = topic
                             .partitions
                             .iter()

@@ -3,8 +3,8 @@
 //! and is handed its partitions, and ShareGroupDescribe, on the cluster's
 //! [`GroupCoordinator`](super::groups::GroupCoordinator).
 
+use super::acls::allowed;
 use super::checks::Checks;
-use super::group_admin::GROUP_OPERATIONS;
 use super::group_service::text;
 use super::groups::{Partitions, Refusal, ShareBeat, ShareGroup, Topics};
 use super::service::BrokerService;
@@ -178,11 +178,8 @@ impl BrokerService {
             .into_iter()
             .map(|GroupId(id)| {
                 let mut out = DescribedGroup::default();
-                out.authorized_operations = if r.include_authorized_operations {
-                    GROUP_OPERATIONS
-                } else {
-                    i32::MIN
-                };
+                out.authorized_operations =
+                    allowed::if_asked(r.include_authorized_operations, allowed::GROUP);
                 out.group_id = GroupId(id.clone());
                 if let Err(e) = self.is_coordinator(self.cluster.group_coordinator(&id)) {
                     out.error_code = e;
