@@ -946,6 +946,34 @@ mod well_formed {
                         r.upsertions = vec![upsertion.clone(), upsertion];
                         frame(api, version, &r)
                     }
+                    ApiKey::DescribeClientQuotas => {
+                        use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+                        let mut c = ComponentData::default();
+                        c.entity_type = StrBytes::from_static_str("client-id");
+                        c._match = Some(StrBytes::from_static_str("app"));
+                        let mut r =
+                            kafka_protocol::messages::DescribeClientQuotasRequest::default();
+                        r.components = vec![c];
+                        r.strict = true;
+                        frame(api, version, &r)
+                    }
+                    ApiKey::AlterClientQuotas => {
+                        use kafka_protocol::messages::alter_client_quotas_request::{
+                            EntityData, EntryData, OpData,
+                        };
+                        let mut entity = EntityData::default();
+                        entity.entity_type = StrBytes::from_static_str("user");
+                        let mut op = OpData::default();
+                        op.key = StrBytes::from_static_str("producer_byte_rate");
+                        op.value = 1024.0;
+                        let mut e = EntryData::default();
+                        e.entity = vec![entity];
+                        e.ops = vec![op];
+                        let mut r = kafka_protocol::messages::AlterClientQuotasRequest::default();
+                        r.entries = vec![e];
+                        r.validate_only = true;
+                        frame(api, version, &r)
+                    }
                     ApiKey::ListConfigResources => {
                         let mut r = ListConfigResourcesRequest::default();
                         // v0 has no fields.

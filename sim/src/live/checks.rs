@@ -76,6 +76,8 @@ pub struct Checks {
     pub assigned_twice: AtomicU64,
     /// Times a partition's oldest batches were deleted for its retention.
     pub retention_deletions: AtomicU64,
+    /// Produce and fetch answers throttled by a byte-rate quota.
+    pub throttled: AtomicU64,
     /// Times a partition's oldest batches were deleted for the bound on
     /// all the logs' memory.
     pub memory_deletions: AtomicU64,
@@ -240,6 +242,7 @@ impl Checks {
                 &self.memory_deletions,
             ),
             ("partition leaders moved", &self.leader_changes),
+            ("answers throttled by a quota", &self.throttled),
             ("produce partition errors", &self.produce_errors),
         ]
         .into_iter()

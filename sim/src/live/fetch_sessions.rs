@@ -243,6 +243,12 @@ impl FetchSessions {
         }
     }
 
+    /// Closes session `id` (a fetch that opened it was answered without
+    /// it: throttled by a quota).
+    pub fn forget(&self, id: i32) {
+        self.cache.lock().sessions.remove(&id);
+    }
+
     /// Whether partition `asked`'s answer goes out in session `context`:
     /// always in a full one, and in an incremental one only with records,
     /// an error or news (`told` unlike what the session last told).

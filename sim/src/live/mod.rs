@@ -17,6 +17,7 @@ mod alter_configs;
 mod batch_header;
 mod batch_records;
 mod checks;
+mod client_quotas;
 mod configs;
 mod consumer_group_service;
 mod delete_records;
@@ -38,6 +39,7 @@ mod ops;
 mod partition_txns;
 mod produce_framing;
 mod producers;
+mod quota_rate;
 mod reassignment;
 mod recompress;
 mod replication;
@@ -45,6 +47,7 @@ mod scram_credentials;
 mod service;
 mod share;
 mod share_group_service;
+mod throttling;
 mod topic_config;
 mod topics;
 mod txn_admin;
@@ -183,6 +186,11 @@ pub struct Broker {
     pub fetch_sessions: fetch_sessions::FetchSessions,
     /// Parked share fetches (KIP-932), watched by partition key.
     pub(crate) share_fetch: Purgatory<u32, share::WireShareFetch>,
+    /// Its clients' byte rates, measured against their quotas.
+    pub(crate) throttles: throttling::Throttles,
+    /// Connections throttled by a quota, waiting their time out (each
+    /// under a key of its own).
+    pub(crate) throttled: Purgatory<u64, throttling::ThrottledWait>,
     /// Its share group members' share sessions.
     pub(crate) share_sessions: share::ShareSessions,
     /// Batches on their way to this broker's follower replicas.
@@ -228,6 +236,8 @@ pub struct LiveCluster {
     pub(crate) shares: share::ShareState,
     /// Users' SCRAM credentials, kept to be described.
     pub(crate) scram: scram_credentials::ScramCredentials,
+    /// The client quotas set.
+    pub(crate) client_quotas: client_quotas::ClientQuotas,
     /// Host and port each broker is reached at (set once bound).
     endpoints: RwLock<Vec<(String, i32)>>,
     stopping: AtomicBool,
@@ -293,6 +303,12 @@ impl LiveCluster {
                     .build()
                     .expect("a valid purgatory configuration"),
                 share_sessions: share::ShareSessions::default(),
+                throttles: throttling::Throttles::default(),
+                throttled: Purgatory::builder(format!("Throttle-{id}"))
+                    .timer(kind)
+                    .driver(driver)
+                    .build()
+                    .expect("a valid purgatory configuration"),
                 followers: FollowerQueue::default(),
             })
             .collect();
@@ -323,6 +339,7 @@ impl LiveCluster {
             txns,
             shares,
             scram: Default::default(),
+            client_quotas: Default::default(),
             endpoints: RwLock::new(Vec::new()),
             stopping: AtomicBool::new(false),
             log_memory_full: AtomicBool::new(false),
@@ -666,6 +683,7 @@ impl LiveCluster {
         broker.followers.clear();
         broker.fetch_sessions.clear();
         broker.share_sessions.clear();
+        broker.throttles.clear();
         let led: Vec<u32> = self
             .topics()
             .iter()
@@ -1220,6 +1238,7 @@ impl LiveCluster {
                     + b.fetch.delayed()
                     + b.delete_records.delayed()
                     + b.share_fetch.delayed()
+                    + b.throttled.delayed()
             })
             .sum::<usize>()
             + self.shares.locks.delayed()
@@ -1236,6 +1255,7 @@ impl LiveCluster {
                     + b.fetch.watched()
                     + b.delete_records.watched()
                     + b.share_fetch.watched()
+                    + b.throttled.watched()
             })
             .sum::<usize>()
             + self.shares.locks.watched()
@@ -1259,6 +1279,7 @@ impl LiveCluster {
             b.fetch.shutdown();
             b.delete_records.shutdown();
             b.share_fetch.shutdown();
+            b.throttled.shutdown();
         }
         self.shares.locks.shutdown();
         self.groups.shutdown();

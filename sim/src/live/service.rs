@@ -7,6 +7,7 @@
 use super::acls::allowed;
 use super::batch_records::RecordsError;
 use super::checks::Checks;
+use super::client_quotas::ByteRate;
 use super::fetch_sessions::{Asked, Context, Told};
 use super::leader_epochs;
 use super::leader_hints::{self, node_endpoints, LeaderHints};
@@ -16,10 +17,11 @@ use super::log::{
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::produce_framing;
 use super::recompress::Target;
+use super::throttling::millis;
 use super::topic_config;
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::{LiveCluster, LiveConfig};
-use crate::wire::Service;
+use crate::wire::{Answer, Service, Throttle};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
@@ -68,7 +70,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 49] = [
+pub const APIS: [(ApiKey, i16, i16); 51] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -113,6 +115,8 @@ pub const APIS: [(ApiKey, i16, i16); 49] = [
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::ListConfigResources, 0, 1),
     (ApiKey::ShareGroupHeartbeat, 1, 1),
     (ApiKey::ShareGroupDescribe, 1, 1),
@@ -208,6 +212,30 @@ impl Service for BrokerService {
         self: Arc<Self>,
         header: RequestHeader,
         request: RequestKind,
+        throttle: Throttle,
+    ) -> Answer {
+        let version = header.request_api_version;
+        // Kafka's quotas take a client without an id as the empty id.
+        let client = header.client_id.as_deref().unwrap_or_default();
+        match request {
+            RequestKind::Produce(r) => self.produce(r, version, client, throttle).await,
+            RequestKind::Fetch(r) => self.fetch(r, version, client, throttle).await,
+            other => self.respond(header, other).await.into(),
+        }
+    }
+
+    async fn wait_throttle(self: Arc<Self>, time: Duration) {
+        self.wait_throttled(time).await;
+    }
+}
+
+impl BrokerService {
+    /// The answer to any request but a produce or a fetch, which a quota
+    /// may throttle.
+    async fn respond(
+        self: Arc<Self>,
+        header: RequestHeader,
+        request: RequestKind,
     ) -> Option<ResponseKind> {
         let version = header.request_api_version;
         match request {
@@ -215,8 +243,6 @@ impl Service for BrokerService {
             RequestKind::ListOffsets(r) => {
                 Some(ResponseKind::ListOffsets(self.list_offsets(r, version)))
             }
-            RequestKind::Produce(r) => self.produce(r, version).await.map(ResponseKind::Produce),
-            RequestKind::Fetch(r) => Some(ResponseKind::Fetch(self.fetch(r, version).await)),
             RequestKind::FindCoordinator(r) => Some(ResponseKind::FindCoordinator(
                 self.find_coordinator(r, version),
             )),
@@ -321,6 +347,16 @@ impl Service for BrokerService {
                 Some(ResponseKind::DescribeUserScramCredentials(
                     self.describe_user_scram_credentials(r),
                 ))
+            }
+            RequestKind::DescribeClientQuotas(r) => {
+                Checks::bump(&self.checks().admin_requests);
+                Some(ResponseKind::DescribeClientQuotas(
+                    self.describe_client_quotas(r),
+                ))
+            }
+            RequestKind::AlterClientQuotas(r) => {
+                Checks::bump(&self.checks().admin_requests);
+                Some(ResponseKind::AlterClientQuotas(self.alter_client_quotas(r)))
             }
             RequestKind::AlterUserScramCredentials(r) => {
                 Checks::bump(&self.checks().admin_requests);
@@ -594,7 +630,40 @@ impl BrokerService {
         a
     }
 
-    async fn produce(&self, r: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+    /// A produce, counted against `client`'s byte-rate quota (the bytes
+    /// of its batches, stored or refused). Kafka counts them as it
+    /// answers, and reads nothing from the connection before that; this
+    /// front reads on while a produce is parked, so they are counted as
+    /// the produce comes, and a throttle stops the reading at once.
+    async fn produce(
+        &self,
+        r: ProduceRequest,
+        version: i16,
+        client: &str,
+        throttle: Throttle,
+    ) -> Answer {
+        let bytes: u64 = (r.topic_data.iter())
+            .flat_map(|t| t.partition_data.iter())
+            .map(|p| p.records.as_ref().map_or(0, |b| b.len() as u64))
+            .sum();
+        let throttled = self.throttled_for(ByteRate::Produce, client, bytes);
+        throttle.mute(throttled);
+        let mut response = self.produce_response(r, version).await;
+        if let Some(r) = &mut response {
+            r.throttle_time_ms = millis(throttled);
+        }
+        Answer {
+            response: response.map(ResponseKind::Produce),
+            // Before v6 a client does not throttle itself.
+            hold: if version < 6 {
+                throttled
+            } else {
+                Duration::ZERO
+            },
+        }
+    }
+
+    async fn produce_response(&self, r: ProduceRequest, version: i16) -> Option<ProduceResponse> {
         let checks = Arc::clone(&self.cluster.checks);
         Checks::bump(&checks.produce_requests);
         let acks = r.acks;
@@ -859,19 +928,55 @@ impl BrokerService {
         }
     }
 
-    async fn fetch(&self, r: FetchRequest, version: i16) -> FetchResponse {
+    /// A fetch for `client`, whose byte-rate quota caps what one answer
+    /// may hold and may throttle it.
+    async fn fetch(
+        &self,
+        r: FetchRequest,
+        version: i16,
+        client: &str,
+        throttle: Throttle,
+    ) -> Answer {
+        let (response, throttled) = self.fetch_response(r, version, client).await;
+        throttle.mute(throttled);
+        Answer {
+            response: Some(ResponseKind::Fetch(response)),
+            // Before v8 a client does not throttle itself.
+            hold: if version < 8 {
+                throttled
+            } else {
+                Duration::ZERO
+            },
+        }
+    }
+
+    async fn fetch_response(
+        &self,
+        r: FetchRequest,
+        version: i16,
+        client: &str,
+    ) -> (FetchResponse, Duration) {
         let checks = Arc::clone(&self.cluster.checks);
         Checks::bump(&checks.fetch_requests);
-        let max_bytes = usize::try_from(r.max_bytes).unwrap_or(0);
+        // As Kafka: no more than the quota lets through in its window, or
+        // the answer would be throttled whatever came before it.
+        let most =
+            self.throttles()
+                .most_in_window(&self.cluster.client_quotas, ByteRate::Fetch, client);
+        let max_bytes = usize::try_from(r.max_bytes)
+            .unwrap_or(0)
+            .min(most.map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX)));
         let max_wait = Duration::from_millis(u64::try_from(r.max_wait_ms).unwrap_or(0));
-        let min_bytes = u64::try_from(r.min_bytes).unwrap_or(0);
+        let min_bytes = u64::try_from(r.min_bytes)
+            .unwrap_or(0)
+            .min(max_bytes as u64);
         let sessions = &self.cluster.brokers[self.id as usize].fetch_sessions;
         let (context, asked) = match sessions.begin(&r, version) {
             Ok(begun) => begun,
             Err(error) => {
                 let mut response = FetchResponse::default();
                 response.error_code = error;
-                return response;
+                return (response, Duration::ZERO);
             }
         };
         // Valid partitions wait; the others are answered with their error,
@@ -1001,6 +1106,32 @@ impl BrokerService {
                 }
             }
         };
+        let fetched = fetched_bytes(&done.parts);
+        let throttle = self.throttled_for(ByteRate::Fetch, client, fetched);
+        if !throttle.is_zero() {
+            // As Kafka answers a throttled fetch: with nothing, and what
+            // it would have carried not counted. A session it opened is
+            // not kept; one it continued has moved to its next epoch.
+            let now = now_ms();
+            (self.throttles()).unrecord(
+                &self.cluster.client_quotas,
+                ByteRate::Fetch,
+                client,
+                fetched,
+                now,
+            );
+            let mut response = FetchResponse::default();
+            response.throttle_time_ms = millis(throttle);
+            response.session_id = match context {
+                Context::Incremental(id) => id,
+                Context::Full(id) => {
+                    sessions.forget(id);
+                    0
+                }
+                Context::Sessionless => 0,
+            };
+            return (response, throttle);
+        }
         let mut response = FetchResponse::default();
         let mut hints = LeaderHints::new(self);
         response.session_id = context.session_id();
@@ -1091,7 +1222,7 @@ impl BrokerService {
         if let Some(at) = woken_at {
             checks.fetch_wakeups.record(at.elapsed());
         }
-        response
+        (response, Duration::ZERO)
     }
 
     /// Counts an outcome, and flags an expiry before its timeout.

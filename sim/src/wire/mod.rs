@@ -14,4 +14,4 @@ mod service;
 pub use consumer::{decode_assignment, subscribed_topics};
 pub use frame::{FrameError, DEFAULT_MAX_REQUEST_BYTES};
 pub use server::{serve, Limits, Listener, Stop, WireStats};
-pub use service::{decode_request, encode_response, BadRequest, Service};
+pub use service::{decode_request, encode_response, Answer, BadRequest, Service, Throttle};

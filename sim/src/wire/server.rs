@@ -7,7 +7,10 @@
 //! a purgatory, moves to a task of its own. A parked request is a suspended
 //! task awaiting its handle: it holds no thread, and the requests behind it
 //! go on. (Kafka instead reads nothing more from the connection until the
-//! parked one is answered.)
+//! parked one is answered.) A client a quota throttles is read no further
+//! until its throttle time is over, as Kafka mutes its channel: a call
+//! says so on the connection's `Throttle`, and the wait is the service's
+//! (`Service::wait_throttle`).
 //!
 //! Two signals end connections. A stop is orderly: nothing more is read,
 //! and each connection writes the answers it owes before it closes. A
@@ -18,7 +21,9 @@
 //! listener binds its address again.
 
 use super::frame::{read_frame, FrameError};
-use super::service::{api_versions, decode_request, encode_response, BadRequest, Service};
+use super::service::{
+    api_versions, decode_request, encode_response, Answer, BadRequest, Service, Throttle,
+};
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
 use std::future::Future;
@@ -293,7 +298,18 @@ async fn connection<S: Service>(
         let _ = writer.shutdown().await;
     });
     let apis = service.apis();
+    // Set by the calls when a quota throttles the client: nothing more is
+    // read from it until then.
+    let throttle = Throttle::default();
     loop {
+        if let Some(time) = throttle.take() {
+            let wait = Arc::clone(&service).wait_throttle(time);
+            tokio::select! {
+                _ = wait => {}
+                _ = stop.changed() => break,
+                _ = life_ends(&mut lives, life) => break,
+            }
+        }
         let frame = tokio::select! {
             frame = read_frame(&mut reader, limits.max_request_bytes) => frame,
             _ = stop.changed() => break,
@@ -333,22 +349,42 @@ async fn connection<S: Service>(
                     let body = ResponseKind::ApiVersions(api_versions(&apis, true));
                     let _ = tx.send(encode_response(api, version, correlation_id, &body).map(Some));
                 } else {
-                    let encode = move |answer: Option<ResponseKind>| {
-                        answer
+                    // A client too old to throttle itself gets its answer
+                    // once its throttle time is over (`Answer::hold`).
+                    let encode = move |answer: Answer| {
+                        let bytes = answer
+                            .response
                             .map(|body| encode_response(api, version, correlation_id, &body))
-                            .transpose()
+                            .transpose();
+                        (bytes, Some(answer.hold).filter(|t| !t.is_zero()))
                     };
                     // Up to its first wait here, in the order sent; a
                     // request that waits is finished on a task of its own
                     // (whose poll replaces this task's waker with its own).
-                    let mut call = Box::pin(Arc::clone(&service).call(header, request));
-                    match std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await {
-                        Poll::Ready(answer) => {
-                            let _ = tx.send(encode(answer));
-                        }
+                    let call = Arc::clone(&service).call(header, request, throttle.clone());
+                    let mut call = Box::pin(call);
+                    let polled =
+                        std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+                    let service = Arc::clone(&service);
+                    match polled {
+                        Poll::Ready(answer) => match encode(answer) {
+                            (bytes, None) => {
+                                let _ = tx.send(bytes);
+                            }
+                            (bytes, Some(hold)) => {
+                                tokio::spawn(async move {
+                                    service.wait_throttle(hold).await;
+                                    let _ = tx.send(bytes);
+                                });
+                            }
+                        },
                         Poll::Pending => {
                             tokio::spawn(async move {
-                                let _ = tx.send(encode(call.await));
+                                let (bytes, hold) = encode(call.await);
+                                if let Some(hold) = hold {
+                                    service.wait_throttle(hold).await;
+                                }
+                                let _ = tx.send(bytes);
                             });
                         }
                     }

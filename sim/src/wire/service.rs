@@ -8,8 +8,10 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
+use parking_lot::Mutex;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A broker's answers to decoded requests.
 pub trait Service: Send + Sync + 'static {
@@ -26,12 +28,63 @@ pub trait Service: Send + Sync + 'static {
     /// polls it once before it reads the connection's next request, so
     /// what a call changes before its first wait takes effect in the order
     /// the connection sent the requests, as Kafka's do: a call should make
-    /// its changes (append, commit, join) before it awaits anything.
+    /// its changes (append, commit, join) before it awaits anything. A
+    /// call that finds the client over a quota says so on `throttle`,
+    /// before its first wait where the next request must not be read.
     fn call(
         self: Arc<Self>,
         header: RequestHeader,
         request: RequestKind,
-    ) -> impl Future<Output = Option<ResponseKind>> + Send + 'static;
+        throttle: Throttle,
+    ) -> impl Future<Output = Answer> + Send + 'static;
+
+    /// Waits out a client's throttle: the front reads nothing more from
+    /// its connection until this returns.
+    fn wait_throttle(self: Arc<Self>, time: Duration) -> impl Future<Output = ()> + Send + 'static;
+}
+
+/// What a call answers.
+#[derive(Debug, Default)]
+pub struct Answer {
+    /// The response, if the request gets one.
+    pub response: Option<ResponseKind>,
+    /// How long the response is held before it is sent: a throttle time,
+    /// for a client too old to throttle itself (Kafka's
+    /// `shouldClientThrottle`), as Kafka holds it.
+    pub hold: Duration,
+}
+
+impl From<Option<ResponseKind>> for Answer {
+    fn from(response: Option<ResponseKind>) -> Self {
+        Answer {
+            response,
+            hold: Duration::ZERO,
+        }
+    }
+}
+
+/// A connection's throttle: until when nothing more is read from it, as a
+/// Kafka broker mutes the channel of a client a quota throttles.
+#[derive(Debug, Clone, Default)]
+pub struct Throttle(Arc<Mutex<Option<Instant>>>);
+
+impl Throttle {
+    /// Reads nothing more for `time` from now (or for longer, if already
+    /// throttled longer).
+    pub fn mute(&self, time: Duration) {
+        if time.is_zero() {
+            return;
+        }
+        let until = Instant::now() + time;
+        let mut muted = self.0.lock();
+        *muted = Some(muted.map_or(until, |m| m.max(until)));
+    }
+
+    /// How long reading must still wait, if it must; forgets it.
+    pub fn take(&self) -> Option<Duration> {
+        let until = self.0.lock().take()?;
+        Some(until.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
+    }
 }
 
 /// Versions of ApiVersions the front answers (v3 and later are flexible;

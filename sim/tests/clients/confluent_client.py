@@ -37,6 +37,12 @@
         "a" is away, the errors the first "a" sees once fenced, and how many
         records were read (and read twice).
 
+    confluent_client.py quota BOOTSTRAP TOPIC MEGABYTES CLIENT_ID
+        Produce MEGABYTES of 1,000-byte records with acks=all as client
+        CLIENT_ID, as fast as librdkafka sends them, counting the throttle
+        times the broker reports. Prints one JSON line: how many were
+        acknowledged, the seconds it took, how many throttles, the longest.
+
     confluent_client.py transactions BOOTSTRAP TOPIC
         Transactions on TOPIC (4 partitions): four of 20 records, committed
         and aborted in turn; a second producer with the same
@@ -941,6 +947,34 @@ def share(bootstrap, topic, group_id):
     }))
 
 
+def quota(bootstrap, topic, megabytes, client_id):
+    throttles = []
+    p = Producer({
+        "bootstrap.servers": bootstrap,
+        "client.id": client_id,
+        "acks": "all",
+        "linger.ms": 5,
+        "throttle_cb": lambda event: throttles.append(event.throttle_time),
+    })
+    acked = []
+    value = b"q" * 1000
+    started = time.monotonic()
+    for _ in range(megabytes * 1000):
+        while True:
+            try:
+                p.produce(topic, value, on_delivery=lambda err, _m: acked.append(err is None))
+                break
+            except BufferError:
+                p.poll(0.05)
+    p.flush(120)
+    print(json.dumps({
+        "acked": sum(acked),
+        "seconds": time.monotonic() - started,
+        "throttles": sum(1 for t in throttles if t > 0),
+        "longest_ms": int(max(throttles, default=0) * 1000),
+    }))
+
+
 def produce_quietly(bootstrap, topic, count, prefix):
     """Produces COUNT records PREFIX-0.. round-robin with acks=all; how
     many were acknowledged."""
@@ -980,6 +1014,8 @@ if __name__ == "__main__":
         scram(bootstrap)
     elif mode == "eos":
         eos(bootstrap, topic, int(sys.argv[4]), float(sys.argv[5]))
+    elif mode == "quota":
+        quota(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
     elif mode == "idempotent":
         roundtrip(bootstrap, topic, int(sys.argv[4]), {
             "enable.idempotence": True,

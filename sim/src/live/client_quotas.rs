@@ -1,0 +1,653 @@
+//! Client quotas as admin clients manage them (AlterClientQuotas,
+//! DescribeClientQuotas), with the rules of Kafka's controller
+//! (`ClientQuotaControlManager`) and the answers of its brokers
+//! (`ClientQuotasImage::describe`); and which quota applies to a client
+//! (Kafka's default quota callback), for `throttling.rs` to enforce.
+//!
+//! An entity is a user, a client id or both (each named, or the default
+//! for all that have no quota of their own), or an IP address. The
+//! listeners here authenticate nobody, so every client is the user
+//! `ANONYMOUS`, as Kafka names an unauthenticated principal: a quota of
+//! that user, or of the default user, applies to all of them.
+//!
+//! The two byte-rate quotas are applied: `producer_byte_rate` and
+//! `consumer_byte_rate`. The others Kafka takes (`request_percentage`,
+//! `controller_mutation_rate`, `connection_creation_rate`) are refused
+//! INVALID_REQUEST with a message saying so, rather than kept without
+//! effect.
+
+use super::service::BrokerService;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    alter_client_quotas_request, alter_client_quotas_response, describe_client_quotas_response,
+    AlterClientQuotasRequest, AlterClientQuotasResponse, DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const USER: &str = "user";
+const CLIENT_ID: &str = "client-id";
+const IP: &str = "ip";
+
+/// The user every client of these plaintext listeners is.
+pub const ANONYMOUS: &str = "ANONYMOUS";
+
+/// The quotas applied, by the bytes they bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ByteRate {
+    /// `producer_byte_rate`: bytes of record batches produced per second.
+    Produce,
+    /// `consumer_byte_rate`: bytes of records fetched per second.
+    Fetch,
+}
+
+impl ByteRate {
+    fn key(self) -> &'static str {
+        match self {
+            ByteRate::Produce => "producer_byte_rate",
+            ByteRate::Fetch => "consumer_byte_rate",
+        }
+    }
+}
+
+/// The keys Kafka takes for a user or client id, and for an IP, that are
+/// not applied here.
+const NOT_APPLIED: [&str; 3] = [
+    "request_percentage",
+    "controller_mutation_rate",
+    "connection_creation_rate",
+];
+
+/// An entity: each of its types with its name (`None`: the default).
+type Entity = BTreeMap<String, Option<String>>;
+
+/// Who a quota's rate is measured for: the user and client id, either
+/// empty when the quota is not one of that part (Kafka's metric tags).
+pub type Measured = (String, String);
+
+/// The quotas set, by entity.
+#[derive(Debug, Default)]
+pub struct ClientQuotas {
+    entities: Mutex<BTreeMap<Entity, BTreeMap<String, f64>>>,
+    /// Whether any quota is set: the produce and fetch paths look no
+    /// further while none is.
+    any: AtomicBool,
+}
+
+/// Why a change or a filter is refused: the error code and a message.
+type Refusal = (i16, String);
+
+/// A key set to a value, or removed (`None`).
+type Change = (String, Option<f64>);
+
+/// A refusal: INVALID_REQUEST with Kafka's kind of message.
+fn invalid(message: String) -> Refusal {
+    (ResponseError::InvalidRequest.code(), message)
+}
+
+impl ClientQuotas {
+    /// Applies each entry that passes the controller's checks (all of it
+    /// or none of it), unless `validate_only`; answers each entry.
+    pub fn alter(
+        &self,
+        r: &AlterClientQuotasRequest,
+    ) -> Vec<alter_client_quotas_response::EntryData> {
+        let mut entities = self.entities.lock();
+        let mut seen = BTreeSet::new();
+        let answers = r
+            .entries
+            .iter()
+            .map(|entry| {
+                let named: Vec<(String, Option<String>)> = (entry.entity.iter())
+                    .map(|e| {
+                        (
+                            e.entity_type.to_string(),
+                            e.entity_name.as_deref().map(String::from),
+                        )
+                    })
+                    .collect();
+                let checked = entity(&named).and_then(|entity| {
+                    if !seen.insert(entity.clone()) {
+                        return Err(invalid(format!("Ignoring duplicate entity {entity:?}")));
+                    }
+                    let changes = changes(&entity, &entry.ops)?;
+                    Ok((entity, changes))
+                });
+                let (error_code, error_message) = match checked {
+                    Ok((entity, changes)) => {
+                        if !r.validate_only {
+                            let quotas = entities.entry(entity.clone()).or_default();
+                            for (key, value) in changes {
+                                match value {
+                                    Some(v) => quotas.insert(key, v),
+                                    None => quotas.remove(&key),
+                                };
+                            }
+                            if quotas.is_empty() {
+                                entities.remove(&entity);
+                            }
+                        }
+                        (0, None)
+                    }
+                    Err((code, message)) => (code, Some(StrBytes::from_string(message))),
+                };
+                let mut out = alter_client_quotas_response::EntryData::default();
+                out.error_code = error_code;
+                out.error_message = error_message;
+                out.entity = (entry.entity.iter())
+                    .map(|e| {
+                        let mut d = alter_client_quotas_response::EntityData::default();
+                        d.entity_type = e.entity_type.clone();
+                        d.entity_name = e.entity_name.clone();
+                        d
+                    })
+                    .collect();
+                out
+            })
+            .collect();
+        self.any.store(!entities.is_empty(), Ordering::Release);
+        answers
+    }
+
+    /// The entities whose types match the request's filter, with their
+    /// quotas; or the error that refuses the filter.
+    pub fn describe(
+        &self,
+        r: &DescribeClientQuotasRequest,
+    ) -> Result<Vec<describe_client_quotas_response::EntryData>, Refusal> {
+        // Type to name asked (`None`: the default), and types asked for
+        // whatever their name.
+        let mut exact: BTreeMap<String, Option<String>> = BTreeMap::new();
+        let mut any = BTreeSet::new();
+        for c in &r.components {
+            let kind = c.entity_type.to_string();
+            if kind.is_empty() {
+                return Err(invalid("Invalid empty entity type.".into()));
+            }
+            if exact.contains_key(&kind) || any.contains(&kind) {
+                return Err(invalid(format!(
+                    "Entity type {kind} cannot appear more than once in the filter."
+                )));
+            }
+            if ![USER, CLIENT_ID, IP].contains(&kind.as_str()) {
+                return Err((
+                    ResponseError::UnsupportedVersion.code(),
+                    format!("Unsupported entity type {kind}"),
+                ));
+            }
+            let name = c._match.as_deref().map(String::from);
+            match (c.match_type, name) {
+                (0, Some(name)) => {
+                    exact.insert(kind, Some(name));
+                }
+                (1, None) => {
+                    exact.insert(kind, None);
+                }
+                (2, None) => {
+                    any.insert(kind);
+                }
+                (0, None) => {
+                    return Err(invalid(
+                        "Request specified MATCH_TYPE_EXACT, but set match string to null.".into(),
+                    ))
+                }
+                (1, Some(_)) => {
+                    return Err(invalid(
+                        "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."
+                            .into(),
+                    ))
+                }
+                (2, Some(_)) => return Err(invalid(
+                    "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string."
+                        .into(),
+                )),
+                (other, _) => return Err(invalid(format!("Unknown match type {other}"))),
+            }
+        }
+        let has = |kind: &str| exact.contains_key(kind) || any.contains(kind);
+        if has(IP) && (has(USER) || has(CLIENT_ID)) {
+            return Err(invalid(
+                "Invalid entity filter component combination. IP filter component should not \
+                 be used with user or clientId filter component."
+                    .into(),
+            ));
+        }
+        let entities = self.entities.lock();
+        let matching = entities.iter().filter(|(entity, _)| {
+            (!r.strict || entity.len() == exact.len() + any.len())
+                && exact
+                    .iter()
+                    .all(|(kind, name)| entity.get(kind) == Some(name))
+                && any.iter().all(|kind| entity.contains_key(kind))
+        });
+        Ok(matching
+            .map(|(entity, quotas)| {
+                let mut out = describe_client_quotas_response::EntryData::default();
+                out.entity = (entity.iter())
+                    .map(|(kind, name)| {
+                        let mut d = describe_client_quotas_response::EntityData::default();
+                        d.entity_type = StrBytes::from_string(kind.clone());
+                        d.entity_name = name.clone().map(StrBytes::from_string);
+                        d
+                    })
+                    .collect();
+                out.values = (quotas.iter())
+                    .map(|(key, &value)| {
+                        let mut v = describe_client_quotas_response::ValueData::default();
+                        v.key = StrBytes::from_string(key.clone());
+                        v.value = value;
+                        v
+                    })
+                    .collect();
+                out
+            })
+            .collect())
+    }
+
+    /// The `rate` quota that applies to `client_id`, with whom its rate is
+    /// measured for; `None` where none does. Kafka's order: the user with
+    /// the client id, the user with the default client, the user alone;
+    /// then the same for the default user; then the client id alone, and
+    /// the default client.
+    pub fn applying(&self, rate: ByteRate, client_id: &str) -> Option<(f64, Measured)> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let entities = self.entities.lock();
+        let user = Some(ANONYMOUS.to_string());
+        let client = Some(client_id.to_string());
+        let both = (ANONYMOUS.to_string(), client_id.to_string());
+        let user_only = (ANONYMOUS.to_string(), String::new());
+        let client_only = (String::new(), client_id.to_string());
+        let levels = [
+            (vec![(USER, &user), (CLIENT_ID, &client)], &both),
+            (vec![(USER, &user), (CLIENT_ID, &None)], &both),
+            (vec![(USER, &user)], &user_only),
+            (vec![(USER, &None), (CLIENT_ID, &client)], &both),
+            (vec![(USER, &None), (CLIENT_ID, &None)], &both),
+            (vec![(USER, &None)], &user_only),
+            (vec![(CLIENT_ID, &client)], &client_only),
+            (vec![(CLIENT_ID, &None)], &client_only),
+        ];
+        let found = levels.into_iter().find_map(|(parts, measured)| {
+            let entity: Entity = (parts.into_iter())
+                .map(|(kind, name)| (kind.to_string(), name.clone()))
+                .collect();
+            let limit = entities.get(&entity)?.get(rate.key())?;
+            Some((*limit, measured.clone()))
+        });
+        found
+    }
+}
+
+/// The entity named, checked as Kafka's controller checks it.
+fn entity(named: &[(String, Option<String>)]) -> Result<Entity, Refusal> {
+    if named.is_empty() {
+        return Err(invalid("Invalid empty client quota entity".into()));
+    }
+    let mut entity = Entity::new();
+    for (kind, name) in named {
+        if entity.contains_key(kind) {
+            return Err(invalid(format!(
+                "Invalid client quota entity, duplicate entity entry {kind}"
+            )));
+        }
+        if ![USER, CLIENT_ID, IP].contains(&kind.as_str()) {
+            return Err(invalid(format!(
+                "Unhandled client quota entity type: {kind}"
+            )));
+        }
+        if name.as_deref() == Some("") {
+            return Err(invalid(format!("Empty {kind} not supported")));
+        }
+        entity.insert(kind.clone(), name.clone());
+    }
+    if entity.contains_key(IP) {
+        if entity.len() > 1 {
+            return Err(invalid(
+                "Invalid quota entity combination, IP entity should not be combined with User \
+                 or ClientId"
+                    .into(),
+            ));
+        }
+        if let Some(Some(ip)) = entity.get(IP) {
+            let resolves = ip.parse::<IpAddr>().is_ok()
+                || (ip.as_str(), 0)
+                    .to_socket_addrs()
+                    .is_ok_and(|mut a| a.next().is_some());
+            if !resolves {
+                return Err(invalid(format!(
+                    "{ip} is not a valid IP or resolvable host."
+                )));
+            }
+        }
+    }
+    Ok(entity)
+}
+
+/// The entry's changes (`None`: remove the key), checked as Kafka's
+/// controller checks them: each key once, a known key for the entity's
+/// kind, a value above zero, whole for the integral ones.
+fn changes(
+    entity: &Entity,
+    ops: &[alter_client_quotas_request::OpData],
+) -> Result<Vec<Change>, Refusal> {
+    let keys: &[&str] = if entity.contains_key(IP) {
+        &["connection_creation_rate"]
+    } else {
+        &[
+            "producer_byte_rate",
+            "consumer_byte_rate",
+            "request_percentage",
+            "controller_mutation_rate",
+        ]
+    };
+    let mut changes: Vec<Change> = Vec::new();
+    for op in ops {
+        let key = op.key.to_string();
+        if changes.iter().any(|(k, _)| *k == key) {
+            return Err(invalid(format!(
+                "Duplicate quota key {key} not updating quota for this entity {entity:?}"
+            )));
+        }
+        // A removal is not checked: removing what is not set changes nothing.
+        if op.remove {
+            changes.push((key, None));
+            continue;
+        }
+        if !keys.contains(&key.as_str()) {
+            return Err(invalid(format!("Invalid configuration key {key}")));
+        }
+        if NOT_APPLIED.contains(&key.as_str()) {
+            return Err(invalid(format!(
+                "Quota {key} is not applied by this broker (only producer_byte_rate and \
+                 consumer_byte_rate are)"
+            )));
+        }
+        let value = op.value;
+        if value.is_nan() || value <= 0.0 {
+            return Err(invalid(format!("Quota {key} must be greater than 0")));
+        }
+        // Both applied keys are longs.
+        if value > i64::MAX as f64 {
+            return Err(invalid(format!(
+                "Proposed value for {key} is too large for a LONG."
+            )));
+        }
+        if (value % 1.0).abs() > 1e-6 {
+            return Err(invalid(format!("{key} cannot be a fractional value.")));
+        }
+        changes.push((key, Some(value)));
+    }
+    Ok(changes)
+}
+
+impl BrokerService {
+    pub(crate) fn alter_client_quotas(
+        &self,
+        r: AlterClientQuotasRequest,
+    ) -> AlterClientQuotasResponse {
+        let mut response = AlterClientQuotasResponse::default();
+        response.entries = self.cluster.client_quotas.alter(&r);
+        response
+    }
+
+    pub(crate) fn describe_client_quotas(
+        &self,
+        r: DescribeClientQuotasRequest,
+    ) -> DescribeClientQuotasResponse {
+        let mut response = DescribeClientQuotasResponse::default();
+        match self.cluster.client_quotas.describe(&r) {
+            Ok(entries) => response.entries = Some(entries),
+            Err((code, message)) => {
+                response.error_code = code;
+                response.error_message = Some(StrBytes::from_string(message));
+            }
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+
+    fn s(v: &str) -> StrBytes {
+        StrBytes::from_string(v.to_string())
+    }
+
+    /// An entry setting (or, for `None`, removing) `ops` of `entity`.
+    fn entry(
+        entity: &[(&str, Option<&str>)],
+        ops: &[(&str, Option<f64>)],
+    ) -> alter_client_quotas_request::EntryData {
+        let mut e = alter_client_quotas_request::EntryData::default();
+        e.entity = (entity.iter())
+            .map(|(kind, name)| {
+                let mut d = alter_client_quotas_request::EntityData::default();
+                d.entity_type = s(kind);
+                d.entity_name = name.map(s);
+                d
+            })
+            .collect();
+        e.ops = (ops.iter())
+            .map(|(key, value)| {
+                let mut op = alter_client_quotas_request::OpData::default();
+                op.key = s(key);
+                op.value = value.unwrap_or(0.0);
+                op.remove = value.is_none();
+                op
+            })
+            .collect();
+        e
+    }
+
+    fn alter(
+        quotas: &ClientQuotas,
+        entries: Vec<alter_client_quotas_request::EntryData>,
+        validate_only: bool,
+    ) -> Vec<(i16, String)> {
+        let mut r = AlterClientQuotasRequest::default();
+        r.entries = entries;
+        r.validate_only = validate_only;
+        (quotas.alter(&r).into_iter())
+            .map(|e| {
+                (
+                    e.error_code,
+                    e.error_message.map(|m| m.to_string()).unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// (entity, values) of each entity the filter matches, or the error.
+    type Described = Vec<(Vec<(String, Option<String>)>, Vec<(String, f64)>)>;
+
+    fn describe(
+        quotas: &ClientQuotas,
+        filter: &[(&str, i8, Option<&str>)],
+        strict: bool,
+    ) -> Result<Described, i16> {
+        let mut r = DescribeClientQuotasRequest::default();
+        r.strict = strict;
+        r.components = (filter.iter())
+            .map(|(kind, match_type, name)| {
+                let mut c = ComponentData::default();
+                c.entity_type = s(kind);
+                c.match_type = *match_type;
+                c._match = name.map(s);
+                c
+            })
+            .collect();
+        let entries = quotas.describe(&r).map_err(|(code, _)| code)?;
+        Ok(entries
+            .into_iter()
+            .map(|e| {
+                let entity = (e.entity.iter())
+                    .map(|d| {
+                        (
+                            d.entity_type.to_string(),
+                            d.entity_name.as_deref().map(String::from),
+                        )
+                    })
+                    .collect();
+                let values = (e.values.iter())
+                    .map(|v| (v.key.to_string(), v.value))
+                    .collect();
+                (entity, values)
+            })
+            .collect())
+    }
+
+    const INVALID: i16 = 42;
+
+    #[test]
+    fn alterations_are_checked_as_kafkas_controller_checks_them() {
+        let q = ClientQuotas::default();
+        let rate = |v| [("producer_byte_rate", Some(v))];
+        let refused = alter(
+            &q,
+            vec![
+                entry(&[], &rate(1.0)),
+                entry(&[("user", Some("a")), ("user", Some("b"))], &rate(1.0)),
+                entry(&[("group", Some("g"))], &rate(1.0)),
+                entry(&[("client-id", Some(""))], &rate(1.0)),
+                entry(&[("ip", Some("10.0.0.1")), ("user", None)], &rate(1.0)),
+                entry(&[("client-id", Some("c"))], &rate(0.0)),
+                entry(&[("client-id", Some("d"))], &rate(1.5)),
+                entry(&[("client-id", Some("e"))], &[("fetch_rate", Some(1.0))]),
+                entry(
+                    &[("client-id", Some("f"))],
+                    &[("request_percentage", Some(50.0))],
+                ),
+                entry(
+                    &[("ip", Some("10.0.0.1"))],
+                    &[("connection_creation_rate", Some(5.0))],
+                ),
+                entry(
+                    &[("client-id", Some("g"))],
+                    &[
+                        ("producer_byte_rate", Some(1.0)),
+                        ("producer_byte_rate", Some(2.0)),
+                    ],
+                ),
+            ],
+            false,
+        );
+        let codes: Vec<i16> = refused.iter().map(|(c, _)| *c).collect();
+        assert_eq!(codes, vec![INVALID; 11], "{refused:?}");
+        assert!(
+            refused[8].1.contains("not applied by this broker"),
+            "{refused:?}"
+        );
+        assert!(refused[6].1.contains("fractional"), "{refused:?}");
+        assert_eq!(describe(&q, &[], false), Ok(vec![]), "nothing was set");
+        // Validated only: answered, not kept.
+        let entity = [("user", None), ("client-id", Some("app"))];
+        assert_eq!(alter(&q, vec![entry(&entity, &rate(1024.0))], true)[0].0, 0);
+        assert_eq!(describe(&q, &[], false), Ok(vec![]));
+        // Kept; an entity named twice in one request is refused the
+        // second time, after the first was applied.
+        let again = alter(
+            &q,
+            vec![entry(&entity, &rate(1024.0)), entry(&entity, &rate(1.0))],
+            false,
+        );
+        assert_eq!((again[0].0, again[1].0), (0, INVALID));
+        let user_default_and_app = vec![
+            ("client-id".to_string(), Some("app".to_string())),
+            ("user".to_string(), None),
+        ];
+        assert_eq!(
+            describe(&q, &[], false),
+            Ok(vec![(
+                user_default_and_app,
+                vec![("producer_byte_rate".into(), 1024.0)]
+            )])
+        );
+        // A removal of the last key forgets the entity; removing what was
+        // never set changes nothing.
+        let remove = [("producer_byte_rate", None), ("anything", None)];
+        assert_eq!(alter(&q, vec![entry(&entity, &remove)], false)[0].0, 0);
+        assert_eq!(describe(&q, &[], false), Ok(vec![]));
+        assert_eq!(q.applying(ByteRate::Produce, "app"), None);
+    }
+
+    #[test]
+    fn a_filter_matches_named_default_and_any_entities_strictly_or_not() {
+        let q = ClientQuotas::default();
+        let rate = [("consumer_byte_rate", Some(100.0))];
+        let entities: [&[(&str, Option<&str>)]; 4] = [
+            &[("user", Some("alice"))],
+            &[("user", Some("alice")), ("client-id", Some("app"))],
+            &[("user", None)],
+            &[("client-id", None)],
+        ];
+        let entries = entities.iter().map(|e| entry(e, &rate)).collect();
+        assert!(alter(&q, entries, false).iter().all(|(code, _)| *code == 0));
+        let count = |filter: &[(&str, i8, Option<&str>)], strict| {
+            describe(&q, filter, strict).map(|found| found.len())
+        };
+        // Exact (0), default (1), any name (2).
+        assert_eq!(count(&[("user", 0, Some("alice"))], false), Ok(2));
+        assert_eq!(count(&[("user", 0, Some("alice"))], true), Ok(1));
+        assert_eq!(count(&[("user", 1, None)], false), Ok(1));
+        assert_eq!(count(&[("user", 2, None)], false), Ok(3));
+        assert_eq!(count(&[("client-id", 2, None)], true), Ok(1));
+        assert_eq!(
+            count(&[("user", 2, None), ("client-id", 0, Some("app"))], true),
+            Ok(1)
+        );
+        // Refused filters.
+        assert_eq!(count(&[("user", 0, None)], false), Err(INVALID));
+        assert_eq!(count(&[("user", 1, Some("x"))], false), Err(INVALID));
+        assert_eq!(
+            count(&[("user", 2, None), ("user", 2, None)], false),
+            Err(INVALID)
+        );
+        assert_eq!(
+            count(&[("ip", 2, None), ("user", 2, None)], false),
+            Err(INVALID)
+        );
+        assert_eq!(count(&[("user", 3, None)], false), Err(INVALID));
+        assert_eq!(
+            count(&[("group", 2, None)], false),
+            Err(ResponseError::UnsupportedVersion.code())
+        );
+    }
+
+    #[test]
+    fn the_quota_that_applies_is_the_most_specific_set_in_kafkas_order() {
+        let q = ClientQuotas::default();
+        let set = |entity: &[(&str, Option<&str>)], value: f64| {
+            let ops = [("producer_byte_rate", Some(value))];
+            assert_eq!(alter(&q, vec![entry(entity, &ops)], false)[0].0, 0);
+        };
+        let applying = |client: &str| q.applying(ByteRate::Produce, client);
+        let tags = |user: &str, client: &str| (user.to_string(), client.to_string());
+        assert_eq!(applying("app"), None);
+        set(&[("client-id", None)], 8.0);
+        assert_eq!(applying("app"), Some((8.0, tags("", "app"))));
+        set(&[("client-id", Some("app"))], 7.0);
+        assert_eq!(applying("app"), Some((7.0, tags("", "app"))));
+        set(&[("user", None)], 6.0);
+        assert_eq!(applying("app"), Some((6.0, tags(ANONYMOUS, ""))));
+        set(&[("user", None), ("client-id", None)], 5.0);
+        assert_eq!(applying("app"), Some((5.0, tags(ANONYMOUS, "app"))));
+        set(&[("user", Some(ANONYMOUS))], 3.0);
+        assert_eq!(applying("app"), Some((3.0, tags(ANONYMOUS, ""))));
+        set(
+            &[("user", Some(ANONYMOUS)), ("client-id", Some("app"))],
+            1.0,
+        );
+        assert_eq!(applying("app"), Some((1.0, tags(ANONYMOUS, "app"))));
+        // Another client falls to the user's own quota; fetching has none.
+        assert_eq!(applying("other"), Some((3.0, tags(ANONYMOUS, ""))));
+        assert_eq!(q.applying(ByteRate::Fetch, "app"), None);
+    }
+}

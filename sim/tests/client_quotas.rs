@@ -1,0 +1,241 @@
+//! Client quotas over the wire: set and described (AlterClientQuotas,
+//! DescribeClientQuotas), and the byte-rate quotas applied to produces
+//! and fetches: the answer says how long the client is throttled, the
+//! connection reads nothing more from it meanwhile, a client too old to
+//! throttle itself gets its answer only then, and a throttled fetch is
+//! answered without records.
+
+use broker_sim::live::LiveConfig;
+use broker_sim::serve::{ServeOptions, Server};
+use broker_sim::wire::client::{batch, produce_request, Client};
+use broker_sim::wire::Limits;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{
+    alter_client_quotas_request, describe_client_quotas_request, AlterClientQuotasRequest,
+    BrokerId, DescribeClientQuotasRequest, FetchRequest, MetadataRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::time::{Duration, Instant};
+
+/// The test client's id (`wire::client` sends it).
+const CLIENT: &str = "wire-test";
+/// A quota of a megabyte a second: ten seconds' worth, 10 MB, goes
+/// through before the first throttle.
+const RATE: f64 = 1_000_000.0;
+const BATCH: usize = 500_000;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// One broker, which leads `topic`.
+fn server(topic: &str) -> Server {
+    Server::start(ServeOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        live: LiveConfig {
+            brokers: 1,
+            replication_factor: 1,
+            min_insync: 1,
+            ..LiveConfig::default()
+        },
+        topics: vec![(topic.to_string(), 1)],
+        limits: Limits::default(),
+    })
+    .expect("the server starts")
+}
+
+/// Sets `key` of the test client's own quota; its error code.
+fn set_quota(c: &mut Client, key: &str, value: f64) -> i16 {
+    use alter_client_quotas_request::{EntityData, EntryData, OpData};
+    let mut entity = EntityData::default();
+    entity.entity_type = s("client-id");
+    entity.entity_name = Some(s(CLIENT));
+    let mut op = OpData::default();
+    op.key = s(key);
+    op.value = value;
+    let mut entry = EntryData::default();
+    entry.entity = vec![entity];
+    entry.ops = vec![op];
+    let mut r = AlterClientQuotasRequest::default();
+    r.entries = vec![entry];
+    c.call(&r, 1).entries[0].error_code
+}
+
+fn produce(c: &mut Client, topic: &str, version: i16) -> (i16, i32) {
+    let records = batch(&[&vec![b'q'; BATCH]]);
+    let r = c.call(&produce_request(topic, &[(0, records)], 1, 5_000), version);
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, r.throttle_time_ms)
+}
+
+/// Fetches `topic` from `offset`, at most `most` bytes (but a whole
+/// batch), in a new session (epoch 0) or none (-1): the throttle time, the
+/// session id and the bytes of records.
+fn fetch(c: &mut Client, topic: &str, offset: i64, most: i32, epoch: i32) -> (i32, i32, usize) {
+    let mut p = FetchPartition::default();
+    p.fetch_offset = offset;
+    p.partition_max_bytes = most;
+    let mut t = FetchTopic::default();
+    t.topic = TopicName(s(topic));
+    t.partitions = vec![p];
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.max_bytes = 50 << 20;
+    r.session_epoch = epoch;
+    r.topics = vec![t];
+    let got = c.call(&r, 11);
+    let records = (got.responses.iter())
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+        .sum();
+    (got.throttle_time_ms, got.session_id, records)
+}
+
+/// Produces batches until one is throttled; the bytes sent and the
+/// throttle time, in ms.
+fn produce_until_throttled(c: &mut Client, topic: &str, version: i16) -> (usize, i32) {
+    for sent in 1..=40 {
+        let (error, throttle) = produce(c, topic, version);
+        assert_eq!(error, 0);
+        if throttle > 0 {
+            return (sent * BATCH, throttle);
+        }
+    }
+    panic!("never throttled");
+}
+
+/// The throttle time that brings `bytes` sent within the first second
+/// back to the quota: (O - T) / T * W, W being ten seconds and the part
+/// of the first that passed.
+fn expected(bytes: usize) -> std::ops::RangeInclusive<i32> {
+    let all_at_once = (bytes as f64 / RATE * 1000.0) as i32 - 10_000;
+    all_at_once - 1_000..=all_at_once + 1
+}
+
+#[test]
+fn quotas_are_set_checked_and_described() {
+    let server = server("orders");
+    let mut c = Client::connect(server.addrs()[0]);
+    assert_eq!(set_quota(&mut c, "producer_byte_rate", RATE), 0);
+    assert_eq!(set_quota(&mut c, "consumer_byte_rate", 2.0 * RATE), 0);
+    let invalid = kafka_protocol::error::ResponseError::InvalidRequest.code();
+    assert_eq!(set_quota(&mut c, "producer_byte_rate", -1.0), invalid);
+    assert_eq!(set_quota(&mut c, "request_percentage", 50.0), invalid);
+    let mut component = describe_client_quotas_request::ComponentData::default();
+    component.entity_type = s("client-id");
+    component.match_type = 0;
+    component._match = Some(s(CLIENT));
+    let mut r = DescribeClientQuotasRequest::default();
+    r.components = vec![component];
+    for version in [0, 1] {
+        let got = c.call(&r, version);
+        assert_eq!(got.error_code, 0);
+        let entries = got.entries.unwrap_or_default();
+        let values: Vec<(String, f64)> = (entries.iter())
+            .flat_map(|e| e.values.iter())
+            .map(|v| (v.key.to_string(), v.value))
+            .collect();
+        assert_eq!(
+            values,
+            [
+                ("consumer_byte_rate".to_string(), 2.0 * RATE),
+                ("producer_byte_rate".to_string(), RATE)
+            ]
+        );
+    }
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
+
+#[test]
+fn a_producer_past_its_quota_is_throttled_and_read_no_further_meanwhile() {
+    let server = server("loads");
+    let mut c = Client::connect(server.addrs()[0]);
+    // Within no quota: never throttled.
+    assert_eq!(produce(&mut c, "loads", 9), (0, 0));
+    assert_eq!(set_quota(&mut c, "producer_byte_rate", RATE), 0);
+    let (sent, throttle) = produce_until_throttled(&mut c, "loads", 9);
+    assert!(sent > 10_000_000, "{sent}");
+    assert!(expected(sent).contains(&throttle), "{throttle} for {sent}");
+    // The next request waits on the connection for the throttle time.
+    let asked = Instant::now();
+    c.call(&MetadataRequest::default(), 9);
+    let waited = asked.elapsed();
+    let throttled = Duration::from_millis(throttle as u64);
+    assert!(
+        waited + Duration::from_millis(50) >= throttled,
+        "{waited:?}"
+    );
+    // Every batch was stored, the throttled one too.
+    let topic = server.cluster().topic("loads").unwrap();
+    let end = topic.partitions[0].log.lock().log_end();
+    assert_eq!(end as usize, sent / BATCH + 1);
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(report.count("answers throttled by a quota").unwrap() >= 1);
+}
+
+#[test]
+fn a_producer_too_old_to_throttle_itself_gets_its_answer_after_the_throttle() {
+    let server = server("slow");
+    let mut c = Client::connect(server.addrs()[0]);
+    assert_eq!(set_quota(&mut c, "producer_byte_rate", RATE), 0);
+    let mut sent = 0;
+    let (took, throttle) = loop {
+        let asked = Instant::now();
+        // Produce v5: before KIP-219, the broker holds the answer.
+        let (error, throttle) = produce(&mut c, "slow", 5);
+        assert_eq!(error, 0);
+        sent += BATCH;
+        if throttle > 0 {
+            break (asked.elapsed(), throttle);
+        }
+        assert!(sent < 20_000_000, "never throttled");
+    };
+    assert!(expected(sent).contains(&throttle), "{throttle} for {sent}");
+    let throttled = Duration::from_millis(throttle as u64);
+    assert!(took + Duration::from_millis(50) >= throttled, "{took:?}");
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
+
+#[test]
+fn a_throttled_fetch_carries_no_records_and_the_next_one_reads_on() {
+    let server = server("reads");
+    let mut c = Client::connect(server.addrs()[0]);
+    for _ in 0..30 {
+        assert_eq!(produce(&mut c, "reads", 9), (0, 0));
+    }
+    assert_eq!(set_quota(&mut c, "consumer_byte_rate", RATE), 0);
+    // One answer holds at most the quota's ten seconds, 10 MB (whole
+    // batches, at least one), whatever the client asks for: 9.5 MB here.
+    let (throttle, _, first) = fetch(&mut c, "reads", 0, 50 << 20, -1);
+    assert_eq!(throttle, 0);
+    assert!(first > 9_000_000 && first <= 10_000_000, "{first}");
+    let read = (first / BATCH) as i64;
+    // Four more batches are past the quota (11.5 MB over at most 11 s):
+    // throttled, without records; a session the fetch would have opened
+    // is not kept.
+    let (throttle, session, records) = fetch(&mut c, "reads", read, 5 * BATCH as i32, 0);
+    assert!(throttle > 0, "{throttle}");
+    assert_eq!((session, records), (0, 0));
+    // What it would have carried was not counted: once the throttle time
+    // is over (the connection waits it out), one batch from the same
+    // offset comes within the quota, or (10 MB in a window of just over
+    // 10 s) after a throttle of a few ms.
+    let mut tries = 0;
+    loop {
+        let (throttle, _, records) = fetch(&mut c, "reads", read, BATCH as i32, -1);
+        if records > 0 {
+            let one_batch = batch(&[&vec![b'q'; BATCH]]).len();
+            assert_eq!((throttle, records), (0, one_batch));
+            break;
+        }
+        assert!(throttle > 0, "an empty answer is a throttled one");
+        tries += 1;
+        assert!(tries < 10, "throttled for ever");
+    }
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(report.count("answers throttled by a quota").unwrap() >= 1);
+}
