@@ -32,12 +32,7 @@ fn s(v: &str) -> StrBytes {
 fn server(topic: &str) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
-        live: LiveConfig {
-            brokers: 1,
-            replication_factor: 1,
-            min_insync: 1,
-            ..LiveConfig::default()
-        },
+        live: LiveConfig::one_broker(),
         topics: vec![(topic.to_string(), 1)],
         limits: Limits::default(),
     })

@@ -36,12 +36,7 @@ const PRODUCE_BY_ID_V: i16 = 13;
 fn server(topics: &[(&str, u32)]) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
-        live: LiveConfig {
-            brokers: 1,
-            replication_factor: 1,
-            min_insync: 1,
-            ..LiveConfig::default()
-        },
+        live: LiveConfig::one_broker(),
         topics: topics.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
         limits: Limits::default(),
     })

@@ -27,12 +27,7 @@ fn name(topic: &str) -> TopicName {
 fn server() -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
-        live: LiveConfig {
-            brokers: 1,
-            replication_factor: 1,
-            min_insync: 1,
-            ..LiveConfig::default()
-        },
+        live: LiveConfig::one_broker(),
         topics: vec![("orders".into(), 3)],
         limits: Limits::default(),
     })

@@ -32,15 +32,12 @@ fn server(lock: Duration, session: Duration) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         live: LiveConfig {
-            brokers: 1,
-            replication_factor: 1,
-            min_insync: 1,
             share_record_lock: lock,
             groups: GroupConfig {
                 share_session_timeout: session,
                 ..GroupConfig::default()
             },
-            ..LiveConfig::default()
+            ..LiveConfig::one_broker()
         },
         topics: vec![("jobs".into(), 1)],
         limits: Limits::default(),

@@ -53,16 +53,6 @@ fn server_with(live: LiveConfig, topics: &[(&str, u32)], limits: Limits) -> Serv
     .expect("the server starts")
 }
 
-/// A cluster of one broker, which leads every partition.
-fn one_broker() -> LiveConfig {
-    LiveConfig {
-        brokers: 1,
-        replication_factor: 1,
-        min_insync: 1,
-        ..LiveConfig::default()
-    }
-}
-
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
@@ -266,7 +256,7 @@ fn a_fetch_with_too_little_data_returns_at_max_wait_never_earlier() {
 #[test]
 fn several_partitions_in_one_request() {
     // With one broker every partition has the same leader.
-    let server = server_with(one_broker(), &[("multi", 4)], Limits::default());
+    let server = server_with(LiveConfig::one_broker(), &[("multi", 4)], Limits::default());
     let mut c = Client::connect(server.addrs()[0]);
     let parts: Vec<(i32, Bytes)> = (0..4)
         .map(|i| (i, batch(&[format!("p{i}").as_bytes()])))
@@ -665,7 +655,11 @@ fn pipelined_requests_take_effect_in_the_order_sent() {
     // idempotent producer's sequence numbers are appended, and commits of
     // one partition applied, in the order they were sent, while a parked
     // fetch ahead of them waits.
-    let server = server_with(one_broker(), &[("ordered", 1)], Limits::default());
+    let server = server_with(
+        LiveConfig::one_broker(),
+        &[("ordered", 1)],
+        Limits::default(),
+    );
     let mut c = Client::connect(server.addrs()[0]);
     let parked = c.send(&fetch("ordered", &[(0, 0)], 500, 1 << 20), FETCH_V);
     let sent: Vec<i32> = (0..300)
@@ -717,7 +711,11 @@ fn pipelined_requests_take_effect_in_the_order_sent() {
 fn ten_thousand_long_polls_over_a_thousand_connections_park_without_a_thread_each() {
     const CONNECTIONS: usize = 1_000;
     const EACH: usize = 10;
-    let server = server_with(one_broker(), &[("polled", 8)], Limits::default());
+    let server = server_with(
+        LiveConfig::one_broker(),
+        &[("polled", 8)],
+        Limits::default(),
+    );
     let addr = server.addrs()[0];
     let cluster = server.cluster().clone();
     let mut clients: Vec<Client> = (0..CONNECTIONS).map(|_| Client::connect(addr)).collect();
@@ -817,7 +815,7 @@ fn acks_all_below_min_insync_is_refused_and_what_waited_times_out() {
 
 #[test]
 fn an_idempotent_producer_gets_an_id_and_a_resent_batch_is_stored_once() {
-    let server = server_with(one_broker(), &[("idem", 1)], Limits::default());
+    let server = server_with(LiveConfig::one_broker(), &[("idem", 1)], Limits::default());
     let mut c = leader(&server, "idem", 0);
     let init = |c: &mut Client, transactional: Option<&str>| {
         let mut r = InitProducerIdRequest::default();
@@ -1107,7 +1105,7 @@ fn deleting_a_topic_answers_what_is_parked_on_it_and_forgets_it() {
 
 #[test]
 fn list_offsets_finds_offsets_by_time() {
-    let server = server_with(one_broker(), &[("timed", 1)], Limits::default());
+    let server = server_with(LiveConfig::one_broker(), &[("timed", 1)], Limits::default());
     let mut c = leader(&server, "timed", 0);
     let records = timed_batch(&[(1_000, b"a"), (3_000, b"b"), (2_000, b"c")]);
     let r = c.call(
@@ -1650,7 +1648,7 @@ fn delete_records_waits_until_every_live_replica_has_deleted() {
 fn a_partition_past_its_retention_deletes_its_oldest_batches_and_readers_start_after_them() {
     let live = LiveConfig {
         retention_bytes: 1 << 20,
-        ..one_broker()
+        ..LiveConfig::one_broker()
     };
     let server = server_with(live, &[("kept", 1)], Limits::default());
     let mut c = Client::connect(server.addrs()[0]);
@@ -2036,7 +2034,7 @@ fn acl_requests_are_answered_security_disabled_as_without_an_authorizer() {
     use kafka_protocol::messages::create_acls_request::AclCreation;
     use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
     use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest};
-    let server = server_with(one_broker(), &[], Limits::default());
+    let server = server_with(LiveConfig::one_broker(), &[], Limits::default());
     let mut c = Client::connect(server.addrs()[0]);
     let disabled = ResponseError::SecurityDisabled.code();
     for version in 1..=3 {

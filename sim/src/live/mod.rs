@@ -138,6 +138,19 @@ pub struct LiveConfig {
 /// Each partition's retention by default: 1 GiB, Kafka's segment size.
 pub const DEFAULT_RETENTION_BYTES: u64 = 1 << 30;
 
+impl LiveConfig {
+    /// A cluster of one broker, which leads every partition and
+    /// coordinates every group (one replica; `min.insync.replicas` 1).
+    pub fn one_broker() -> Self {
+        LiveConfig {
+            brokers: 1,
+            replication_factor: 1,
+            min_insync: 1,
+            ..LiveConfig::default()
+        }
+    }
+}
+
 impl Default for LiveConfig {
     fn default() -> Self {
         LiveConfig {
