@@ -292,3 +292,59 @@ fn a_member_gone_gives_back_what_it_holds() {
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
 }
+
+/// A share fetch past the member's `consumer_byte_rate` is answered empty
+/// with its throttle time, as Kafka answers it, and what it acquired is
+/// held until its lock runs out; the connection reads nothing more
+/// meanwhile.
+#[test]
+fn a_share_fetch_past_its_quota_is_answered_empty_and_throttled() {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    use kafka_protocol::messages::AlterClientQuotasRequest;
+    let server = server(Duration::from_millis(1000), Duration::from_secs(45));
+    let mut c = Client::connect(server.addrs()[0]);
+    let topic = topic_id(&mut c);
+    // 1,000 bytes a second: 10,000 in the quota's first ten seconds.
+    let mut entity = EntityData::default();
+    entity.entity_type = text("client-id");
+    entity.entity_name = Some(text("wire-test"));
+    let mut op = OpData::default();
+    op.key = text("consumer_byte_rate");
+    op.value = 1000.0;
+    let mut entry = EntryData::default();
+    entry.entity = vec![entity];
+    entry.ops = vec![op];
+    let mut quota = AlterClientQuotasRequest::default();
+    quota.entries = vec![entry];
+    assert_eq!(c.call(&quota, 1).entries[0].error_code, 0);
+    assert_eq!(c.call(&join("member-1"), 1).error_code, 0);
+    // The session opens, and the group starts at the log end.
+    assert_eq!(acquired(&c.call(&fetch(0, topic, 0, vec![]), 1)), vec![]);
+    for size in [4_900, 5_300] {
+        let records = batch(&[&vec![b's'; size]]);
+        let r = produce_request("jobs", &[(0, records)], -1, 10_000);
+        let produced = c.call(&r, 9);
+        assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    }
+    // One answer holds at most the quota's ten seconds: the first batch.
+    let first = c.call(&fetch(1, topic, 1000, vec![]), 1);
+    assert_eq!(
+        (first.throttle_time_ms, acquired(&first)),
+        (0, vec![(0, 0, 1)])
+    );
+    // The second brings 10.3 KB over a window of 10 s: throttled, empty.
+    let second = c.call(&fetch(2, topic, 1000, vec![]), 1);
+    assert!(second.throttle_time_ms > 0, "{second:?}");
+    assert_eq!((second.error_code, second.responses.len()), (0, 0));
+    // The next request waits the throttle out; both records come back
+    // when their locks run out, delivered twice.
+    let asked = Instant::now();
+    let third = c.call(&fetch(3, topic, 5000, vec![]), 1);
+    let throttled = Duration::from_millis(second.throttle_time_ms as u64);
+    assert!(asked.elapsed() + Duration::from_millis(50) >= throttled);
+    assert_eq!(third.throttle_time_ms, 0);
+    assert_eq!(acquired(&third), vec![(0, 0, 2)]);
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(report.count("answers throttled by a quota").unwrap() >= 1);
+}

@@ -220,6 +220,10 @@ impl Service for BrokerService {
         match request {
             RequestKind::Produce(r) => self.produce(r, version, client, throttle).await,
             RequestKind::Fetch(r) => self.fetch(r, version, client, throttle).await,
+            RequestKind::ShareFetch(r) => {
+                let response = self.share_fetch(r, client, &throttle).await;
+                Some(ResponseKind::ShareFetch(response)).into()
+            }
             other => self.respond(header, other).await.into(),
         }
     }
@@ -230,8 +234,8 @@ impl Service for BrokerService {
 }
 
 impl BrokerService {
-    /// The answer to any request but a produce or a fetch, which a quota
-    /// may throttle.
+    /// The answer to any request but a produce or a fetch (or share
+    /// fetch), which a quota may throttle.
     async fn respond(
         self: Arc<Self>,
         header: RequestHeader,
@@ -291,7 +295,7 @@ impl BrokerService {
             RequestKind::ShareGroupDescribe(r) => Some(ResponseKind::ShareGroupDescribe(
                 self.share_group_describe(r),
             )),
-            RequestKind::ShareFetch(r) => Some(ResponseKind::ShareFetch(self.share_fetch(r).await)),
+
             RequestKind::ShareAcknowledge(r) => {
                 Some(ResponseKind::ShareAcknowledge(self.share_acknowledge(r)))
             }

@@ -7,9 +7,13 @@
 use super::sessions::{Step, Tp};
 use super::{end_timers, AcquisitionLock, LockTimer, ShareKey, SharePart, WireShareFetch};
 use crate::live::checks::Checks;
+use crate::live::client_quotas::ByteRate;
 use crate::live::group_service::text;
 use crate::live::leader_hints::{node_endpoints, LeaderHints};
+use crate::live::log::now_ms;
 use crate::live::service::BrokerService;
+use crate::live::throttling::millis;
+use crate::wire::Throttle;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::share_acknowledge_request::AcknowledgementBatch as AckBatch;
@@ -71,7 +75,34 @@ fn code(e: ResponseError) -> i16 {
 
 impl BrokerService {
     /// ShareFetch (v1).
-    pub(crate) async fn share_fetch(&self, r: ShareFetchRequest) -> ShareFetchResponse {
+    /// ShareFetch (v1) for `client`, whose `consumer_byte_rate` quota caps
+    /// what one answer may hold and may throttle it. As Kafka answers a
+    /// throttled share fetch: with nothing, what it would have carried
+    /// not counted; its acknowledgements were applied, and the records it
+    /// acquired stay acquired until their lock runs out.
+    pub(crate) async fn share_fetch(
+        &self,
+        r: ShareFetchRequest,
+        client: &str,
+        throttle: &Throttle,
+    ) -> ShareFetchResponse {
+        let mut response = self.share_fetch_response(r, client).await;
+        let bytes: u64 = (response.responses.iter())
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| p.records.as_ref().map_or(0, |r| r.len() as u64))
+            .sum();
+        let throttled = self.throttled_for(ByteRate::Fetch, client, bytes);
+        if !throttled.is_zero() {
+            let quotas = &self.cluster.client_quotas;
+            (self.throttles()).unrecord(quotas, ByteRate::Fetch, client, bytes, now_ms());
+            throttle.mute(throttled);
+            response = ShareFetchResponse::default();
+            response.throttle_time_ms = millis(throttled);
+        }
+        response
+    }
+
+    async fn share_fetch_response(&self, r: ShareFetchRequest, client: &str) -> ShareFetchResponse {
         let checks = Arc::clone(&self.cluster.checks);
         Checks::bump(&checks.share_requests);
         let mut response = ShareFetchResponse::default();
@@ -139,7 +170,7 @@ impl BrokerService {
         if step == Step::Closed {
             self.release(&group, &member, &partitions);
         } else {
-            self.fetch_into(&mut answers, (&group, &member), &partitions, &r)
+            self.fetch_into(&mut answers, (&group, &member), &partitions, (&r, client))
                 .await;
         }
         // A new session is answered in full, a later fetch with what it
@@ -247,7 +278,7 @@ impl BrokerService {
         answers: &mut BTreeMap<Tp, Answer>,
         (group, member): (&Arc<str>, &Arc<str>),
         partitions: &[Tp],
-        r: &ShareFetchRequest,
+        (r, client): (&ShareFetchRequest, &str),
     ) {
         let mut parts = Vec::new();
         for &tp in partitions {
@@ -260,7 +291,14 @@ impl BrokerService {
             .ok()
             .filter(|&n| n > 0)
             .unwrap_or(usize::MAX);
-        let max_bytes = usize::try_from(r.max_bytes).unwrap_or(0);
+        // No more than the client's quota lets through in its window.
+        let quotas = &self.cluster.client_quotas;
+        let most = self
+            .throttles()
+            .most_in_window(quotas, ByteRate::Fetch, client);
+        let max_bytes = usize::try_from(r.max_bytes)
+            .unwrap_or(0)
+            .min(most.map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX)));
         let budget = (max_records, max_bytes);
         let mut got = self.acquire((group, member), &parts, budget);
         let max_wait = Duration::from_millis(u64::try_from(r.max_wait_ms).unwrap_or(0));
