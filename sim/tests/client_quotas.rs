@@ -7,12 +7,12 @@
 
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::client::{batch, produce_request, Client};
+use broker_sim::wire::client::{batch, produce_request, quota_request, Client};
 use broker_sim::wire::Limits;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{
-    alter_client_quotas_request, describe_client_quotas_request, AlterClientQuotasRequest,
-    BrokerId, DescribeClientQuotasRequest, FetchRequest, MetadataRequest, TopicName,
+    describe_client_quotas_request, BrokerId, DescribeClientQuotasRequest, FetchRequest,
+    MetadataRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -41,18 +41,7 @@ fn server(topic: &str) -> Server {
 
 /// Sets `key` of the test client's own quota; its error code.
 fn set_quota(c: &mut Client, key: &str, value: f64) -> i16 {
-    use alter_client_quotas_request::{EntityData, EntryData, OpData};
-    let mut entity = EntityData::default();
-    entity.entity_type = s("client-id");
-    entity.entity_name = Some(s(CLIENT));
-    let mut op = OpData::default();
-    op.key = s(key);
-    op.value = value;
-    let mut entry = EntryData::default();
-    entry.entity = vec![entity];
-    entry.ops = vec![op];
-    let mut r = AlterClientQuotasRequest::default();
-    r.entries = vec![entry];
+    let r = quota_request("client-id", Some(CLIENT), key, value);
     c.call(&r, 1).entries[0].error_code
 }
 

@@ -284,26 +284,18 @@ fn confluent_kafka_round_trips_every_acknowledged_record() {
 /// quota, every record still acknowledged.
 #[test]
 fn confluent_kafka_is_throttled_to_its_producer_byte_rate() {
-    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
-    use kafka_protocol::messages::AlterClientQuotasRequest;
-    use kafka_protocol::protocol::StrBytes;
     if !confluent() {
         return;
     }
     let server = start(LiveConfig::default(), &[("metered", 1)]);
-    let mut entity = EntityData::default();
-    entity.entity_type = StrBytes::from_static_str("client-id");
-    entity.entity_name = Some(StrBytes::from_static_str("metered-producer"));
-    let mut op = OpData::default();
-    op.key = StrBytes::from_static_str("producer_byte_rate");
-    op.value = 1_000_000.0;
-    let mut entry = EntryData::default();
-    entry.entity = vec![entity];
-    entry.ops = vec![op];
-    let mut r = AlterClientQuotasRequest::default();
-    r.entries = vec![entry];
+    let quota = broker_sim::wire::client::quota_request(
+        "client-id",
+        Some("metered-producer"),
+        "producer_byte_rate",
+        1_000_000.0,
+    );
     let mut admin = broker_sim::wire::client::Client::connect(server.addrs()[0]);
-    assert_eq!(admin.call(&r, 1).entries[0].error_code, 0);
+    assert_eq!(admin.call(&quota, 1).entries[0].error_code, 0);
     // 13 MB at 1 MB/s to the partition's leader (each broker measures
     // its own clients): the first 10-11 MB at once (the quota's window),
     // the rest at the quota, two seconds and more. Unthrottled, it takes

@@ -5,7 +5,7 @@
 
 use broker_sim::live::{GroupConfig, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::client::{batch, produce_request, Client};
+use broker_sim::wire::client::{batch, produce_request, quota_request, Client};
 use broker_sim::wire::Limits;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_request::{
@@ -299,23 +299,11 @@ fn a_member_gone_gives_back_what_it_holds() {
 /// meanwhile.
 #[test]
 fn a_share_fetch_past_its_quota_is_answered_empty_and_throttled() {
-    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
-    use kafka_protocol::messages::AlterClientQuotasRequest;
     let server = server(Duration::from_millis(1000), Duration::from_secs(45));
     let mut c = Client::connect(server.addrs()[0]);
     let topic = topic_id(&mut c);
     // 1,000 bytes a second: 10,000 in the quota's first ten seconds.
-    let mut entity = EntityData::default();
-    entity.entity_type = text("client-id");
-    entity.entity_name = Some(text("wire-test"));
-    let mut op = OpData::default();
-    op.key = text("consumer_byte_rate");
-    op.value = 1000.0;
-    let mut entry = EntryData::default();
-    entry.entity = vec![entity];
-    entry.ops = vec![op];
-    let mut quota = AlterClientQuotasRequest::default();
-    quota.entries = vec![entry];
+    let quota = quota_request("client-id", Some("wire-test"), "consumer_byte_rate", 1000.0);
     assert_eq!(c.call(&quota, 1).entries[0].error_code, 0);
     assert_eq!(c.call(&join("member-1"), 1).error_code, 0);
     // The session opens, and the group starts at the log end.

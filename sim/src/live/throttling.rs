@@ -184,23 +184,10 @@ impl BrokerService {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
-    use kafka_protocol::messages::AlterClientQuotasRequest;
-    use kafka_protocol::protocol::StrBytes;
 
     fn quota(client: Option<&str>, key: &str, value: f64) -> ClientQuotas {
         let quotas = ClientQuotas::default();
-        let mut e = EntityData::default();
-        e.entity_type = StrBytes::from_static_str("client-id");
-        e.entity_name = client.map(|c| StrBytes::from_string(c.to_string()));
-        let mut op = OpData::default();
-        op.key = StrBytes::from_string(key.to_string());
-        op.value = value;
-        let mut entry = EntryData::default();
-        entry.entity = vec![e];
-        entry.ops = vec![op];
-        let mut r = AlterClientQuotasRequest::default();
-        r.entries = vec![entry];
+        let r = crate::wire::client::quota_request("client-id", client, key, value);
         assert_eq!(quotas.alter(&r)[0].error_code, 0);
         quotas
     }

@@ -1,7 +1,8 @@
 //! A blocking Kafka client on the `kafka-protocol` crate's codecs, for
 //! tests and load generators: it sends requests and reads responses over
 //! one TCP connection, with as many requests in flight as the caller wants;
-//! with builders of the record batches, produces and commits they send.
+//! with builders of the record batches, produces, commits and quotas they
+//! send.
 //! It trusts the server (it panics on a response it cannot decode): it is
 //! a test tool, not a production client.
 
@@ -11,7 +12,8 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, GroupId, OffsetCommitRequest, ProduceRequest, RequestHeader, ResponseHeader, TopicName,
+    AlterClientQuotasRequest, ApiKey, GroupId, OffsetCommitRequest, ProduceRequest, RequestHeader,
+    ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use kafka_protocol::records::{
@@ -206,6 +208,29 @@ pub fn commit_request(
             t
         })
         .collect();
+    r
+}
+
+/// An AlterClientQuotas setting quota `key` to `value` for the entity
+/// of `entity_type` named `name` (`None`: that type's default).
+pub fn quota_request(
+    entity_type: &str,
+    name: Option<&str>,
+    key: &str,
+    value: f64,
+) -> AlterClientQuotasRequest {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    let mut entity = EntityData::default();
+    entity.entity_type = StrBytes::from_string(entity_type.to_string());
+    entity.entity_name = name.map(|n| StrBytes::from_string(n.to_string()));
+    let mut op = OpData::default();
+    op.key = StrBytes::from_string(key.to_string());
+    op.value = value;
+    let mut entry = EntryData::default();
+    entry.entity = vec![entity];
+    entry.ops = vec![op];
+    let mut r = AlterClientQuotasRequest::default();
+    r.entries = vec![entry];
     r
 }
 
