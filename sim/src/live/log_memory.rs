@@ -5,12 +5,12 @@
 //! a load test over a few dozen partitions would fill the machine and end
 //! with the process killed, every answer in flight lost. Kafka's logs are
 //! on disk and have no such bound. Here, past `LiveConfig::log_memory`
-//! (by default half the memory the process may use), the oldest batches
-//! of the whole broker go, as retention deletes them: only batches below
-//! their partition's high watermark, of topics whose cleanup policy
-//! deletes (a `compact`-only topic keeps every record), oldest first by
-//! their newest record's timestamp, down to seven eighths of the bound.
-//! The check runs with the other checks, every 100 ms.
+//! (`--serve`'s default is half the memory the process may use), the
+//! oldest batches of the whole cluster go, as retention deletes them:
+//! only batches below their partition's high watermark, of topics whose
+//! cleanup policy deletes (a `compact`-only topic keeps every record),
+//! oldest first by their newest record's timestamp, down to seven eighths
+//! of the bound. The check runs with the other checks, every 100 ms.
 
 use super::checks::Checks;
 use super::LiveCluster;

@@ -11,10 +11,10 @@
 //! gets its answer only when the time is over. A throttled fetch is
 //! answered without its records, which are not counted, as Kafka answers
 //! it; a produce is counted and stored, then throttled. A produce is
-//! counted as it comes rather than as it is answered, as Kafka counts
-//! it: Kafka reads nothing more from a connection while a request is
-//! parked, this front reads on, so the throttle must stop the reading
-//! before the next request. Each wait is a delayed operation in the
+//! counted as it comes, where Kafka counts it as it answers: Kafka reads
+//! nothing more from a connection while a request is parked, this front
+//! reads on, so the throttle must stop the reading before the next
+//! request. Each wait is a delayed operation in the
 //! broker's throttle purgatory, where Kafka keeps its throttled channels
 //! in a `DelayQueue`.
 
