@@ -1116,14 +1116,6 @@ impl BrokerService {
             // As Kafka answers a throttled fetch: with nothing, and what
             // it would have carried not counted. A session it opened is
             // not kept; one it continued has moved to its next epoch.
-            let now = now_ms();
-            (self.throttles()).unrecord(
-                &self.cluster.client_quotas,
-                ByteRate::Fetch,
-                client,
-                fetched,
-                now,
-            );
             let mut response = FetchResponse::default();
             response.throttle_time_ms = millis(throttle);
             response.session_id = match context {

@@ -51,7 +51,8 @@ struct Sensor {
 impl Throttles {
     /// Records `bytes` of `client_id` at `now` (ms) against the `rate`
     /// quota that applies to it, if one does; returns how long the client
-    /// is throttled for (zero within its quota).
+    /// is throttled for (zero within its quota). A throttled fetch is
+    /// answered without its records, so they are taken back.
     pub fn record(
         &self,
         quotas: &ClientQuotas,
@@ -78,6 +79,9 @@ impl Throttles {
         if observed <= limit {
             return Duration::ZERO;
         }
+        if rate == ByteRate::Fetch {
+            sensor.rate.record(-(bytes as f64), now);
+        }
         let window = sensor.rate.window_ms(now) as f64;
         // At most what the answers can say (an int32 of ms, 24.8 days),
         // however small the quota.
@@ -88,24 +92,6 @@ impl Throttles {
     /// Forgets every measurement, as a broker's process that crashed.
     pub fn clear(&self) {
         self.sensors.lock().clear();
-    }
-
-    /// Takes back `bytes` recorded at `now` by [`record`](Self::record):
-    /// a throttled fetch sends none of them.
-    pub fn unrecord(
-        &self,
-        quotas: &ClientQuotas,
-        rate: ByteRate,
-        client_id: &str,
-        bytes: u64,
-        now: i64,
-    ) {
-        let Some((_, measured)) = quotas.applying(rate, client_id) else {
-            return;
-        };
-        if let Some(sensor) = self.sensors.lock().get_mut(&(rate, measured)) {
-            sensor.rate.record(-(bytes as f64), now);
-        }
     }
 
     /// The most bytes one answer may hold without being throttled whatever
@@ -211,14 +197,25 @@ mod tests {
             t.record(&quotas, ByteRate::Fetch, "a", 1 << 30, 1_000),
             Duration::ZERO
         );
-        // Taken back: "a" is within its quota again.
-        t.unrecord(&quotas, ByteRate::Produce, "a", 5_000, 1_000);
-        assert_eq!(record("a", 0, 1_000), Duration::ZERO);
+        // A produce that was throttled still counts: "a" stays over.
+        assert_eq!(record("a", 0, 1_000), Duration::from_millis(5_000));
         assert_eq!(
             t.most_in_window(&quotas, ByteRate::Produce, "a"),
             Some(10_000)
         );
         assert_eq!(t.most_in_window(&quotas, ByteRate::Fetch, "a"), None);
+    }
+
+    #[test]
+    fn a_throttled_fetch_does_not_count() {
+        let quotas = quota(None, "consumer_byte_rate", 1000.0);
+        let t = Throttles::default();
+        let record = |bytes, now| t.record(&quotas, ByteRate::Fetch, "a", bytes, now);
+        assert_eq!(record(9_000, 0), Duration::ZERO);
+        // 5,000 more would make 14,000 over 10 s: throttled for 4 s...
+        assert_eq!(record(5_000, 0), Duration::from_millis(4_000));
+        // ...and not sent, so not counted: 1,000 more is within the quota.
+        assert_eq!(record(1_000, 0), Duration::ZERO);
     }
 
     #[test]

@@ -10,7 +10,6 @@ use crate::live::checks::Checks;
 use crate::live::client_quotas::ByteRate;
 use crate::live::group_service::text;
 use crate::live::leader_hints::{node_endpoints, LeaderHints};
-use crate::live::log::now_ms;
 use crate::live::service::BrokerService;
 use crate::live::throttling::millis;
 use crate::wire::Throttle;
@@ -93,8 +92,6 @@ impl BrokerService {
             .sum();
         let throttled = self.throttled_for(ByteRate::Fetch, client, bytes);
         if !throttled.is_zero() {
-            let quotas = &self.cluster.client_quotas;
-            (self.throttles()).unrecord(quotas, ByteRate::Fetch, client, bytes, now_ms());
             throttle.mute(throttled);
             response = ShareFetchResponse::default();
             response.throttle_time_ms = millis(throttled);
