@@ -339,7 +339,12 @@ fn confluent_share_consumers_take_each_record_once_and_get_back_what_was_given_b
     );
     assert!(r["released"].as_u64().unwrap() > 0, "{r}");
     assert_eq!(r["came_back"], r["released"], "{r}");
-    assert_eq!(r["delivery_counts"], serde_json::json!(["2"]), "{r}");
+    // Released once, each came back delivered a second time; a third
+    // time where "a" took it again in the batch it held as it closed
+    // (which of its fetches takes a released record is up to timing).
+    let counts = r["delivery_counts"].as_array().unwrap();
+    assert!(!counts.is_empty(), "{r}");
+    assert!(counts.iter().all(|c| c == "2" || c == "3"), "{r}");
     assert!(r["held_at_close"].as_u64().unwrap() > 0, "{r}");
     assert_eq!(r["held_then_accepted"], r["held_at_close"], "{r}");
     assert!(r["per_consumer"]["b"].as_u64().unwrap() > 0, "{r}");
