@@ -9,10 +9,11 @@ use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::{batch, produce_request, quota_request, Client};
 use broker_sim::wire::Limits;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{
-    describe_client_quotas_request, BrokerId, DescribeClientQuotasRequest, FetchRequest,
-    MetadataRequest, TopicName,
+    describe_client_quotas_request, BrokerId, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeClientQuotasRequest, FetchRequest, MetadataRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -102,7 +103,7 @@ fn quotas_are_set_checked_and_described() {
     let mut c = Client::connect(server.addrs()[0]);
     assert_eq!(set_quota(&mut c, "producer_byte_rate", RATE), 0);
     assert_eq!(set_quota(&mut c, "consumer_byte_rate", 2.0 * RATE), 0);
-    let invalid = kafka_protocol::error::ResponseError::InvalidRequest.code();
+    let invalid = ResponseError::InvalidRequest.code();
     assert_eq!(set_quota(&mut c, "producer_byte_rate", -1.0), invalid);
     assert_eq!(set_quota(&mut c, "request_percentage", 50.0), invalid);
     let mut component = describe_client_quotas_request::ComponentData::default();
@@ -222,4 +223,60 @@ fn a_throttled_fetch_carries_no_records_and_the_next_one_reads_on() {
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
     assert!(report.count("answers throttled by a quota").unwrap() >= 1);
+}
+
+/// CreateTopics of `topics` (name, partitions) at `version`: each
+/// topic's error code, and the throttle time.
+fn create(c: &mut Client, topics: &[(&str, i32)], version: i16) -> (Vec<i16>, i32) {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    let mut r = CreateTopicsRequest::default();
+    r.topics = (topics.iter())
+        .map(|(name, partitions)| {
+            let mut t = CreatableTopic::default();
+            t.name = TopicName(s(name));
+            t.num_partitions = *partitions;
+            t.replication_factor = 1;
+            t
+        })
+        .collect();
+    r.timeout_ms = 5_000;
+    let got = c.call(&r, version);
+    (
+        got.topics.iter().map(|t| t.error_code).collect(),
+        got.throttle_time_ms,
+    )
+}
+
+#[test]
+fn partition_mutations_past_their_quota_are_refused_or_throttled_by_version() {
+    let server = server("kept");
+    let mut c = Client::connect(server.addrs()[0]);
+    // 10 partitions a second: 110 at once (eleven seconds' worth).
+    assert_eq!(set_quota(&mut c, "controller_mutation_rate", 10.0), 0);
+    // The first two take the bucket 10 into debt; the third is refused,
+    // and the answer says when the debt is paid back: in a second.
+    let (errors, throttle) = create(&mut c, &[("a", 60), ("b", 60), ("c", 60)], 7);
+    let throttled = ResponseError::ThrottlingQuotaExceeded.code();
+    assert_eq!(errors, [0, 0, throttled]);
+    assert!((900..=1000).contains(&throttle), "{throttle}");
+    assert!(server.cluster().topic("c").is_none());
+    // Still in debt (another connection, not waiting): a deletion is
+    // refused too.
+    let mut other = Client::connect(server.addrs()[0]);
+    let mut d = DeleteTopicsRequest::default();
+    d.topic_names = vec![TopicName(s("a"))];
+    d.timeout_ms = 5_000;
+    let deleted = other.call(&d, 5);
+    assert_eq!(deleted.responses[0].error_code, throttled);
+    assert!(deleted.throttle_time_ms > 0);
+    assert!(server.cluster().topic("a").is_some());
+    // A version before the refusals (CreateTopics v5) is granted its
+    // partitions and throttled.
+    let (errors, throttle) = create(&mut other, &[("d", 5)], 5);
+    assert_eq!(errors, [0]);
+    assert!(throttle > 0, "{throttle}");
+    assert!(server.cluster().topic("d").is_some());
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(report.count("answers throttled by a quota").unwrap() >= 2);
 }

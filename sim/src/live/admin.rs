@@ -5,6 +5,7 @@
 
 use super::service::topic_name;
 use super::service::BrokerService;
+use super::throttling::Mutating;
 use super::topic_config::{self, TopicConfig};
 use super::topics::valid_topic_name;
 use kafka_protocol::error::ResponseError;
@@ -16,7 +17,7 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
     BrokerId, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
     CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, InitProducerIdRequest,
-    InitProducerIdResponse, ProducerId,
+    InitProducerIdResponse, ProducerId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::collections::HashSet;
@@ -57,6 +58,7 @@ impl BrokerService {
         &self,
         r: CreateTopicsRequest,
         version: i16,
+        mutating: &Mutating,
     ) -> CreateTopicsResponse {
         let repeated = named_twice(r.topics.iter().map(|t| &*t.name.0));
         let mut response = CreateTopicsResponse::default();
@@ -70,7 +72,7 @@ impl BrokerService {
                 let created = if repeated.contains(&name) {
                     Err(repeated_refusal(&name))
                 } else {
-                    self.create_one(&name, &topic, r.validate_only)
+                    self.create_one(&name, &topic, r.validate_only, mutating)
                 };
                 match created {
                     Ok((partitions, replication_factor, id, config)) => {
@@ -100,12 +102,14 @@ impl BrokerService {
 
     /// Checks one topic of a CreateTopics and creates it unless
     /// `validate_only`; its partitions, replication factor, topic id (zero
-    /// if only validated) and own settings.
+    /// if only validated) and own settings. Its partitions count against
+    /// the mutation quota, validated only or not, as in Kafka.
     fn create_one(
         &self,
         name: &str,
         topic: &CreatableTopic,
         validate_only: bool,
+        mutating: &Mutating,
     ) -> Result<(i32, i16, Uuid, Arc<TopicConfig>), Refusal> {
         let cluster = &self.cluster;
         let exists = || {
@@ -165,6 +169,7 @@ impl BrokerService {
         };
         let partitions = replicas.len() as i32;
         let replication_factor = replicas.first().map_or(0, |r| r.len() as i16);
+        mutating.take(replicas.len())?;
         if validate_only {
             return Ok((
                 partitions,
@@ -227,7 +232,11 @@ impl BrokerService {
     /// Adds partitions to each topic asked for that can take them, as the
     /// controller does (a topic's partitions never go away), and says why
     /// for each that cannot; nothing changes with `validate_only`.
-    pub(crate) fn create_partitions(&self, r: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    pub(crate) fn create_partitions(
+        &self,
+        r: CreatePartitionsRequest,
+        mutating: &Mutating,
+    ) -> CreatePartitionsResponse {
         let repeated = named_twice(r.topics.iter().map(|t| &*t.name.0));
         let mut response = CreatePartitionsResponse::default();
         response.results = r
@@ -240,7 +249,7 @@ impl BrokerService {
                 let added = if repeated.contains(&name) {
                     Err(repeated_refusal(&name))
                 } else {
-                    self.add_partitions(&name, topic, r.validate_only)
+                    self.add_partitions(&name, topic, r.validate_only, mutating)
                 };
                 if let Err((error, message)) = added {
                     out.error_code = error.code();
@@ -261,6 +270,7 @@ impl BrokerService {
         name: &str,
         topic: &CreatePartitionsTopic,
         validate_only: bool,
+        mutating: &Mutating,
     ) -> Result<(), Refusal> {
         let cluster = &self.cluster;
         let Some(current) = cluster.topic(name) else {
@@ -304,6 +314,7 @@ impl BrokerService {
                 replicas
             }
         };
+        mutating.take(new)?;
         if validate_only {
             return Ok(());
         }
@@ -339,7 +350,11 @@ impl BrokerService {
     /// Deletes each topic named (by name before v6, by name or id since):
     /// UNKNOWN_TOPIC_OR_PARTITION for a name that does not exist,
     /// UNKNOWN_TOPIC_ID for an id that does not.
-    pub(crate) fn delete_topics(&self, r: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    pub(crate) fn delete_topics(
+        &self,
+        r: DeleteTopicsRequest,
+        mutating: &Mutating,
+    ) -> DeleteTopicsResponse {
         let named = r
             .topic_names
             .into_iter()
@@ -357,16 +372,22 @@ impl BrokerService {
                     let topic = self.cluster.topic_by_id(topic_id)?;
                     Some(topic_name(&topic.name))
                 });
+                // Its partitions count against the mutation quota.
+                let partitions =
+                    |n: &TopicName| self.cluster.topic(&n.0).map(|t| t.partitions.len());
                 let refused = match &name {
                     None => Some((
                         ResponseError::UnknownTopicId,
                         format!("No topic has the id {topic_id}."),
                     )),
-                    Some(n) if self.cluster.delete_topic(&n.0, by_id).is_some() => None,
-                    Some(n) => Some((
-                        ResponseError::UnknownTopicOrPartition,
-                        format!("Topic '{}' does not exist.", n.0),
-                    )),
+                    Some(n) => match partitions(n).map(|p| mutating.take(p)) {
+                        Some(Err(refusal)) => Some(refusal),
+                        Some(Ok(())) if self.cluster.delete_topic(&n.0, by_id).is_some() => None,
+                        _ => Some((
+                            ResponseError::UnknownTopicOrPartition,
+                            format!("Topic '{}' does not exist.", n.0),
+                        )),
+                    },
                 };
                 out.name = name;
                 if let Some((error, message)) = refused {

@@ -76,7 +76,8 @@ pub struct Checks {
     pub assigned_twice: AtomicU64,
     /// Times a partition's oldest batches were deleted for its retention.
     pub retention_deletions: AtomicU64,
-    /// Produce and fetch answers throttled by a byte-rate quota.
+    /// Answers throttled by a quota: produces and fetches past a byte
+    /// rate, and creations and deletions past the partition mutation rate.
     pub throttled: AtomicU64,
     /// Times a partition's oldest batches were deleted for the bound on
     /// all the logs' memory.

@@ -10,9 +10,10 @@
 //! `ANONYMOUS`, as Kafka names an unauthenticated principal: a quota of
 //! that user, or of the default user, applies to all of them.
 //!
-//! The two byte-rate quotas are applied: `producer_byte_rate` and
-//! `consumer_byte_rate`. The others Kafka takes (`request_percentage`,
-//! `controller_mutation_rate`, `connection_creation_rate`) are refused
+//! The two byte-rate quotas are applied, `producer_byte_rate` and
+//! `consumer_byte_rate`, and the partition mutation rate,
+//! `controller_mutation_rate`. The others Kafka takes
+//! (`request_percentage`, `connection_creation_rate`) are refused
 //! INVALID_REQUEST with a message saying so, rather than kept without
 //! effect.
 
@@ -36,31 +37,31 @@ const IP: &str = "ip";
 /// The user every client of these plaintext listeners is.
 pub const ANONYMOUS: &str = "ANONYMOUS";
 
-/// The quotas applied, by the bytes they bound.
+/// The quotas applied, by what they bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ByteRate {
+pub enum Quota {
     /// `producer_byte_rate`: bytes of record batches produced per second.
     Produce,
     /// `consumer_byte_rate`: bytes of records fetched per second.
     Fetch,
+    /// `controller_mutation_rate`: partitions created or deleted per
+    /// second (CreateTopics, CreatePartitions, DeleteTopics).
+    Mutations,
 }
 
-impl ByteRate {
+impl Quota {
     fn key(self) -> &'static str {
         match self {
-            ByteRate::Produce => "producer_byte_rate",
-            ByteRate::Fetch => "consumer_byte_rate",
+            Quota::Produce => "producer_byte_rate",
+            Quota::Fetch => "consumer_byte_rate",
+            Quota::Mutations => "controller_mutation_rate",
         }
     }
 }
 
 /// The keys Kafka takes for a user or client id, and for an IP, that are
 /// not applied here.
-const NOT_APPLIED: [&str; 3] = [
-    "request_percentage",
-    "controller_mutation_rate",
-    "connection_creation_rate",
-];
+const NOT_APPLIED: [&str; 2] = ["request_percentage", "connection_creation_rate"];
 
 /// An entity: each of its types with its name (`None`: the default).
 type Entity = BTreeMap<String, Option<String>>;
@@ -253,7 +254,7 @@ impl ClientQuotas {
     /// the client id, the user with the default client, the user alone;
     /// then the same for the default user; then the client id alone, and
     /// the default client.
-    pub fn applying(&self, rate: ByteRate, client_id: &str) -> Option<(f64, Measured)> {
+    pub fn applying(&self, rate: Quota, client_id: &str) -> Option<(f64, Measured)> {
         if !self.any.load(Ordering::Acquire) {
             return None;
         }
@@ -364,15 +365,19 @@ fn changes(
         }
         if NOT_APPLIED.contains(&key.as_str()) {
             return Err(invalid(format!(
-                "Quota {key} is not applied by this broker (only producer_byte_rate and \
-                 consumer_byte_rate are)"
+                "Quota {key} is not applied by this broker (only producer_byte_rate, \
+                 consumer_byte_rate and controller_mutation_rate are)"
             )));
         }
         let value = op.value;
         if value.is_nan() || value <= 0.0 {
             return Err(invalid(format!("Quota {key} must be greater than 0")));
         }
-        // Both applied keys are longs.
+        // A double; the byte rates are longs.
+        if key == Quota::Mutations.key() {
+            changes.push((key, Some(value)));
+            continue;
+        }
         if value > i64::MAX as f64 {
             return Err(invalid(format!(
                 "Proposed value for {key} is too large for a LONG."
@@ -575,7 +580,7 @@ mod tests {
         let remove = [("producer_byte_rate", None), ("anything", None)];
         assert_eq!(alter(&q, vec![entry(&entity, &remove)], false)[0].0, 0);
         assert_eq!(describe(&q, &[], false), Ok(vec![]));
-        assert_eq!(q.applying(ByteRate::Produce, "app"), None);
+        assert_eq!(q.applying(Quota::Produce, "app"), None);
     }
 
     #[test]
@@ -628,7 +633,7 @@ mod tests {
             let ops = [("producer_byte_rate", Some(value))];
             assert_eq!(alter(&q, vec![entry(entity, &ops)], false)[0].0, 0);
         };
-        let applying = |client: &str| q.applying(ByteRate::Produce, client);
+        let applying = |client: &str| q.applying(Quota::Produce, client);
         let tags = |user: &str, client: &str| (user.to_string(), client.to_string());
         assert_eq!(applying("app"), None);
         set(&[("client-id", None)], 8.0);
@@ -648,6 +653,6 @@ mod tests {
         assert_eq!(applying("app"), Some((1.0, tags(ANONYMOUS, "app"))));
         // Another client falls to the user's own quota; fetching has none.
         assert_eq!(applying("other"), Some((3.0, tags(ANONYMOUS, ""))));
-        assert_eq!(q.applying(ByteRate::Fetch, "app"), None);
+        assert_eq!(q.applying(Quota::Fetch, "app"), None);
     }
 }

@@ -251,6 +251,8 @@ pub struct LiveCluster {
     pub(crate) scram: scram_credentials::ScramCredentials,
     /// The client quotas set.
     pub(crate) client_quotas: client_quotas::ClientQuotas,
+    /// The controller's meter of partition mutations, for their quota.
+    pub(crate) mutations: throttling::MutationBuckets,
     /// Host and port each broker is reached at (set once bound).
     endpoints: RwLock<Vec<(String, i32)>>,
     stopping: AtomicBool,
@@ -353,6 +355,7 @@ impl LiveCluster {
             shares,
             scram: Default::default(),
             client_quotas: Default::default(),
+            mutations: Default::default(),
             endpoints: RwLock::new(Vec::new()),
             stopping: AtomicBool::new(false),
             log_memory_full: AtomicBool::new(false),

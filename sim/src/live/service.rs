@@ -7,7 +7,7 @@
 use super::acls::allowed;
 use super::batch_records::RecordsError;
 use super::checks::Checks;
-use super::client_quotas::ByteRate;
+use super::client_quotas::Quota;
 use super::fetch_sessions::{Asked, Context, Told};
 use super::leader_epochs;
 use super::leader_hints::{self, node_endpoints, LeaderHints};
@@ -17,7 +17,7 @@ use super::log::{
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::produce_framing;
 use super::recompress::Target;
-use super::throttling::millis;
+use super::throttling::{millis, strict_from, Mutating};
 use super::topic_config;
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::{LiveCluster, LiveConfig};
@@ -224,6 +224,29 @@ impl Service for BrokerService {
                 let response = self.share_fetch(r, client, &throttle).await;
                 Some(ResponseKind::ShareFetch(response)).into()
             }
+            // Each under the controller mutation quota: a request that can
+            // be refused its mutations is refused them from these versions.
+            RequestKind::CreateTopics(r) => {
+                Checks::bump(&self.checks().admin_requests);
+                let mutating = Mutating::new(&self, client, strict_from(version, 6));
+                let mut response = self.create_topics(r, version, &mutating);
+                response.throttle_time_ms = mutating.finish(&throttle);
+                Some(ResponseKind::CreateTopics(response)).into()
+            }
+            RequestKind::CreatePartitions(r) => {
+                Checks::bump(&self.checks().admin_requests);
+                let mutating = Mutating::new(&self, client, strict_from(version, 3));
+                let mut response = self.create_partitions(r, &mutating);
+                response.throttle_time_ms = mutating.finish(&throttle);
+                Some(ResponseKind::CreatePartitions(response)).into()
+            }
+            RequestKind::DeleteTopics(r) => {
+                Checks::bump(&self.checks().admin_requests);
+                let mutating = Mutating::new(&self, client, strict_from(version, 5));
+                let mut response = self.delete_topics(r, &mutating);
+                response.throttle_time_ms = mutating.finish(&throttle);
+                Some(ResponseKind::DeleteTopics(response)).into()
+            }
             other => self.respond(header, other).await.into(),
         }
     }
@@ -234,8 +257,7 @@ impl Service for BrokerService {
 }
 
 impl BrokerService {
-    /// The answer to any request but a produce or a fetch (or share
-    /// fetch), which a quota may throttle.
+    /// The answer to any request no quota applies to.
     async fn respond(
         self: Arc<Self>,
         header: RequestHeader,
@@ -306,10 +328,6 @@ impl BrokerService {
                 Some(ResponseKind::InitProducerId(
                     self.init_producer_id(r, version),
                 ))
-            }
-            RequestKind::CreateTopics(r) => {
-                Checks::bump(&self.checks().admin_requests);
-                Some(ResponseKind::CreateTopics(self.create_topics(r, version)))
             }
             RequestKind::AddPartitionsToTxn(r) => Some(ResponseKind::AddPartitionsToTxn(
                 self.add_partitions_to_txn(r, version),
@@ -388,14 +406,6 @@ impl BrokerService {
             }
             RequestKind::DeleteRecords(r) => {
                 Some(ResponseKind::DeleteRecords(self.delete_records(r).await))
-            }
-            RequestKind::CreatePartitions(r) => {
-                Checks::bump(&self.checks().admin_requests);
-                Some(ResponseKind::CreatePartitions(self.create_partitions(r)))
-            }
-            RequestKind::DeleteTopics(r) => {
-                Checks::bump(&self.checks().admin_requests);
-                Some(ResponseKind::DeleteTopics(self.delete_topics(r)))
             }
             // The front refuses what `apis` does not list.
             _ => None,
@@ -650,7 +660,7 @@ impl BrokerService {
             .flat_map(|t| t.partition_data.iter())
             .map(|p| p.records.as_ref().map_or(0, |b| b.len() as u64))
             .sum();
-        let throttled = self.throttled_for(ByteRate::Produce, client, bytes);
+        let throttled = self.throttled_for(Quota::Produce, client, bytes);
         throttle.mute(throttled);
         let mut response = self.produce_response(r, version).await;
         if let Some(r) = &mut response {
@@ -966,7 +976,7 @@ impl BrokerService {
         // the answer would be throttled whatever came before it.
         let most =
             self.throttles()
-                .most_in_window(&self.cluster.client_quotas, ByteRate::Fetch, client);
+                .most_in_window(&self.cluster.client_quotas, Quota::Fetch, client);
         let max_bytes = usize::try_from(r.max_bytes)
             .unwrap_or(0)
             .min(most.map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX)));
@@ -1111,7 +1121,7 @@ impl BrokerService {
             }
         };
         let fetched = fetched_bytes(&done.parts);
-        let throttle = self.throttled_for(ByteRate::Fetch, client, fetched);
+        let throttle = self.throttled_for(Quota::Fetch, client, fetched);
         if !throttle.is_zero() {
             // As Kafka answers a throttled fetch: with nothing, and what
             // it would have carried not counted. A session it opened is

@@ -1,9 +1,9 @@
-//! The byte-rate quotas (`client_quotas.rs`) enforced as Kafka's brokers
-//! enforce them (`ClientQuotaManager`): each broker measures, for each
-//! quota that applies, the bytes its clients produce and fetch
-//! (`quota_rate.rs`), and past the quota throttles the client for the
-//! time that brings the rate back to it: X = (O - T) / T * W for an
-//! observed rate O, a quota T and the rate's window W.
+//! The quotas (`client_quotas.rs`) enforced as Kafka enforces them. The
+//! byte rates as its brokers do (`ClientQuotaManager`): each broker
+//! measures, for each quota that applies, the bytes its clients produce
+//! and fetch (`quota_rate.rs`), and past the quota throttles the client
+//! for the time that brings the rate back to it: X = (O - T) / T * W for
+//! an observed rate O, a quota T and the rate's window W.
 //!
 //! The answer says how long (`throttle_time_ms`), and the connection
 //! reads nothing more from the client meanwhile (the wire front); a
@@ -17,14 +17,23 @@
 //! request. Each wait is a delayed operation in the
 //! broker's throttle purgatory, where Kafka keeps its throttled channels
 //! in a `DelayQueue`.
+//!
+//! The partition mutation quota is the controller's (`MutationBuckets`),
+//! metered by a token bucket rather than a rate, as Kafka's controller
+//! meters it: a request is refused its mutations only once the bucket is
+//! in debt, so one large request goes through, and the client is
+//! throttled until the debt is paid back.
 
 use super::checks::Checks;
-use super::client_quotas::{ByteRate, ClientQuotas, Measured};
+use super::client_quotas::{ClientQuotas, Measured, Quota};
 use super::log::now_ms;
 use super::quota_rate::{SampledRate, SAMPLES, SAMPLE_MS};
 use super::service::BrokerService;
+use crate::wire::Throttle;
+use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
 use purgatory::{DelayedOperation, Outcome};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -36,9 +45,37 @@ const IDLE_MS: i64 = 3_600_000;
 /// One broker's measurements of its clients' byte rates.
 #[derive(Debug, Default)]
 pub struct Throttles {
-    sensors: Mutex<HashMap<(ByteRate, Measured), Sensor>>,
+    sensors: Mutex<HashMap<(Quota, Measured), Sensor>>,
     /// The key of the next throttled wait in the purgatory.
     next_wait: AtomicU64,
+}
+
+/// A client's partition mutations, as Kafka's controller meters them (a
+/// `TokenBucket`): it holds up to eleven seconds of the quota, refills at
+/// the quota, and each partition created or deleted takes one token.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    /// When it was last refilled, in ms.
+    at: i64,
+}
+
+/// How a request's mutations meet an empty bucket: a request that can be
+/// told so is refused them (CreateTopics from v6, DeleteTopics from v5,
+/// CreatePartitions from v3); an older one is granted them and throttled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strictness {
+    Strict,
+    Permissive,
+}
+
+/// A request's strictness: strict from `version` of its API on.
+pub(crate) fn strict_from(version: i16, strict: i16) -> Strictness {
+    if version >= strict {
+        Strictness::Strict
+    } else {
+        Strictness::Permissive
+    }
 }
 
 #[derive(Debug)]
@@ -56,7 +93,7 @@ impl Throttles {
     pub fn record(
         &self,
         quotas: &ClientQuotas,
-        rate: ByteRate,
+        rate: Quota,
         client_id: &str,
         bytes: u64,
         now: i64,
@@ -79,7 +116,7 @@ impl Throttles {
         if observed <= limit {
             return Duration::ZERO;
         }
-        if rate == ByteRate::Fetch {
+        if rate == Quota::Fetch {
             sensor.rate.record(-(bytes as f64), now);
         }
         let window = sensor.rate.window_ms(now) as f64;
@@ -99,12 +136,120 @@ impl Throttles {
     pub fn most_in_window(
         &self,
         quotas: &ClientQuotas,
-        rate: ByteRate,
+        rate: Quota,
         client_id: &str,
     ) -> Option<u64> {
         let (limit, _) = quotas.applying(rate, client_id)?;
         let seconds = ((SAMPLES - 1) * SAMPLE_MS / 1000) as f64;
         Some((limit * seconds).min(u64::MAX as f64) as u64)
+    }
+}
+
+/// The controller's meter of its clients' partition mutations (Kafka's
+/// controller keeps it; a KRaft broker forwards these requests to it).
+#[derive(Debug, Default)]
+pub struct MutationBuckets {
+    buckets: Mutex<HashMap<Measured, Bucket>>,
+}
+
+impl MutationBuckets {
+    /// Takes `permits` partition mutations of `client_id` at `now` (ms)
+    /// from its `controller_mutation_rate` bucket, if such a quota applies.
+    /// `Err` with the time until the bucket is out of debt when it already
+    /// is and the request is [`Strictness::Strict`]; otherwise `Ok` with
+    /// how long the client is throttled for (zero but where these tokens
+    /// took the bucket into debt in a permissive request).
+    pub fn mutate(
+        &self,
+        quotas: &ClientQuotas,
+        client_id: &str,
+        permits: usize,
+        strictness: Strictness,
+        now: i64,
+    ) -> Result<Duration, Duration> {
+        let Some((limit, measured)) = quotas.applying(Quota::Mutations, client_id) else {
+            return Ok(Duration::ZERO);
+        };
+        let burst = (SAMPLES * SAMPLE_MS / 1000) as f64 * limit;
+        let mut buckets = self.buckets.lock();
+        if !buckets.contains_key(&measured) {
+            buckets.retain(|_, b| now - b.at < IDLE_MS);
+        }
+        let bucket = buckets.entry(measured).or_insert(Bucket {
+            tokens: burst,
+            at: now,
+        });
+        let refill = limit * (now - bucket.at).max(0) as f64 / 1000.0;
+        bucket.tokens = (bucket.tokens + refill).min(burst);
+        bucket.at = now;
+        // The time until the debt is paid back, at the quota.
+        let debt = |tokens: f64| {
+            let ms = (-tokens / limit * 1000.0).round().min(f64::from(i32::MAX));
+            Duration::from_millis(ms.max(0.0) as u64)
+        };
+        if strictness == Strictness::Strict && bucket.tokens < 0.0 {
+            return Err(debt(bucket.tokens));
+        }
+        bucket.tokens -= permits as f64;
+        Ok(match strictness {
+            Strictness::Strict => Duration::ZERO,
+            Strictness::Permissive => debt(bucket.tokens),
+        })
+    }
+}
+
+/// One request's partition mutations, taken against its client's
+/// `controller_mutation_rate` as the controller applies them to
+/// CreateTopics, CreatePartitions and DeleteTopics: each topic's, or
+/// its refusal, in turn.
+pub(crate) struct Mutating<'a> {
+    service: &'a BrokerService,
+    client: &'a str,
+    strictness: Strictness,
+    /// The longest throttle met.
+    throttle: Cell<Duration>,
+}
+
+impl<'a> Mutating<'a> {
+    pub(crate) fn new(service: &'a BrokerService, client: &'a str, strictness: Strictness) -> Self {
+        Mutating {
+            service,
+            client,
+            strictness,
+            throttle: Cell::new(Duration::ZERO),
+        }
+    }
+
+    /// Takes `permits` mutations for one topic; THROTTLING_QUOTA_EXCEEDED
+    /// when the quota refuses them.
+    pub(crate) fn take(&self, permits: usize) -> Result<(), (ResponseError, String)> {
+        let cluster = &self.service.cluster;
+        let taken = (cluster.mutations).mutate(
+            &cluster.client_quotas,
+            self.client,
+            permits,
+            self.strictness,
+            now_ms(),
+        );
+        let throttle = match taken {
+            Ok(throttle) | Err(throttle) => throttle,
+        };
+        self.throttle.set(self.throttle.get().max(throttle));
+        taken.map(|_| ()).map_err(|_| {
+            let e = ResponseError::ThrottlingQuotaExceeded;
+            (e, "The throttling quota has been exceeded.".to_string())
+        })
+    }
+
+    /// The throttle time the answer carries, in ms; the connection reads
+    /// nothing more meanwhile.
+    pub(crate) fn finish(&self, connection: &Throttle) -> i32 {
+        let throttle = self.throttle.get();
+        if !throttle.is_zero() {
+            Checks::bump(&self.service.checks().throttled);
+            connection.mute(throttle);
+        }
+        millis(throttle)
     }
 }
 
@@ -139,7 +284,7 @@ impl BrokerService {
 
     /// Counts `bytes` of `client` against its `rate` quota; how long it is
     /// throttled for.
-    pub(crate) fn throttled_for(&self, rate: ByteRate, client: &str, bytes: u64) -> Duration {
+    pub(crate) fn throttled_for(&self, rate: Quota, client: &str, bytes: u64) -> Duration {
         let quotas = &self.cluster.client_quotas;
         let throttle = self
             .throttles()
@@ -183,7 +328,7 @@ mod tests {
         let quotas = quota(None, "producer_byte_rate", 1000.0);
         let t = Throttles::default();
         let record =
-            |client: &str, bytes, now| t.record(&quotas, ByteRate::Produce, client, bytes, now);
+            |client: &str, bytes, now| t.record(&quotas, Quota::Produce, client, bytes, now);
         // 10,000 bytes over the first 10 s window: exactly the quota.
         assert_eq!(record("a", 10_000, 0), Duration::ZERO);
         // 5,000 more at 1 s: 15,000 over 10 s (one whole sample, nine
@@ -194,23 +339,20 @@ mod tests {
         assert_eq!(record("b", 10_000, 1_000), Duration::ZERO);
         // Fetching is another quota, not set.
         assert_eq!(
-            t.record(&quotas, ByteRate::Fetch, "a", 1 << 30, 1_000),
+            t.record(&quotas, Quota::Fetch, "a", 1 << 30, 1_000),
             Duration::ZERO
         );
         // A produce that was throttled still counts: "a" stays over.
         assert_eq!(record("a", 0, 1_000), Duration::from_millis(5_000));
-        assert_eq!(
-            t.most_in_window(&quotas, ByteRate::Produce, "a"),
-            Some(10_000)
-        );
-        assert_eq!(t.most_in_window(&quotas, ByteRate::Fetch, "a"), None);
+        assert_eq!(t.most_in_window(&quotas, Quota::Produce, "a"), Some(10_000));
+        assert_eq!(t.most_in_window(&quotas, Quota::Fetch, "a"), None);
     }
 
     #[test]
     fn a_throttled_fetch_does_not_count() {
         let quotas = quota(None, "consumer_byte_rate", 1000.0);
         let t = Throttles::default();
-        let record = |bytes, now| t.record(&quotas, ByteRate::Fetch, "a", bytes, now);
+        let record = |bytes, now| t.record(&quotas, Quota::Fetch, "a", bytes, now);
         assert_eq!(record(9_000, 0), Duration::ZERO);
         // 5,000 more would make 14,000 over 10 s: throttled for 4 s...
         assert_eq!(record(5_000, 0), Duration::from_millis(4_000));
@@ -219,10 +361,46 @@ mod tests {
     }
 
     #[test]
+    fn mutations_take_tokens_and_a_strict_request_is_refused_while_in_debt() {
+        let quotas = quota(None, "controller_mutation_rate", 2.0);
+        let m = MutationBuckets::default();
+        let take = |permits, strictness, now| m.mutate(&quotas, "a", permits, strictness, now);
+        // Eleven seconds of the quota, 22 tokens, at first.
+        assert_eq!(take(20, Strictness::Strict, 0), Ok(Duration::ZERO));
+        // Into debt, granted: the bucket was not in debt before.
+        assert_eq!(take(6, Strictness::Strict, 0), Ok(Duration::ZERO));
+        // In debt by 4 tokens: 2 s at 2 a second.
+        assert_eq!(
+            take(1, Strictness::Strict, 0),
+            Err(Duration::from_millis(2_000))
+        );
+        // A second later, 2 tokens refilled: still 1 s to go.
+        assert_eq!(
+            take(1, Strictness::Strict, 1_000),
+            Err(Duration::from_millis(1_000))
+        );
+        // A permissive request is granted, and throttled for its debt.
+        assert_eq!(
+            take(4, Strictness::Permissive, 1_000),
+            Ok(Duration::from_millis(3_000))
+        );
+        // Without a quota, nothing is metered.
+        assert_eq!(
+            m.mutate(&quotas, "b", 1_000, Strictness::Strict, 0),
+            Ok(Duration::ZERO)
+        );
+        let other = quota(Some("x"), "controller_mutation_rate", 1.0);
+        assert_eq!(
+            m.mutate(&other, "a", 1_000, Strictness::Strict, 0),
+            Ok(Duration::ZERO)
+        );
+    }
+
+    #[test]
     fn a_tiny_quota_throttles_for_at_most_what_an_answer_can_say() {
         let quotas = quota(Some("app"), "consumer_byte_rate", 1.0);
         let t = Throttles::default();
-        let throttle = t.record(&quotas, ByteRate::Fetch, "app", u64::MAX, 0);
+        let throttle = t.record(&quotas, Quota::Fetch, "app", u64::MAX, 0);
         assert_eq!(throttle, Duration::from_millis(i32::MAX as u64));
         assert_eq!(millis(throttle), i32::MAX);
     }
@@ -232,7 +410,7 @@ mod tests {
         let quotas = quota(Some("other"), "consumer_byte_rate", 1.0);
         let t = Throttles::default();
         assert_eq!(
-            t.record(&quotas, ByteRate::Fetch, "mine", 1 << 30, 0),
+            t.record(&quotas, Quota::Fetch, "mine", 1 << 30, 0),
             Duration::ZERO
         );
         assert!(t.sensors.lock().is_empty());

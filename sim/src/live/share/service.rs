@@ -7,7 +7,7 @@
 use super::sessions::{Step, Tp};
 use super::{end_timers, AcquisitionLock, LockTimer, ShareKey, SharePart, WireShareFetch};
 use crate::live::checks::Checks;
-use crate::live::client_quotas::ByteRate;
+use crate::live::client_quotas::Quota;
 use crate::live::group_service::text;
 use crate::live::leader_hints::{node_endpoints, LeaderHints};
 use crate::live::service::BrokerService;
@@ -90,7 +90,7 @@ impl BrokerService {
             .flat_map(|t| t.partitions.iter())
             .map(|p| p.records.as_ref().map_or(0, |r| r.len() as u64))
             .sum();
-        let throttled = self.throttled_for(ByteRate::Fetch, client, bytes);
+        let throttled = self.throttled_for(Quota::Fetch, client, bytes);
         if !throttled.is_zero() {
             throttle.mute(throttled);
             response = ShareFetchResponse::default();
@@ -292,7 +292,7 @@ impl BrokerService {
         let quotas = &self.cluster.client_quotas;
         let most = self
             .throttles()
-            .most_in_window(quotas, ByteRate::Fetch, client);
+            .most_in_window(quotas, Quota::Fetch, client);
         let max_bytes = usize::try_from(r.max_bytes)
             .unwrap_or(0)
             .min(most.map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX)));
