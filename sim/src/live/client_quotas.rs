@@ -249,13 +249,19 @@ impl ClientQuotas {
             .collect())
     }
 
+    /// Whether any quota is set: while none is, the produce and fetch
+    /// paths neither read the clock nor lock anything for quotas.
+    pub fn any(&self) -> bool {
+        self.any.load(Ordering::Acquire)
+    }
+
     /// The `rate` quota that applies to `client_id`, with whom its rate is
     /// measured for; `None` where none does. Kafka's order: the user with
     /// the client id, the user with the default client, the user alone;
     /// then the same for the default user; then the client id alone, and
     /// the default client.
     pub fn applying(&self, rate: Quota, client_id: &str) -> Option<(f64, Measured)> {
-        if !self.any.load(Ordering::Acquire) {
+        if !self.any() {
             return None;
         }
         let entities = self.entities.lock();

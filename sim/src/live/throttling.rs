@@ -224,6 +224,9 @@ impl<'a> Mutating<'a> {
     /// when the quota refuses them.
     pub(crate) fn take(&self, permits: usize) -> Result<(), (ResponseError, String)> {
         let cluster = &self.service.cluster;
+        if !cluster.client_quotas.any() {
+            return Ok(());
+        }
         let taken = (cluster.mutations).mutate(
             &cluster.client_quotas,
             self.client,
@@ -286,6 +289,9 @@ impl BrokerService {
     /// throttled for.
     pub(crate) fn throttled_for(&self, rate: Quota, client: &str, bytes: u64) -> Duration {
         let quotas = &self.cluster.client_quotas;
+        if !quotas.any() {
+            return Duration::ZERO;
+        }
         let throttle = self
             .throttles()
             .record(quotas, rate, client, bytes, now_ms());

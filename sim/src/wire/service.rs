@@ -10,6 +10,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable};
 use parking_lot::Mutex;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,7 +67,15 @@ impl From<Option<ResponseKind>> for Answer {
 /// A connection's throttle: until when nothing more is read from it, as a
 /// Kafka broker mutes the channel of a client a quota throttles.
 #[derive(Debug, Clone, Default)]
-pub struct Throttle(Arc<Mutex<Option<Instant>>>);
+pub struct Throttle(Arc<Muted>);
+
+#[derive(Debug, Default)]
+struct Muted {
+    /// Whether `until` is set: the front looks before every request, and
+    /// a connection nobody throttles takes no lock for it.
+    set: AtomicBool,
+    until: Mutex<Option<Instant>>,
+}
 
 impl Throttle {
     /// Reads nothing more for `time` from now (or for longer, if already
@@ -75,14 +84,18 @@ impl Throttle {
         if time.is_zero() {
             return;
         }
-        let until = Instant::now() + time;
-        let mut muted = self.0.lock();
-        *muted = Some(muted.map_or(until, |m| m.max(until)));
+        let at = Instant::now() + time;
+        let mut until = self.0.until.lock();
+        *until = Some(until.map_or(at, |m| m.max(at)));
+        self.0.set.store(true, Ordering::Release);
     }
 
     /// How long reading must still wait, if it must; forgets it.
     pub fn take(&self) -> Option<Duration> {
-        let until = self.0.lock().take()?;
+        if !self.0.set.swap(false, Ordering::Acquire) {
+            return None;
+        }
+        let until = self.0.until.lock().take()?;
         Some(until.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
     }
 }
