@@ -264,30 +264,51 @@ impl ClientQuotas {
         if !self.any() {
             return None;
         }
+        // One pass over the few entities set, none built for the lookup:
+        // each that names this client's user and client id (or their
+        // defaults) has its rank in Kafka's order; the first rank wins.
         let entities = self.entities.lock();
-        let user = Some(ANONYMOUS.to_string());
-        let client = Some(client_id.to_string());
-        let both = (ANONYMOUS.to_string(), client_id.to_string());
-        let user_only = (ANONYMOUS.to_string(), String::new());
-        let client_only = (String::new(), client_id.to_string());
-        let levels = [
-            (vec![(USER, &user), (CLIENT_ID, &client)], &both),
-            (vec![(USER, &user), (CLIENT_ID, &None)], &both),
-            (vec![(USER, &user)], &user_only),
-            (vec![(USER, &None), (CLIENT_ID, &client)], &both),
-            (vec![(USER, &None), (CLIENT_ID, &None)], &both),
-            (vec![(USER, &None)], &user_only),
-            (vec![(CLIENT_ID, &client)], &client_only),
-            (vec![(CLIENT_ID, &None)], &client_only),
-        ];
-        let found = levels.into_iter().find_map(|(parts, measured)| {
-            let entity: Entity = (parts.into_iter())
-                .map(|(kind, name)| (kind.to_string(), name.clone()))
-                .collect();
-            let limit = entities.get(&entity)?.get(rate.key())?;
-            Some((*limit, measured.clone()))
-        });
-        found
+        let (rank, limit) = (entities.iter())
+            .filter_map(|(entity, quotas)| {
+                Some((rank(entity, client_id)?, *quotas.get(rate.key())?))
+            })
+            .min_by_key(|&(rank, _)| rank)?;
+        let user = || ANONYMOUS.to_string();
+        let client = || client_id.to_string();
+        let measured = match rank {
+            // A user's own quota is the user's, whatever the client.
+            2 | 5 => (user(), String::new()),
+            6 | 7 => (String::new(), client()),
+            _ => (user(), client()),
+        };
+        Some((limit, measured))
+    }
+}
+
+/// Where `entity` stands in Kafka's order for a client of id `client_id`
+/// (the user being `ANONYMOUS`), from 0 (the user with the client id) to
+/// 7 (the default client); `None` if it does not name this client.
+fn rank(entity: &Entity, client_id: &str) -> Option<u8> {
+    // Its user: 0 the client's own, 1 the default, 2 none named.
+    let user = match entity.get(USER) {
+        Some(Some(name)) if name == ANONYMOUS => 0,
+        Some(Some(_)) => return None,
+        Some(None) => 1,
+        None => 2,
+    };
+    // Its client id: 0 this one, 1 the default, 2 none named.
+    let client = match entity.get(CLIENT_ID) {
+        Some(Some(name)) if name == client_id => 0,
+        Some(Some(_)) => return None,
+        Some(None) => 1,
+        None => 2,
+    };
+    match (user, client) {
+        (2, 2) => None,
+        // The users' ranks, each with the client id, the default client,
+        // then alone: 0-2 and 3-5; then the client id, the default: 6-7.
+        (u @ 0..=1, c) => Some(u * 3 + c),
+        (_, c) => Some(6 + c),
     }
 }
 

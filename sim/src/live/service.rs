@@ -972,14 +972,7 @@ impl BrokerService {
     ) -> (FetchResponse, Duration) {
         let checks = Arc::clone(&self.cluster.checks);
         Checks::bump(&checks.fetch_requests);
-        // As Kafka: no more than the quota lets through in its window, or
-        // the answer would be throttled whatever came before it.
-        let most =
-            self.throttles()
-                .most_in_window(&self.cluster.client_quotas, Quota::Fetch, client);
-        let max_bytes = usize::try_from(r.max_bytes)
-            .unwrap_or(0)
-            .min(most.map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX)));
+        let max_bytes = self.fetch_cap(client, r.max_bytes);
         let max_wait = Duration::from_millis(u64::try_from(r.max_wait_ms).unwrap_or(0));
         let min_bytes = u64::try_from(r.min_bytes)
             .unwrap_or(0)

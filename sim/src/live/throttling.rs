@@ -102,11 +102,12 @@ impl Throttles {
             return Duration::ZERO;
         };
         let mut sensors = self.sensors.lock();
-        if !sensors.contains_key(&(rate, measured.clone())) {
+        let key = (rate, measured);
+        if !sensors.contains_key(&key) {
             // New ones are rare: the idle go then.
             sensors.retain(|_, s| now - s.used < IDLE_MS);
         }
-        let sensor = sensors.entry((rate, measured)).or_insert_with(|| Sensor {
+        let sensor = sensors.entry(key).or_insert_with(|| Sensor {
             rate: SampledRate::new(now),
             used: now,
         });
@@ -283,6 +284,22 @@ impl BrokerService {
     /// This broker's measurements.
     pub(crate) fn throttles(&self) -> &Throttles {
         &self.cluster.brokers[self.id as usize].throttles
+    }
+
+    /// The most bytes a fetch (or share fetch) of `client` asking for
+    /// `asked` may carry: no more than its `consumer_byte_rate` lets
+    /// through in its window, as Kafka caps it, or the answer would be
+    /// throttled whatever came before it.
+    pub(crate) fn fetch_cap(&self, client: &str, asked: i32) -> usize {
+        let asked = usize::try_from(asked).unwrap_or(0);
+        let quotas = &self.cluster.client_quotas;
+        match self
+            .throttles()
+            .most_in_window(quotas, Quota::Fetch, client)
+        {
+            Some(most) => asked.min(usize::try_from(most).unwrap_or(usize::MAX)),
+            None => asked,
+        }
     }
 
     /// Counts `bytes` of `client` against its `rate` quota; how long it is

@@ -288,14 +288,7 @@ impl BrokerService {
             .ok()
             .filter(|&n| n > 0)
             .unwrap_or(usize::MAX);
-        // No more than the client's quota lets through in its window.
-        let quotas = &self.cluster.client_quotas;
-        let most = self
-            .throttles()
-            .most_in_window(quotas, Quota::Fetch, client);
-        let max_bytes = usize::try_from(r.max_bytes)
-            .unwrap_or(0)
-            .min(most.map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX)));
+        let max_bytes = self.fetch_cap(client, r.max_bytes);
         let budget = (max_records, max_bytes);
         let mut got = self.acquire((group, member), &parts, budget);
         let max_wait = Duration::from_millis(u64::try_from(r.max_wait_ms).unwrap_or(0));
