@@ -1,9 +1,10 @@
 //! Client quotas over the wire: set and described (AlterClientQuotas,
-//! DescribeClientQuotas), and the byte-rate quotas applied to produces
-//! and fetches: the answer says how long the client is throttled, the
-//! connection reads nothing more from it meanwhile, a client too old to
-//! throttle itself gets its answer only then, and a throttled fetch is
-//! answered without records.
+//! DescribeClientQuotas), the byte-rate quotas applied to produces and
+//! fetches, and the request-time quota to every request: the answer says
+//! how long the client is throttled, the connection reads nothing more
+//! from it meanwhile, a client too old to throttle itself gets its answer
+//! only then, and a fetch throttled by its byte rate is answered without
+//! records.
 
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
@@ -105,7 +106,7 @@ fn quotas_are_set_checked_and_described() {
     assert_eq!(set_quota(&mut c, "consumer_byte_rate", 2.0 * RATE), 0);
     let invalid = ResponseError::InvalidRequest.code();
     assert_eq!(set_quota(&mut c, "producer_byte_rate", -1.0), invalid);
-    assert_eq!(set_quota(&mut c, "request_percentage", 50.0), invalid);
+    assert_eq!(set_quota(&mut c, "connection_creation_rate", 5.0), invalid);
     let mut component = describe_client_quotas_request::ComponentData::default();
     component.entity_type = s("client-id");
     component.match_type = 0;
@@ -223,6 +224,59 @@ fn a_throttled_fetch_carries_no_records_and_the_next_one_reads_on() {
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
     assert!(report.count("answers throttled by a quota").unwrap() >= 1);
+}
+
+#[test]
+fn a_client_past_its_request_time_is_throttled_for_at_most_a_second() {
+    let server = server("timed");
+    let mut c = Client::connect(server.addrs()[0]);
+    // A quota of another client id's: this one's requests are not timed
+    // against it.
+    let r = quota_request("client-id", Some("another"), "request_percentage", 0.0001);
+    assert_eq!(c.call(&r, 1).entries[0].error_code, 0);
+    for _ in 0..20 {
+        let got = c.call(&MetadataRequest::default(), 12);
+        assert_eq!(got.throttle_time_ms, 0);
+    }
+    // A ten-thousandth of a percent of one thread: 10 µs of handling in
+    // the quota's first ten seconds, which a few requests exceed.
+    assert_eq!(set_quota(&mut c, "request_percentage", 0.0001), 0);
+    let mut asked = 0;
+    let throttle = loop {
+        let got = c.call(&MetadataRequest::default(), 12);
+        asked += 1;
+        if got.throttle_time_ms > 0 {
+            break got.throttle_time_ms;
+        }
+        assert!(asked < 1_000, "never throttled");
+    };
+    // Far over its quota, yet throttled for one sample's second at most.
+    assert!((1..=1_000).contains(&throttle), "{throttle}");
+    // The next request waits on the connection for the throttle time.
+    let started = Instant::now();
+    let (error, _) = produce(&mut c, "timed", 9);
+    assert_eq!(error, 0);
+    let waited = started.elapsed();
+    let throttled = Duration::from_millis(throttle as u64);
+    assert!(
+        waited + Duration::from_millis(50) >= throttled,
+        "{waited:?}"
+    );
+    // Still over: a produce before v6 is answered once its throttle is
+    // over, and says it.
+    let started = Instant::now();
+    let (error, throttle) = produce(&mut c, "timed", 5);
+    assert_eq!(error, 0);
+    assert!((1..=1_000).contains(&throttle), "{throttle}");
+    let throttled = Duration::from_millis(throttle as u64);
+    assert!(
+        started.elapsed() + Duration::from_millis(50) >= throttled,
+        "{:?}",
+        started.elapsed()
+    );
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(report.count("answers throttled by a quota").unwrap() >= 2);
 }
 
 /// CreateTopics of `topics` (name, partitions) at `version`: each

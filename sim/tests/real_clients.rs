@@ -316,6 +316,36 @@ fn confluent_kafka_is_throttled_to_its_producer_byte_rate() {
     assert!(report.count("answers throttled by a quota").unwrap() >= 1);
 }
 
+/// librdkafka under a request-time quota (`request_percentage`) far
+/// below what its produces take: told it is throttled, never for more
+/// than a second (Kafka's bound for this quota), every record still
+/// acknowledged.
+#[test]
+fn confluent_kafka_is_throttled_by_its_request_percentage() {
+    if !confluent() {
+        return;
+    }
+    let server = start(LiveConfig::default(), &[("timed", 1)]);
+    // A thousandth of a percent of one thread: 0.1 ms of handling in the
+    // quota's first ten seconds.
+    let quota = broker_sim::wire::client::quota_request(
+        "client-id",
+        Some("busy-producer"),
+        "request_percentage",
+        0.001,
+    );
+    let mut admin = broker_sim::wire::client::Client::connect(server.addrs()[0]);
+    assert_eq!(admin.call(&quota, 1).entries[0].error_code, 0);
+    let args = ["quota", &bootstrap(&server), "timed", "3", "busy-producer"];
+    let r = confluent_client(&args);
+    assert_eq!(r["acked"], 3_000, "{r}");
+    assert!(r["throttles"].as_u64().unwrap() >= 1, "{r}");
+    assert!(r["longest_ms"].as_u64().unwrap() <= 1_000, "{r}");
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(report.count("answers throttled by a quota").unwrap() >= 1);
+}
+
 /// A share group (KIP-932) read by two confluent-kafka share consumers:
 /// records given back, or held by a consumer that closes, are delivered
 /// again (with their delivery count) and accepted once; a rejected one

@@ -11,9 +11,9 @@
 //! that user, or of the default user, applies to all of them.
 //!
 //! The two byte-rate quotas are applied, `producer_byte_rate` and
-//! `consumer_byte_rate`, and the partition mutation rate,
-//! `controller_mutation_rate`. The others Kafka takes
-//! (`request_percentage`, `connection_creation_rate`) are refused
+//! `consumer_byte_rate`, the request-time quota, `request_percentage`,
+//! and the partition mutation rate, `controller_mutation_rate`. The one
+//! other Kafka takes, an IP's `connection_creation_rate`, is refused
 //! INVALID_REQUEST with a message saying so, rather than kept without
 //! effect.
 
@@ -44,6 +44,9 @@ pub enum Quota {
     Produce,
     /// `consumer_byte_rate`: bytes of records fetched per second.
     Fetch,
+    /// `request_percentage`: the time spent handling the client's
+    /// requests, in percent of one thread.
+    Request,
     /// `controller_mutation_rate`: partitions created or deleted per
     /// second (CreateTopics, CreatePartitions, DeleteTopics).
     Mutations,
@@ -54,6 +57,7 @@ impl Quota {
         match self {
             Quota::Produce => "producer_byte_rate",
             Quota::Fetch => "consumer_byte_rate",
+            Quota::Request => "request_percentage",
             Quota::Mutations => "controller_mutation_rate",
         }
     }
@@ -61,7 +65,7 @@ impl Quota {
 
 /// The keys Kafka takes for a user or client id, and for an IP, that are
 /// not applied here.
-const NOT_APPLIED: [&str; 2] = ["request_percentage", "connection_creation_rate"];
+const NOT_APPLIED: [&str; 1] = ["connection_creation_rate"];
 
 /// An entity: each of its types with its name (`None`: the default).
 type Entity = BTreeMap<String, Option<String>>;
@@ -77,6 +81,9 @@ pub struct ClientQuotas {
     /// Whether any quota is set: the produce and fetch paths look no
     /// further while none is.
     any: AtomicBool,
+    /// Whether a `request_percentage` is set: requests are not timed
+    /// while none is.
+    request_time: AtomicBool,
 }
 
 /// Why a change or a filter is refused: the error code and a message.
@@ -151,6 +158,8 @@ impl ClientQuotas {
             })
             .collect();
         self.any.store(!entities.is_empty(), Ordering::Release);
+        let timed = (entities.values()).any(|q| q.contains_key(Quota::Request.key()));
+        self.request_time.store(timed, Ordering::Release);
         answers
     }
 
@@ -253,6 +262,12 @@ impl ClientQuotas {
     /// paths neither read the clock nor lock anything for quotas.
     pub fn any(&self) -> bool {
         self.any.load(Ordering::Acquire)
+    }
+
+    /// Whether a `request_percentage` is set for anyone: while none is,
+    /// requests are not timed.
+    pub fn times_requests(&self) -> bool {
+        self.request_time.load(Ordering::Acquire)
     }
 
     /// The `rate` quota that applies to `client_id`, with whom its rate is
@@ -392,16 +407,16 @@ fn changes(
         }
         if NOT_APPLIED.contains(&key.as_str()) {
             return Err(invalid(format!(
-                "Quota {key} is not applied by this broker (only producer_byte_rate, \
-                 consumer_byte_rate and controller_mutation_rate are)"
+                "Quota {key} is not applied by this broker (producer_byte_rate, \
+                 consumer_byte_rate, request_percentage and controller_mutation_rate are)"
             )));
         }
         let value = op.value;
         if value.is_nan() || value <= 0.0 {
             return Err(invalid(format!("Quota {key} must be greater than 0")));
         }
-        // A double; the byte rates are longs.
-        if key == Quota::Mutations.key() {
+        // Doubles; the byte rates are longs.
+        if key == Quota::Mutations.key() || key == Quota::Request.key() {
             changes.push((key, Some(value)));
             continue;
         }
@@ -555,7 +570,7 @@ mod tests {
                 entry(&[("client-id", Some("e"))], &[("fetch_rate", Some(1.0))]),
                 entry(
                     &[("client-id", Some("f"))],
-                    &[("request_percentage", Some(50.0))],
+                    &[("request_percentage", Some(-50.0))],
                 ),
                 entry(
                     &[("ip", Some("10.0.0.1"))],
@@ -573,8 +588,9 @@ mod tests {
         );
         let codes: Vec<i16> = refused.iter().map(|(c, _)| *c).collect();
         assert_eq!(codes, vec![INVALID; 11], "{refused:?}");
+        assert!(refused[8].1.contains("greater than 0"), "{refused:?}");
         assert!(
-            refused[8].1.contains("not applied by this broker"),
+            refused[9].1.contains("not applied by this broker"),
             "{refused:?}"
         );
         assert!(refused[6].1.contains("fractional"), "{refused:?}");

@@ -43,6 +43,7 @@ mod quota_rate;
 mod reassignment;
 mod recompress;
 mod replication;
+mod request_time;
 mod scram_credentials;
 mod service;
 mod share;

@@ -17,6 +17,7 @@ use super::log::{
 use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::produce_framing;
 use super::recompress::Target;
+use super::request_time::{Timed, Timing};
 use super::throttling::{millis, strict_from, Mutating};
 use super::topic_config;
 use super::topics::{valid_topic_name, Partition, Topic};
@@ -46,6 +47,7 @@ use kafka_protocol::protocol::StrBytes;
 use purgatory::Outcome;
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -208,7 +210,24 @@ impl Service for BrokerService {
         APIS.to_vec()
     }
 
-    async fn call(
+    fn call(
+        self: Arc<Self>,
+        header: RequestHeader,
+        request: RequestKind,
+        throttle: Throttle,
+    ) -> impl Future<Output = Answer> + Send + 'static {
+        let timing = Timing::of(&self, &header, &request, &throttle);
+        Timed::new(self.answer(header, request, throttle), timing)
+    }
+
+    async fn wait_throttle(self: Arc<Self>, time: Duration) {
+        self.wait_throttled(time).await;
+    }
+}
+
+impl BrokerService {
+    /// The answer to one request, under the quotas that apply to it.
+    async fn answer(
         self: Arc<Self>,
         header: RequestHeader,
         request: RequestKind,
@@ -251,13 +270,8 @@ impl Service for BrokerService {
         }
     }
 
-    async fn wait_throttle(self: Arc<Self>, time: Duration) {
-        self.wait_throttled(time).await;
-    }
-}
-
-impl BrokerService {
-    /// The answer to any request no quota applies to.
+    /// The answer to any request no quota but the request time's applies
+    /// to.
     async fn respond(
         self: Arc<Self>,
         header: RequestHeader,

@@ -18,6 +18,10 @@
 //! broker's throttle purgatory, where Kafka keeps its throttled channels
 //! in a `DelayQueue`.
 //!
+//! The request-time quota is measured the same way, over the time spent
+//! handling each request (`request_time.rs`), and its throttle is at most
+//! one sample's second, as Kafka bounds it.
+//!
 //! The partition mutation quota is the controller's (`MutationBuckets`),
 //! metered by a token bucket rather than a rate, as Kafka's controller
 //! meters it: a request is refused its mutations only once the bucket is
@@ -86,16 +90,18 @@ struct Sensor {
 }
 
 impl Throttles {
-    /// Records `bytes` of `client_id` at `now` (ms) against the `rate`
-    /// quota that applies to it, if one does; returns how long the client
-    /// is throttled for (zero within its quota). A throttled fetch is
-    /// answered without its records, so they are taken back.
+    /// Records `value` of `client_id` at `now` (ms) against the `rate`
+    /// quota that applies to it, if one does (bytes for the byte rates,
+    /// percent-seconds of one thread for the request time); returns how
+    /// long the client is throttled for (zero within its quota). A
+    /// throttled fetch is answered without its records, so they are taken
+    /// back.
     pub fn record(
         &self,
         quotas: &ClientQuotas,
         rate: Quota,
         client_id: &str,
-        bytes: u64,
+        value: f64,
         now: i64,
     ) -> Duration {
         let Some((limit, measured)) = quotas.applying(rate, client_id) else {
@@ -111,20 +117,25 @@ impl Throttles {
             rate: SampledRate::new(now),
             used: now,
         });
-        sensor.rate.record(bytes as f64, now);
+        sensor.rate.record(value, now);
         sensor.used = now;
         let observed = sensor.rate.rate(now);
         if observed <= limit {
             return Duration::ZERO;
         }
         if rate == Quota::Fetch {
-            sensor.rate.record(-(bytes as f64), now);
+            sensor.rate.record(-value, now);
         }
         let window = sensor.rate.window_ms(now) as f64;
         // At most what the answers can say (an int32 of ms, 24.8 days),
-        // however small the quota.
+        // however small the quota; the request time's at most one sample,
+        // as Kafka bounds it (a client's own work cannot owe more).
+        let most = match rate {
+            Quota::Request => SAMPLE_MS as f64,
+            _ => f64::from(i32::MAX),
+        };
         let ms = ((observed - limit) / limit * window).round();
-        Duration::from_millis(ms.min(f64::from(i32::MAX)) as u64)
+        Duration::from_millis(ms.min(most) as u64)
     }
 
     /// Forgets every measurement, as a broker's process that crashed.
@@ -309,13 +320,21 @@ impl BrokerService {
         if !quotas.any() {
             return Duration::ZERO;
         }
-        let throttle = self
-            .throttles()
-            .record(quotas, rate, client, bytes, now_ms());
+        let throttle = (self.throttles()).record(quotas, rate, client, bytes as f64, now_ms());
         if !throttle.is_zero() {
             Checks::bump(&self.checks().throttled);
         }
         throttle
+    }
+
+    /// Counts `spent` handling a request of `client` against its
+    /// `request_percentage`, in percent-seconds of one thread (Kafka's
+    /// nanoseconds times 100 over a second's); how long it is throttled
+    /// for.
+    pub(crate) fn request_time(&self, client: &str, spent: Duration) -> Duration {
+        let quotas = &self.cluster.client_quotas;
+        let percent_seconds = spent.as_secs_f64() * 100.0;
+        (self.throttles()).record(quotas, Quota::Request, client, percent_seconds, now_ms())
     }
 
     /// Waits `time` out in this broker's throttle purgatory; at once if
@@ -352,6 +371,7 @@ mod tests {
         let t = Throttles::default();
         let record =
             |client: &str, bytes, now| t.record(&quotas, Quota::Produce, client, bytes, now);
+        let record = |client: &str, bytes: u64, now| record(client, bytes as f64, now);
         // 10,000 bytes over the first 10 s window: exactly the quota.
         assert_eq!(record("a", 10_000, 0), Duration::ZERO);
         // 5,000 more at 1 s: 15,000 over 10 s (one whole sample, nine
@@ -362,7 +382,7 @@ mod tests {
         assert_eq!(record("b", 10_000, 1_000), Duration::ZERO);
         // Fetching is another quota, not set.
         assert_eq!(
-            t.record(&quotas, Quota::Fetch, "a", 1 << 30, 1_000),
+            t.record(&quotas, Quota::Fetch, "a", 1e9, 1_000),
             Duration::ZERO
         );
         // A produce that was throttled still counts: "a" stays over.
@@ -375,7 +395,7 @@ mod tests {
     fn a_throttled_fetch_does_not_count() {
         let quotas = quota(None, "consumer_byte_rate", 1000.0);
         let t = Throttles::default();
-        let record = |bytes, now| t.record(&quotas, Quota::Fetch, "a", bytes, now);
+        let record = |bytes: u64, now| t.record(&quotas, Quota::Fetch, "a", bytes as f64, now);
         assert_eq!(record(9_000, 0), Duration::ZERO);
         // 5,000 more would make 14,000 over 10 s: throttled for 4 s...
         assert_eq!(record(5_000, 0), Duration::from_millis(4_000));
@@ -423,9 +443,29 @@ mod tests {
     fn a_tiny_quota_throttles_for_at_most_what_an_answer_can_say() {
         let quotas = quota(Some("app"), "consumer_byte_rate", 1.0);
         let t = Throttles::default();
-        let throttle = t.record(&quotas, Quota::Fetch, "app", u64::MAX, 0);
+        let throttle = t.record(&quotas, Quota::Fetch, "app", u64::MAX as f64, 0);
         assert_eq!(throttle, Duration::from_millis(i32::MAX as u64));
         assert_eq!(millis(throttle), i32::MAX);
+    }
+
+    #[test]
+    fn request_time_throttles_for_at_most_a_second() {
+        let quotas = quota(None, "request_percentage", 10.0);
+        let t = Throttles::default();
+        let record =
+            |percent_seconds, now| t.record(&quotas, Quota::Request, "a", percent_seconds, now);
+        // 10% of a thread over the first ten seconds: one second's work.
+        assert_eq!(record(100.0, 0), Duration::ZERO);
+        // 0.15 s more: 11.5% over 10 s, (11.5 - 10) / 10 * 10 s = 1.5 s,
+        // bounded to one sample.
+        assert_eq!(record(15.0, 0), Duration::from_millis(1_000));
+        // 0.05 s more within a fresh quota: (10.5 - 10) / 10 * 10 s.
+        let t = Throttles::default();
+        let record =
+            |percent_seconds, now| t.record(&quotas, Quota::Request, "a", percent_seconds, now);
+        assert_eq!(record(105.0, 0), Duration::from_millis(500));
+        // Not taken back, unlike a fetch's bytes: still over.
+        assert_eq!(record(0.0, 0), Duration::from_millis(500));
     }
 
     #[test]
@@ -433,7 +473,7 @@ mod tests {
         let quotas = quota(Some("other"), "consumer_byte_rate", 1.0);
         let t = Throttles::default();
         assert_eq!(
-            t.record(&quotas, Quota::Fetch, "mine", 1 << 30, 0),
+            t.record(&quotas, Quota::Fetch, "mine", 1e9, 0),
             Duration::ZERO
         );
         assert!(t.sensors.lock().is_empty());

@@ -1,0 +1,236 @@
+//! The request-time quota (`request_percentage`) as Kafka's brokers apply
+//! it (`ClientRequestQuotaManager`): the time a broker spends handling a
+//! client's requests, in percent of one thread, is measured over the same
+//! eleven one-second samples as the byte rates (`throttling.rs`), and past
+//! the quota the client is throttled for (O - T) / T * W, at most one
+//! sample's second, as Kafka bounds it.
+//!
+//! What is timed is the handling: each poll of the request's future, from
+//! the first (up to where it parks or answers) to the one that answers a
+//! parked request. Kafka times its request handler's thread and its
+//! network thread; here decoding and encoding are the front's and are not
+//! timed, and the time a request waits parked counts in neither. The first
+//! poll's time decides the throttle at once, before the connection's next
+//! request is read: this front reads on while a request is parked, so a
+//! throttle decided at the answer would let a client pipeline past its
+//! quota. The time of the polls after it is counted without a throttle,
+//! as Kafka counts its network thread's.
+//!
+//! The throttle goes in the answer's `throttle_time_ms` (the larger of it
+//! and a byte-rate or mutation throttle), in every response that has the
+//! field, and the connection reads nothing more meanwhile. A produce
+//! before v6 or a fetch before v8 is answered only when the throttle is
+//! over, as for the byte rates. Exempt, as in Kafka: a produce with
+//! `acks=0`. ApiVersions is the front's and is not timed. Where this
+//! differs from Kafka: a fetch throttled by this quota alone keeps its
+//! records, where Kafka answers it empty.
+
+use super::checks::Checks;
+use super::service::BrokerService;
+use super::throttling::millis;
+use crate::wire::{Answer, Throttle};
+use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
+use pin_project_lite::pin_project;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+pin_project! {
+    /// A request's handling, timed poll by poll against its client's
+    /// `request_percentage` when one is set.
+    pub(crate) struct Timed<F> {
+        #[pin]
+        call: F,
+        timing: Option<Timing>,
+    }
+}
+
+/// What a timed request needs to count its time and throttle its client.
+pub(crate) struct Timing {
+    service: Arc<BrokerService>,
+    client: String,
+    connection: Throttle,
+    /// Whether the client is too old to throttle itself, so that its
+    /// answer is held until the throttle is over.
+    holds: bool,
+    /// Whether the first poll has been counted.
+    counted: bool,
+    /// The throttle the first poll's time decided.
+    throttled: Duration,
+}
+
+impl Timing {
+    /// The timing of `request`, if a `request_percentage` is set anywhere
+    /// and the request is not exempt.
+    pub(crate) fn of(
+        service: &Arc<BrokerService>,
+        header: &RequestHeader,
+        request: &RequestKind,
+        connection: &Throttle,
+    ) -> Option<Timing> {
+        if !service.cluster.client_quotas.times_requests() {
+            return None;
+        }
+        let version = header.request_api_version;
+        let holds = match request {
+            RequestKind::Produce(r) if r.acks == 0 => return None,
+            RequestKind::Produce(_) => version < 6,
+            RequestKind::Fetch(_) => version < 8,
+            _ => false,
+        };
+        Some(Timing {
+            service: Arc::clone(service),
+            // Kafka's quotas take a client without an id as the empty id.
+            client: header.client_id.as_deref().unwrap_or_default().to_string(),
+            connection: connection.clone(),
+            holds,
+            counted: false,
+            throttled: Duration::ZERO,
+        })
+    }
+
+    /// Counts one poll's `spent` time; the first's decides the throttle.
+    fn count(&mut self, spent: Duration) {
+        let throttle = self.service.request_time(&self.client, spent);
+        if self.counted {
+            return;
+        }
+        self.counted = true;
+        if !throttle.is_zero() {
+            Checks::bump(&self.service.checks().throttled);
+            self.connection.mute(throttle);
+            self.throttled = throttle;
+        }
+    }
+
+    /// The answer, saying the throttle.
+    fn apply(&self, mut answer: Answer) -> Answer {
+        if self.throttled.is_zero() {
+            return answer;
+        }
+        if let Some(response) = &mut answer.response {
+            raise_throttle(response, millis(self.throttled));
+        }
+        if self.holds {
+            answer.hold = answer.hold.max(self.throttled);
+        }
+        answer
+    }
+}
+
+impl<F> Timed<F> {
+    /// `call`, timed if `timing` says so.
+    pub(crate) fn new(call: F, timing: Option<Timing>) -> Self {
+        Timed { call, timing }
+    }
+}
+
+impl<F: Future<Output = Answer>> Future for Timed<F> {
+    type Output = Answer;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer> {
+        let this = self.project();
+        let Some(timing) = this.timing.as_mut() else {
+            return this.call.poll(cx);
+        };
+        let start = Instant::now();
+        let polled = this.call.poll(cx);
+        timing.count(start.elapsed());
+        polled.map(|answer| timing.apply(answer))
+    }
+}
+
+/// Raises `response`'s `throttle_time_ms` to at least `ms`. Every response
+/// of the APIs this broker serves carries the field (in the versions that
+/// have it: the codecs leave it out of the others).
+pub(crate) fn raise_throttle(response: &mut ResponseKind, ms: i32) {
+    macro_rules! raise {
+        ($($api:ident),* $(,)?) => {
+            match response {
+                $(ResponseKind::$api(r) => r.throttle_time_ms = r.throttle_time_ms.max(ms),)*
+                _ => {}
+            }
+        };
+    }
+    raise!(
+        AddOffsetsToTxn,
+        AddPartitionsToTxn,
+        AlterClientQuotas,
+        AlterConfigs,
+        AlterPartitionReassignments,
+        AlterUserScramCredentials,
+        ApiVersions,
+        ConsumerGroupDescribe,
+        ConsumerGroupHeartbeat,
+        CreateAcls,
+        CreatePartitions,
+        CreateTopics,
+        DeleteAcls,
+        DeleteGroups,
+        DeleteRecords,
+        DeleteTopics,
+        DescribeAcls,
+        DescribeClientQuotas,
+        DescribeCluster,
+        DescribeConfigs,
+        DescribeGroups,
+        DescribeLogDirs,
+        DescribeProducers,
+        DescribeTopicPartitions,
+        DescribeTransactions,
+        DescribeUserScramCredentials,
+        ElectLeaders,
+        EndTxn,
+        Fetch,
+        FindCoordinator,
+        Heartbeat,
+        IncrementalAlterConfigs,
+        InitProducerId,
+        JoinGroup,
+        LeaveGroup,
+        ListConfigResources,
+        ListGroups,
+        ListOffsets,
+        ListPartitionReassignments,
+        ListTransactions,
+        Metadata,
+        OffsetCommit,
+        OffsetDelete,
+        OffsetFetch,
+        OffsetForLeaderEpoch,
+        Produce,
+        ShareAcknowledge,
+        ShareFetch,
+        ShareGroupDescribe,
+        ShareGroupHeartbeat,
+        SyncGroup,
+        TxnOffsetCommit,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::{FetchResponse, MetadataResponse, ShareFetchResponse};
+
+    #[test]
+    fn a_throttle_is_raised_never_lowered() {
+        let mut metadata = ResponseKind::Metadata(MetadataResponse::default());
+        raise_throttle(&mut metadata, 250);
+        let mut fetch = FetchResponse::default();
+        fetch.throttle_time_ms = 900;
+        let mut fetch = ResponseKind::Fetch(fetch);
+        raise_throttle(&mut fetch, 250);
+        let mut share = ResponseKind::ShareFetch(ShareFetchResponse::default());
+        raise_throttle(&mut share, 1);
+        match (metadata, fetch, share) {
+            (ResponseKind::Metadata(m), ResponseKind::Fetch(f), ResponseKind::ShareFetch(s)) => {
+                assert_eq!((m.throttle_time_ms, f.throttle_time_ms), (250, 900));
+                assert_eq!(s.throttle_time_ms, 1);
+            }
+            _ => unreachable!(),
+        }
+    }
+}
