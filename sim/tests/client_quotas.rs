@@ -1,6 +1,7 @@
 //! Client quotas over the wire: set and described (AlterClientQuotas,
 //! DescribeClientQuotas), the byte-rate quotas applied to produces and
-//! fetches, and the request-time quota to every request: the answer says
+//! fetches, the request-time quota to every request, and an address's
+//! connection rate to its connections: the answer says
 //! how long the client is throttled, the connection reads nothing more
 //! from it meanwhile, a client too old to throttle itself gets its answer
 //! only then, and a fetch throttled by its byte rate is answered without
@@ -277,6 +278,48 @@ fn a_client_past_its_request_time_is_throttled_for_at_most_a_second() {
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
     assert!(report.count("answers throttled by a quota").unwrap() >= 2);
+}
+
+#[test]
+fn connections_past_their_address_rate_are_closed_unread() {
+    let server = server("conns");
+    let addr = server.addrs()[0];
+    let mut admin = Client::connect(addr);
+    // Two connections a second from this address: twenty in the quota's
+    // first ten seconds. The admin's own came before it.
+    let r = quota_request("ip", Some("127.0.0.1"), "connection_creation_rate", 2.0);
+    assert_eq!(admin.call(&r, 1).entries[0].error_code, 0);
+    let mut served = Vec::new();
+    for _ in 0..20 {
+        let mut c = Client::connect(addr);
+        assert_eq!(c.call(&MetadataRequest::default(), 12).throttle_time_ms, 0);
+        served.push(c);
+    }
+    // The 21st is held, then closed without an answer: 21 over 10 s is
+    // 2.1 a second, (2.1 - 2) / 2 * 10 s = 500 ms.
+    let opened = Instant::now();
+    let mut refused = Client::connect(addr);
+    refused.send(&MetadataRequest::default(), 12);
+    assert!(
+        refused.closed_by_server(),
+        "the refused connection stays open"
+    );
+    let held = opened.elapsed();
+    assert!(
+        held >= Duration::from_millis(400) && held < Duration::from_secs(5),
+        "{held:?}"
+    );
+    // Those served are still served.
+    assert_eq!(
+        served[0]
+            .call(&MetadataRequest::default(), 12)
+            .throttle_time_ms,
+        0
+    );
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    let closed = report.count("connections closed by a connection-rate quota");
+    assert_eq!(closed, Some(1));
 }
 
 /// CreateTopics of `topics` (name, partitions) at `version`: each

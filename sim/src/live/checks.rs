@@ -77,8 +77,11 @@ pub struct Checks {
     /// Times a partition's oldest batches were deleted for its retention.
     pub retention_deletions: AtomicU64,
     /// Answers throttled by a quota: produces and fetches past a byte
-    /// rate, and creations and deletions past the partition mutation rate.
+    /// rate, requests past the request time, and creations and deletions
+    /// past the partition mutation rate.
     pub throttled: AtomicU64,
+    /// Connections closed unread, their address past its connection rate.
+    pub connections_throttled: AtomicU64,
     /// Times a partition's oldest batches were deleted for the bound on
     /// all the logs' memory.
     pub memory_deletions: AtomicU64,
@@ -244,6 +247,10 @@ impl Checks {
             ),
             ("partition leaders moved", &self.leader_changes),
             ("answers throttled by a quota", &self.throttled),
+            (
+                "connections closed by a connection-rate quota",
+                &self.connections_throttled,
+            ),
             ("produce partition errors", &self.produce_errors),
         ]
         .into_iter()

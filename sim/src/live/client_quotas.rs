@@ -10,12 +10,11 @@
 //! `ANONYMOUS`, as Kafka names an unauthenticated principal: a quota of
 //! that user, or of the default user, applies to all of them.
 //!
-//! The two byte-rate quotas are applied, `producer_byte_rate` and
-//! `consumer_byte_rate`, the request-time quota, `request_percentage`,
-//! and the partition mutation rate, `controller_mutation_rate`. The one
-//! other Kafka takes, an IP's `connection_creation_rate`, is refused
-//! INVALID_REQUEST with a message saying so, rather than kept without
-//! effect.
+//! Every quota Kafka takes is applied: the two byte rates,
+//! `producer_byte_rate` and `consumer_byte_rate`, the request-time quota,
+//! `request_percentage`, and the partition mutation rate,
+//! `controller_mutation_rate`, for users and client ids; and for IP
+//! addresses the connection rate, `connection_creation_rate`.
 
 use super::service::BrokerService;
 use kafka_protocol::error::ResponseError;
@@ -26,7 +25,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -50,6 +49,9 @@ pub enum Quota {
     /// `controller_mutation_rate`: partitions created or deleted per
     /// second (CreateTopics, CreatePartitions, DeleteTopics).
     Mutations,
+    /// `connection_creation_rate`: connections an IP address opens per
+    /// second.
+    Connections,
 }
 
 impl Quota {
@@ -59,13 +61,10 @@ impl Quota {
             Quota::Fetch => "consumer_byte_rate",
             Quota::Request => "request_percentage",
             Quota::Mutations => "controller_mutation_rate",
+            Quota::Connections => "connection_creation_rate",
         }
     }
 }
-
-/// The keys Kafka takes for a user or client id, and for an IP, that are
-/// not applied here.
-const NOT_APPLIED: [&str; 1] = ["connection_creation_rate"];
 
 /// An entity: each of its types with its name (`None`: the default).
 type Entity = BTreeMap<String, Option<String>>;
@@ -84,6 +83,18 @@ pub struct ClientQuotas {
     /// Whether a `request_percentage` is set: requests are not timed
     /// while none is.
     request_time: AtomicBool,
+    /// The connection rates of IP addresses, each entity's name resolved
+    /// when it was set (as Kafka's brokers resolve it), and the default.
+    connection_rates: Mutex<ConnectionRates>,
+}
+
+/// The `connection_creation_rate`s set.
+#[derive(Debug, Default)]
+struct ConnectionRates {
+    /// Each address's own.
+    of: HashMap<IpAddr, f64>,
+    /// Every other address's, each measured on its own.
+    default: Option<f64>,
 }
 
 /// Why a change or a filter is refused: the error code and a message.
@@ -160,6 +171,7 @@ impl ClientQuotas {
         self.any.store(!entities.is_empty(), Ordering::Release);
         let timed = (entities.values()).any(|q| q.contains_key(Quota::Request.key()));
         self.request_time.store(timed, Ordering::Release);
+        *self.connection_rates.lock() = connection_rates(&entities);
         answers
     }
 
@@ -264,6 +276,18 @@ impl ClientQuotas {
         self.any.load(Ordering::Acquire)
     }
 
+    /// The `connection_creation_rate` that applies to connections from
+    /// `ip`, its own or the default, with whom it is measured for (each
+    /// address on its own); `None` where none does.
+    pub fn connection_rate(&self, ip: IpAddr) -> Option<(f64, Measured)> {
+        if !self.any() {
+            return None;
+        }
+        let rates = self.connection_rates.lock();
+        let limit = rates.of.get(&ip).copied().or(rates.default)?;
+        Some((limit, (ip.to_string(), String::new())))
+    }
+
     /// Whether a `request_percentage` is set for anyone: while none is,
     /// requests are not timed.
     pub fn times_requests(&self) -> bool {
@@ -327,6 +351,35 @@ fn rank(entity: &Entity, client_id: &str) -> Option<u8> {
     }
 }
 
+/// The connection rates that `entities` set, by address.
+fn connection_rates(entities: &BTreeMap<Entity, BTreeMap<String, f64>>) -> ConnectionRates {
+    let mut rates = ConnectionRates::default();
+    for (entity, quotas) in entities {
+        let (Some(name), Some(&rate)) = (entity.get(IP), quotas.get(Quota::Connections.key()))
+        else {
+            continue;
+        };
+        match name {
+            None => rates.default = Some(rate),
+            Some(name) => {
+                if let Some(ip) = resolve(name) {
+                    rates.of.insert(ip, rate);
+                }
+            }
+        }
+    }
+    rates
+}
+
+/// The address an IP entity names: itself, or the host's first address.
+fn resolve(name: &str) -> Option<IpAddr> {
+    if let Ok(ip) = name.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    let mut found = (name, 0).to_socket_addrs().ok()?;
+    found.next().map(|a| a.ip())
+}
+
 /// The entity named, checked as Kafka's controller checks it.
 fn entity(named: &[(String, Option<String>)]) -> Result<Entity, Refusal> {
     if named.is_empty() {
@@ -358,11 +411,7 @@ fn entity(named: &[(String, Option<String>)]) -> Result<Entity, Refusal> {
             ));
         }
         if let Some(Some(ip)) = entity.get(IP) {
-            let resolves = ip.parse::<IpAddr>().is_ok()
-                || (ip.as_str(), 0)
-                    .to_socket_addrs()
-                    .is_ok_and(|mut a| a.next().is_some());
-            if !resolves {
+            if resolve(ip).is_none() {
                 return Err(invalid(format!(
                     "{ip} is not a valid IP or resolvable host."
                 )));
@@ -405,12 +454,6 @@ fn changes(
         if !keys.contains(&key.as_str()) {
             return Err(invalid(format!("Invalid configuration key {key}")));
         }
-        if NOT_APPLIED.contains(&key.as_str()) {
-            return Err(invalid(format!(
-                "Quota {key} is not applied by this broker (producer_byte_rate, \
-                 consumer_byte_rate, request_percentage and controller_mutation_rate are)"
-            )));
-        }
         let value = op.value;
         if value.is_nan() || value <= 0.0 {
             return Err(invalid(format!("Quota {key} must be greater than 0")));
@@ -420,9 +463,15 @@ fn changes(
             changes.push((key, Some(value)));
             continue;
         }
-        if value > i64::MAX as f64 {
+        // The byte rates are longs, the connection rate an int.
+        let (most, kind) = if key == Quota::Connections.key() {
+            (f64::from(i32::MAX), "an INT")
+        } else {
+            (i64::MAX as f64, "a LONG")
+        };
+        if value > most {
             return Err(invalid(format!(
-                "Proposed value for {key} is too large for a LONG."
+                "Proposed value for {key} is too large for {kind}."
             )));
         }
         if (value % 1.0).abs() > 1e-6 {
@@ -574,7 +623,7 @@ mod tests {
                 ),
                 entry(
                     &[("ip", Some("10.0.0.1"))],
-                    &[("connection_creation_rate", Some(5.0))],
+                    &[("connection_creation_rate", Some(5.5))],
                 ),
                 entry(
                     &[("client-id", Some("g"))],
@@ -589,10 +638,7 @@ mod tests {
         let codes: Vec<i16> = refused.iter().map(|(c, _)| *c).collect();
         assert_eq!(codes, vec![INVALID; 11], "{refused:?}");
         assert!(refused[8].1.contains("greater than 0"), "{refused:?}");
-        assert!(
-            refused[9].1.contains("not applied by this broker"),
-            "{refused:?}"
-        );
+        assert!(refused[9].1.contains("fractional"), "{refused:?}");
         assert!(refused[6].1.contains("fractional"), "{refused:?}");
         assert_eq!(describe(&q, &[], false), Ok(vec![]), "nothing was set");
         // Validated only: answered, not kept.
@@ -697,5 +743,46 @@ mod tests {
         // Another client falls to the user's own quota; fetching has none.
         assert_eq!(applying("other"), Some((3.0, tags(ANONYMOUS, ""))));
         assert_eq!(q.applying(Quota::Fetch, "app"), None);
+    }
+
+    #[test]
+    fn an_address_has_its_own_connection_rate_or_the_default() {
+        let q = ClientQuotas::default();
+        let set = |name: Option<&str>, value: Option<f64>| {
+            let ops = [("connection_creation_rate", value)];
+            assert_eq!(alter(&q, vec![entry(&[("ip", name)], &ops)], false)[0].0, 0);
+        };
+        let ip = |a: &str| a.parse::<IpAddr>().unwrap();
+        let measured = |a: &str| (a.to_string(), String::new());
+        assert_eq!(q.connection_rate(ip("10.0.0.1")), None);
+        set(None, Some(10.0));
+        assert_eq!(
+            q.connection_rate(ip("10.0.0.1")),
+            Some((10.0, measured("10.0.0.1")))
+        );
+        // A host name is resolved when set.
+        set(Some("localhost"), Some(2.0));
+        let local = resolve("localhost").unwrap();
+        assert_eq!(
+            q.connection_rate(local),
+            Some((2.0, measured(&local.to_string())))
+        );
+        set(Some("10.0.0.2"), Some(3.0));
+        assert_eq!(q.connection_rate(ip("10.0.0.2")).unwrap().0, 3.0);
+        assert_eq!(q.connection_rate(ip("10.0.0.3")).unwrap().0, 10.0);
+        // Removed, the default applies again.
+        set(Some("10.0.0.2"), None);
+        assert_eq!(q.connection_rate(ip("10.0.0.2")).unwrap().0, 10.0);
+        // Not a client's quota, nor an address's byte rate.
+        assert_eq!(q.applying(Quota::Connections, "app"), None);
+        let refused = alter(
+            &q,
+            vec![entry(
+                &[("ip", None)],
+                &[("connection_creation_rate", Some(3e9))],
+            )],
+            false,
+        );
+        assert!(refused[0].1.contains("too large for an INT"), "{refused:?}");
     }
 }

@@ -223,6 +223,10 @@ impl Service for BrokerService {
     async fn wait_throttle(self: Arc<Self>, time: Duration) {
         self.wait_throttled(time).await;
     }
+
+    fn admit(&self, peer: std::net::IpAddr) -> Duration {
+        self.connection_throttle(peer)
+    }
 }
 
 impl BrokerService {

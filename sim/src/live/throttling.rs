@@ -39,6 +39,7 @@ use parking_lot::Mutex;
 use purgatory::{DelayedOperation, Outcome};
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -93,9 +94,7 @@ impl Throttles {
     /// Records `value` of `client_id` at `now` (ms) against the `rate`
     /// quota that applies to it, if one does (bytes for the byte rates,
     /// percent-seconds of one thread for the request time); returns how
-    /// long the client is throttled for (zero within its quota). A
-    /// throttled fetch is answered without its records, so they are taken
-    /// back.
+    /// long the client is throttled for (zero within its quota).
     pub fn record(
         &self,
         quotas: &ClientQuotas,
@@ -104,9 +103,33 @@ impl Throttles {
         value: f64,
         now: i64,
     ) -> Duration {
-        let Some((limit, measured)) = quotas.applying(rate, client_id) else {
-            return Duration::ZERO;
-        };
+        match quotas.applying(rate, client_id) {
+            Some((limit, measured)) => self.measure(rate, limit, measured, value, now),
+            None => Duration::ZERO,
+        }
+    }
+
+    /// Records a connection from `ip` at `now` (ms) against the
+    /// `connection_creation_rate` that applies to it, if one does; how long
+    /// to hold the connection before closing it unread (zero: accepted).
+    pub fn connect(&self, quotas: &ClientQuotas, ip: IpAddr, now: i64) -> Duration {
+        match quotas.connection_rate(ip) {
+            Some((limit, measured)) => self.measure(Quota::Connections, limit, measured, 1.0, now),
+            None => Duration::ZERO,
+        }
+    }
+
+    /// Records `value` for `measured` against its `rate` quota of `limit`;
+    /// the throttle. What a throttle refuses (a fetch's records, answered
+    /// without them; a connection, closed) is taken back.
+    fn measure(
+        &self,
+        rate: Quota,
+        limit: f64,
+        measured: Measured,
+        value: f64,
+        now: i64,
+    ) -> Duration {
         let mut sensors = self.sensors.lock();
         let key = (rate, measured);
         if !sensors.contains_key(&key) {
@@ -123,15 +146,15 @@ impl Throttles {
         if observed <= limit {
             return Duration::ZERO;
         }
-        if rate == Quota::Fetch {
+        if matches!(rate, Quota::Fetch | Quota::Connections) {
             sensor.rate.record(-value, now);
         }
         let window = sensor.rate.window_ms(now) as f64;
         // At most what the answers can say (an int32 of ms, 24.8 days),
-        // however small the quota; the request time's at most one sample,
-        // as Kafka bounds it (a client's own work cannot owe more).
+        // however small the quota; the request time's and the connection
+        // rate's at most one sample, as Kafka bounds them.
         let most = match rate {
-            Quota::Request => SAMPLE_MS as f64,
+            Quota::Request | Quota::Connections => SAMPLE_MS as f64,
             _ => f64::from(i32::MAX),
         };
         let ms = ((observed - limit) / limit * window).round();
@@ -327,6 +350,21 @@ impl BrokerService {
         throttle
     }
 
+    /// Counts a connection from `ip` against its address's
+    /// `connection_creation_rate`; how long to hold it before closing it
+    /// unread, zero if it is accepted.
+    pub(crate) fn connection_throttle(&self, ip: IpAddr) -> Duration {
+        let quotas = &self.cluster.client_quotas;
+        if !quotas.any() {
+            return Duration::ZERO;
+        }
+        let throttle = self.throttles().connect(quotas, ip, now_ms());
+        if !throttle.is_zero() {
+            Checks::bump(&self.checks().connections_throttled);
+        }
+        throttle
+    }
+
     /// Counts `spent` handling a request of `client` against its
     /// `request_percentage`, in percent-seconds of one thread (Kafka's
     /// nanoseconds times 100 over a second's); how long it is throttled
@@ -466,6 +504,29 @@ mod tests {
         assert_eq!(record(105.0, 0), Duration::from_millis(500));
         // Not taken back, unlike a fetch's bytes: still over.
         assert_eq!(record(0.0, 0), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn a_connection_past_its_rate_is_refused_and_not_counted() {
+        let quotas = ClientQuotas::default();
+        let r = crate::wire::client::quota_request("ip", None, "connection_creation_rate", 2.0);
+        assert_eq!(quotas.alter(&r)[0].error_code, 0);
+        let t = Throttles::default();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        // Ten seconds' worth at once: 20 connections.
+        for _ in 0..20 {
+            assert_eq!(t.connect(&quotas, a, 0), Duration::ZERO);
+        }
+        // The 21st: 21 over 10 s, (2.1 - 2) / 2 * 10 s = 500 ms.
+        assert_eq!(t.connect(&quotas, a, 0), Duration::from_millis(500));
+        // Refused, so not counted: the next is refused as long.
+        assert_eq!(t.connect(&quotas, a, 0), Duration::from_millis(500));
+        // Each address is measured on its own.
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        assert_eq!(t.connect(&quotas, b, 0), Duration::ZERO);
+        // Half a second past the first ten, one more fits: 21 over 10.5 s.
+        assert_eq!(t.connect(&quotas, a, 10_500), Duration::ZERO);
+        assert!(!t.connect(&quotas, a, 10_500).is_zero());
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! parked one is answered.) A client a quota throttles is read no further
 //! until its throttle time is over, as Kafka mutes its channel: a call
 //! says so on the connection's `Throttle`, and the wait is the service's
-//! (`Service::wait_throttle`).
+//! (`Service::wait_throttle`). A connection the service does not admit
+//! (`Service::admit`: its address past its connection rate) is held for
+//! the time it says and closed unread.
 //!
 //! Two signals end connections. A stop is orderly: nothing more is read,
 //! and each connection writes the answers it owes before it closes. A
@@ -155,11 +157,26 @@ pub async fn serve<S: Service>(
             loop {
                 tokio::select! {
                     accepted = listener.listener.accept() => match accepted {
-                        Ok((stream, _)) => {
+                        Ok((stream, peer)) => {
                             stats.connections.fetch_add(1, Ordering::Relaxed);
-                            let _ = stream.set_nodelay(true);
-                            let signals = (stop.clone(), lives.clone(), life);
-                            connections.spawn(connection(stream, Arc::clone(&service), limits, Arc::clone(&stats), signals));
+                            let hold = service.admit(peer.ip());
+                            if hold.is_zero() {
+                                let _ = stream.set_nodelay(true);
+                                let signals = (stop.clone(), lives.clone(), life);
+                                connections.spawn(connection(stream, Arc::clone(&service), limits, Arc::clone(&stats), signals));
+                            } else {
+                                // Refused: closed unread once the hold is
+                                // over (or at a stop), as Kafka does.
+                                let wait = Arc::clone(&service).wait_throttle(hold);
+                                let mut stop = stop.clone();
+                                connections.spawn(async move {
+                                    tokio::select! {
+                                        _ = wait => {}
+                                        _ = stop.changed() => {}
+                                    }
+                                    drop(stream);
+                                });
+                            }
                         }
                         Err(e) => {
                             failing.note(&e, listener.addr);

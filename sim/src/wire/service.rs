@@ -42,6 +42,16 @@ pub trait Service: Send + Sync + 'static {
     /// Waits out a client's throttle: the front reads nothing more from
     /// its connection until this returns.
     fn wait_throttle(self: Arc<Self>, time: Duration) -> impl Future<Output = ()> + Send + 'static;
+
+    /// Whether a new connection from `peer` is served: zero if it is, or
+    /// how long to hold it before closing it unread, as Kafka holds a
+    /// connection its address's connection-rate quota refuses. The wait
+    /// is [`wait_throttle`](Self::wait_throttle)'s. Every connection is
+    /// served unless a service says otherwise.
+    fn admit(&self, peer: std::net::IpAddr) -> Duration {
+        let _ = peer;
+        Duration::ZERO
+    }
 }
 
 /// What a call answers.
