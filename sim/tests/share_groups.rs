@@ -336,3 +336,36 @@ fn a_share_fetch_past_its_quota_is_answered_empty_and_throttled() {
     assert!(report.violations.is_empty(), "{}", report.human());
     assert!(report.count("answers throttled by a quota").unwrap() >= 1);
 }
+
+/// A share fetch while its client is over its `request_percentage` is
+/// answered empty with its throttle time, as Kafka answers it.
+#[test]
+fn a_share_fetch_past_its_request_time_is_answered_empty() {
+    let server = server(Duration::from_millis(1000), Duration::from_secs(45));
+    let mut c = Client::connect(server.addrs()[0]);
+    let topic = topic_id(&mut c);
+    assert_eq!(c.call(&join("member-1"), 1).error_code, 0);
+    assert_eq!(acquired(&c.call(&fetch(0, topic, 0, vec![]), 1)), vec![]);
+    // A ten-thousandth of a percent of one thread: 10 µs of handling in
+    // the quota's first ten seconds, which a few produces exceed.
+    let quota = quota_request("client-id", Some("wire-test"), "request_percentage", 0.0001);
+    assert_eq!(c.call(&quota, 1).entries[0].error_code, 0);
+    let mut produced = 0;
+    loop {
+        let r = produce_request("jobs", &[(0, batch(&[b"job"]))], -1, 10_000);
+        let got = c.call(&r, 9);
+        assert_eq!(got.responses[0].partition_responses[0].error_code, 0);
+        produced += 1;
+        if got.throttle_time_ms > 0 {
+            break;
+        }
+        assert!(produced < 1_000, "never throttled");
+    }
+    // Over: the share fetch carries nothing, though there are records.
+    let over = c.call(&fetch(1, topic, 1000, vec![]), 1);
+    assert!((1..=1_000).contains(&over.throttle_time_ms), "{over:?}");
+    assert_eq!((over.error_code, over.responses.len()), (0, 0));
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(report.count("answers throttled by a quota").unwrap() >= 2);
+}

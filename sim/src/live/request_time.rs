@@ -21,9 +21,14 @@
 //! field, and the connection reads nothing more meanwhile. A produce
 //! before v6 or a fetch before v8 is answered only when the throttle is
 //! over, as for the byte rates. Exempt, as in Kafka: a produce with
-//! `acks=0`. ApiVersions is the front's and is not timed. Where this
-//! differs from Kafka: a fetch throttled by this quota alone keeps its
-//! records, where Kafka answers it empty.
+//! `acks=0`. ApiVersions is the front's and is not timed.
+//!
+//! A fetch or share fetch whose client is over the quota is answered
+//! empty, its records not counted against its byte rate, as Kafka answers
+//! it; where Kafka decides that with the fetch's own time counted, here
+//! it is decided on the time counted before the fetch (its own is counted
+//! once it has been handled), so the fetch that takes a client over the
+//! quota keeps its records, and the next one is emptied.
 
 use super::checks::Checks;
 use super::service::BrokerService;

@@ -1131,8 +1131,14 @@ impl BrokerService {
                 }
             }
         };
-        let fetched = fetched_bytes(&done.parts);
-        let throttle = self.throttled_for(Quota::Fetch, client, fetched);
+        // Over its request time already, or over its byte rate with
+        // these records.
+        let throttle = match self.request_time_over(client) {
+            over if over.is_zero() => {
+                self.throttled_for(Quota::Fetch, client, fetched_bytes(&done.parts))
+            }
+            over => over,
+        };
         if !throttle.is_zero() {
             // As Kafka answers a throttled fetch: with nothing, and what
             // it would have carried not counted. A session it opened is

@@ -365,6 +365,18 @@ impl BrokerService {
         throttle
     }
 
+    /// How long `client` is throttled for by its `request_percentage`
+    /// for the time counted so far, nothing more counted: a fetch is
+    /// answered empty while its client is over (Kafka counts the fetch's
+    /// own time first; here it is counted once the fetch has been
+    /// handled, `request_time.rs`).
+    pub(crate) fn request_time_over(&self, client: &str) -> Duration {
+        if !self.cluster.client_quotas.times_requests() {
+            return Duration::ZERO;
+        }
+        self.request_time(client, Duration::ZERO)
+    }
+
     /// Counts `spent` handling a request of `client` against its
     /// `request_percentage`, in percent-seconds of one thread (Kafka's
     /// nanoseconds times 100 over a second's); how long it is throttled

@@ -73,12 +73,12 @@ fn code(e: ResponseError) -> i16 {
 }
 
 impl BrokerService {
-    /// ShareFetch (v1).
     /// ShareFetch (v1) for `client`, whose `consumer_byte_rate` quota caps
-    /// what one answer may hold and may throttle it. As Kafka answers a
-    /// throttled share fetch: with nothing, what it would have carried
-    /// not counted; its acknowledgements were applied, and the records it
-    /// acquired stay acquired until their lock runs out.
+    /// what one answer may hold and may throttle it, as its
+    /// `request_percentage` may. As Kafka answers a throttled share
+    /// fetch: with nothing, what it would have carried not counted; its
+    /// acknowledgements were applied, and the records it acquired stay
+    /// acquired until their lock runs out.
     pub(crate) async fn share_fetch(
         &self,
         r: ShareFetchRequest,
@@ -86,11 +86,16 @@ impl BrokerService {
         throttle: &Throttle,
     ) -> ShareFetchResponse {
         let mut response = self.share_fetch_response(r, client).await;
-        let bytes: u64 = (response.responses.iter())
-            .flat_map(|t| t.partitions.iter())
-            .map(|p| p.records.as_ref().map_or(0, |r| r.len() as u64))
-            .sum();
-        let throttled = self.throttled_for(Quota::Fetch, client, bytes);
+        let throttled = match self.request_time_over(client) {
+            over if over.is_zero() => {
+                let bytes: u64 = (response.responses.iter())
+                    .flat_map(|t| t.partitions.iter())
+                    .map(|p| p.records.as_ref().map_or(0, |r| r.len() as u64))
+                    .sum();
+                self.throttled_for(Quota::Fetch, client, bytes)
+            }
+            over => over,
+        };
         if !throttled.is_zero() {
             throttle.mute(throttled);
             response = ShareFetchResponse::default();
