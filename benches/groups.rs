@@ -302,6 +302,7 @@ fn main() {
     for timer in timers {
         let server = Server::start(ServeOptions {
             listen: "127.0.0.1:0".parse().unwrap(),
+            advertise: None,
             live: LiveConfig {
                 brokers: 1,
                 replication_factor: 1,

@@ -125,6 +125,7 @@ fn fetch_on(topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> Fetch
 fn server(timer: TimerChoice, replication_factor: u32) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig {
             brokers: replication_factor,
             replication_factor,

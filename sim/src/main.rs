@@ -66,6 +66,13 @@ struct Args {
     /// (port 0 picks free ports and prints them).
     #[arg(long, default_value = "127.0.0.1:9092", requires = "serve")]
     listen: std::net::SocketAddr,
+    /// With --serve: where clients are told to connect to broker 0, as
+    /// HOST or HOST:PORT (Kafka's advertised.listeners); broker i gets
+    /// its port + i, or without a port the one it listens on. Needed when
+    /// listening on 0.0.0.0, or behind a port mapping. By default the
+    /// listen address.
+    #[arg(long, value_name = "HOST[:PORT]", requires = "serve")]
+    advertise: Option<broker_sim::serve::Advertised>,
     /// With --serve: a topic to create ahead, as NAME:PARTITIONS (repeatable).
     #[arg(long = "topic", value_name = "NAME:PARTITIONS", value_parser = parse_topic, requires = "serve")]
     topics: Vec<(String, u32)>,
@@ -331,6 +338,7 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
     };
     let opts = ServeOptions {
         listen: args.listen,
+        advertise: args.advertise.clone(),
         live,
         topics: args.topics.clone(),
         limits: Limits {
@@ -347,7 +355,12 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
         }
     };
     for (id, addr) in server.addrs().iter().enumerate() {
-        println!("broker {id} listening on {addr}");
+        match server.advertised().get(id) {
+            Some((host, port)) if args.advertise.is_some() => {
+                println!("broker {id} listening on {addr}, advertised as {host}:{port}")
+            }
+            _ => println!("broker {id} listening on {addr}"),
+        }
     }
     match log_memory {
         Some(bytes) => println!(

@@ -89,6 +89,12 @@ fn serve_refuses_what_it_cannot_run() {
             "max-request-bytes",
         ),
         (vec!["--listen", "127.0.0.1:0"], "--serve"),
+        (vec!["--advertise", "localhost"], "--serve"),
+        (vec!["--serve", "--listen", "0.0.0.0:0"], "--advertise HOST"),
+        (
+            vec!["--serve", "--advertise", "0.0.0.0"],
+            "not an address clients can connect to",
+        ),
         (
             vec!["--serve", "--log-memory-bytes", "1000"],
             "must be at least 1048576",
@@ -126,6 +132,23 @@ fn serve_prints_its_ports_and_a_passing_report_at_the_end_of_its_duration() {
     assert!(!out.contains("result: PASS"), "{out}");
     assert!(
         out.contains("logs in memory: at most 1024.0 MiB over all partitions"),
+        "{out}"
+    );
+    // On every address, with the one clients are told.
+    let (code, out, err) = sim(&[
+        "--serve",
+        "--listen",
+        "0.0.0.0:0",
+        "--advertise",
+        "localhost",
+        "--duration-s",
+        "0.5",
+        "--no-sim-traffic",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        out.matches(", advertised as localhost:").count(),
+        3,
         "{out}"
     );
 }

@@ -35,6 +35,7 @@ fn s(v: &str) -> StrBytes {
 fn server(topic: &str) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig::one_broker(),
         topics: vec![(topic.to_string(), 1)],
         limits: Limits::default(),

@@ -36,6 +36,7 @@ fn s(v: &str) -> StrBytes {
 fn server(session: Duration) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig {
             groups: GroupConfig {
                 consumer_session_timeout: session,

@@ -36,6 +36,7 @@ const PRODUCE_BY_ID_V: i16 = 13;
 fn server(topics: &[(&str, u32)]) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig::one_broker(),
         topics: topics.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
         limits: Limits::default(),

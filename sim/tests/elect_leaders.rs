@@ -26,6 +26,7 @@ fn name(s: &str) -> TopicName {
 fn server(live: LiveConfig) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live,
         topics: vec![("orders".into(), 3)],
         limits: Limits::default(),

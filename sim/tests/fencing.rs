@@ -23,6 +23,7 @@ const SESSION: Duration = Duration::from_secs(3);
 fn server() -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig {
             broker_session_timeout: SESSION,
             groups: GroupConfig {

@@ -27,6 +27,7 @@ fn name(topic: &str) -> TopicName {
 fn server() -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig::one_broker(),
         topics: vec![("orders".into(), 3)],
         limits: Limits::default(),

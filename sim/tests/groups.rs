@@ -27,6 +27,7 @@ const JOIN_V: i16 = 5;
 fn server(initial_delay: Duration) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig {
             groups: GroupConfig {
                 initial_rebalance_delay: initial_delay,
@@ -760,6 +761,7 @@ fn a_member_waiting_in_a_join_round_longer_than_its_session_is_not_expired() {
     // The first round waits 1 s for others; the session is 300 ms.
     let server = Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig {
             groups: GroupConfig {
                 initial_rebalance_delay: Duration::from_secs(1),

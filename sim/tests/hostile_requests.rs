@@ -236,6 +236,7 @@ fn offset_commit() -> impl Strategy<Value = Sent> {
 fn requests_with_fields_past_their_edges_are_answered_and_the_checks_hold() {
     let server = Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig {
             follower_latency: vec![Duration::from_millis(1)],
             ..LiveConfig::default()

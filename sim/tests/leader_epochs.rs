@@ -37,6 +37,7 @@ fn name(s: &str) -> TopicName {
 fn server(follower_latency: Duration) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig {
             follower_latency: vec![follower_latency],
             ..LiveConfig::default()

@@ -25,6 +25,7 @@ fn name(s: &str) -> TopicName {
 fn server() -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig::default(),
         topics: vec![("orders".into(), 3)],
         limits: Limits::default(),

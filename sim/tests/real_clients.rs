@@ -15,6 +15,7 @@ use std::time::Duration;
 fn start(live: LiveConfig, topics: &[(&str, u32)]) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live,
         topics: topics.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
         limits: Limits::default(),

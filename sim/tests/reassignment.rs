@@ -30,6 +30,7 @@ fn name(s: &str) -> TopicName {
 fn server(faults: Vec<Fault>) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig {
             replication_factor: 1,
             min_insync: 1,

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 fn start(live: LiveConfig) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live,
         topics: Vec::new(),
         limits: Limits::default(),

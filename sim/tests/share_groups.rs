@@ -31,6 +31,7 @@ fn text(s: &str) -> StrBytes {
 fn server(lock: Duration, session: Duration) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live: LiveConfig {
             share_record_lock: lock,
             groups: GroupConfig {

@@ -45,6 +45,7 @@ fn server() -> Server {
 fn server_with(live: LiveConfig) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live,
         topics: Vec::new(),
         limits: Limits::default(),

@@ -46,6 +46,7 @@ fn server(follower_latency: Duration, topics: &[(&str, u32)]) -> Server {
 fn server_with(live: LiveConfig, topics: &[(&str, u32)], limits: Limits) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
         live,
         topics: topics.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
         limits,
@@ -2215,4 +2216,30 @@ fn describe_topic_partitions_pages_through_the_topics_in_name_order() {
         vec![t("bravo", invalid, &[])]
     );
     passes(server);
+}
+
+/// On 0.0.0.0, or behind a port mapping, clients are told the advertised
+/// address (Kafka's `advertised.listeners`), not where the brokers listen.
+#[test]
+fn metadata_names_the_advertised_addresses() {
+    let server = Server::start(ServeOptions {
+        listen: "0.0.0.0:0".parse().unwrap(),
+        advertise: Some("broker.example:29092".parse().unwrap()),
+        live: LiveConfig::default(),
+        topics: vec![],
+        limits: Limits::default(),
+    })
+    .expect("the server starts");
+    let port = server.addrs()[0].port();
+    let mut c = Client::connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    let got = c.call(&MetadataRequest::default(), 12);
+    let brokers: Vec<(String, i32)> = (got.brokers.iter())
+        .map(|b| (b.host.to_string(), b.port))
+        .collect();
+    let expected: Vec<(String, i32)> = (29092..29095)
+        .map(|p| ("broker.example".to_string(), p))
+        .collect();
+    assert_eq!(brokers, expected);
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
 }
