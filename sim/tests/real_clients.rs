@@ -1183,6 +1183,44 @@ fn read_the_committed_transactions(r: &serde_json::Value) {
     );
 }
 
+/// Client quotas set and described by @platformatic/kafka's admin, as
+/// `kafka-configs --entity-type clients` would: a client id's and the
+/// default client's, and a value Kafka's controller refuses.
+#[test]
+fn platformatic_kafka_sets_and_describes_client_quotas() {
+    let Some(node_path) = platformatic() else {
+        return;
+    };
+    let server = start(LiveConfig::default(), &[]);
+    let boot = bootstrap(&server);
+    let quota = |args: &[&str]| {
+        let all: Vec<&str> = ["quota", boot.as_str()]
+            .iter()
+            .chain(args)
+            .copied()
+            .collect();
+        node_client("platformatic_client.mjs", &node_path, &all)
+    };
+    let value = |r: &serde_json::Value, key: &str| r["quotas"][key].as_f64();
+    let r = quota(&[
+        "app",
+        "producer_byte_rate=1048576",
+        "request_percentage=12.5",
+    ]);
+    assert_eq!(r["errors"], serde_json::json!([0]), "{r}");
+    assert_eq!(value(&r, "producer_byte_rate"), Some(1_048_576.0), "{r}");
+    assert_eq!(value(&r, "request_percentage"), Some(12.5), "{r}");
+    let r = quota(&["-", "consumer_byte_rate=2097152"]);
+    assert_eq!(value(&r, "consumer_byte_rate"), Some(2_097_152.0), "{r}");
+    assert_eq!(r["quotas"].as_object().map(|q| q.len()), Some(1), "{r}");
+    // A byte rate is a whole number of bytes: refused, nothing changed.
+    let r = quota(&["app", "producer_byte_rate=1.5"]);
+    assert!(r["error"].is_string(), "{r}");
+    let r = quota(&["app", "producer_byte_rate=1048576"]);
+    assert_eq!(value(&r, "request_percentage"), Some(12.5), "{r}");
+    passes(server);
+}
+
 #[test]
 fn platformatic_kafka_starts_from_current_versions_and_runs_groups_and_transactions() {
     // A client that sends nothing older than current brokers' versions

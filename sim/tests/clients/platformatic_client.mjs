@@ -27,6 +27,12 @@
 // On TOPIC (2 partitions), three transactions of 10 records: committed,
 // aborted, committed. Prints what a committed and an uncommitted reader
 // read, counted by prefix.
+//
+//     node platformatic_client.mjs quota BOOTSTRAP CLIENT_ID KEY=VALUE...
+//
+// Sets each KEY of CLIENT_ID's quotas (`-` for the default client) with
+// AlterClientQuotas, as `kafka-configs --alter --entity-type clients`
+// does, and prints them as DescribeClientQuotas then describes them.
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -259,9 +265,31 @@ async function consumerProtocol(out) {
   await admin.close();
 }
 
+async function quota(out) {
+  const admin = new Admin({ clientId: 'quota-admin', bootstrapBrokers: [bootstrap] });
+  const entityName = topic === '-' ? null : topic;
+  const entities = [{ entityType: 'client-id', entityName }];
+  const ops = process.argv.slice(5).map((kv) => {
+    const [key, value] = kv.split('=');
+    return { key, value: Number(value), remove: false };
+  });
+  const set = await admin.alterClientQuotas({ entries: [{ entities, ops }] });
+  out.errors = set.map((e) => e.errorMessage ?? e.errorCode);
+  const match = entityName === null ? { matchType: 1 } : { matchType: 0, match: entityName };
+  const described = await admin.describeClientQuotas({
+    components: [{ entityType: 'client-id', ...match }],
+    strict: true,
+  });
+  out.quotas = Object.fromEntries(
+    described.flatMap((e) => e.values.map((v) => [v.key, v.value])),
+  );
+  await admin.close();
+}
+
 const out = {};
 try {
   if (mode === 'transactions') await transactions(out);
+  else if (mode === 'quota') await quota(out);
   else if (mode === 'consumer-protocol') await consumerProtocol(out);
   else await groups(out);
 } catch (e) {
