@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod advertised;
 pub mod cluster;
 pub mod config;
 pub mod engine;

@@ -72,7 +72,7 @@ struct Args {
     /// listening on 0.0.0.0, or behind a port mapping. By default the
     /// listen address.
     #[arg(long, value_name = "HOST[:PORT]", requires = "serve")]
-    advertise: Option<broker_sim::serve::Advertised>,
+    advertise: Option<broker_sim::advertised::Advertised>,
     /// With --serve: a topic to create ahead, as NAME:PARTITIONS (repeatable).
     #[arg(long = "topic", value_name = "NAME:PARTITIONS", value_parser = parse_topic, requires = "serve")]
     topics: Vec<(String, u32)>,
