@@ -79,6 +79,16 @@ fn fetch(c: &mut Client, topic: &str, offset: i64, most: i32, epoch: i32) -> (i3
     (got.throttle_time_ms, got.session_id, records)
 }
 
+/// Asserts that what `took` waited out the throttle of `throttle_ms`
+/// (within 50 ms: the server's clock and this one's).
+fn waited_out(took: Duration, throttle_ms: i32) {
+    let throttled = Duration::from_millis(throttle_ms as u64);
+    assert!(
+        took + Duration::from_millis(50) >= throttled,
+        "{took:?} for {throttle_ms} ms"
+    );
+}
+
 /// Produces batches until one is throttled; the bytes sent and the
 /// throttle time, in ms.
 fn produce_until_throttled(c: &mut Client, topic: &str, version: i16) -> (usize, i32) {
@@ -148,12 +158,7 @@ fn a_producer_past_its_quota_is_throttled_and_read_no_further_meanwhile() {
     // The next request waits on the connection for the throttle time.
     let asked = Instant::now();
     c.call(&MetadataRequest::default(), 9);
-    let waited = asked.elapsed();
-    let throttled = Duration::from_millis(throttle as u64);
-    assert!(
-        waited + Duration::from_millis(50) >= throttled,
-        "{waited:?}"
-    );
+    waited_out(asked.elapsed(), throttle);
     // Every batch was stored, the throttled one too.
     let topic = server.cluster().topic("loads").unwrap();
     let end = topic.partitions[0].log.lock().log_end();
@@ -181,8 +186,7 @@ fn a_producer_too_old_to_throttle_itself_gets_its_answer_after_the_throttle() {
         assert!(sent < 20_000_000, "never throttled");
     };
     assert!(expected(sent).contains(&throttle), "{throttle} for {sent}");
-    let throttled = Duration::from_millis(throttle as u64);
-    assert!(took + Duration::from_millis(50) >= throttled, "{took:?}");
+    waited_out(took, throttle);
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
 }
@@ -258,24 +262,14 @@ fn a_client_past_its_request_time_is_throttled_for_at_most_a_second() {
     let started = Instant::now();
     let (error, _) = produce(&mut c, "timed", 9);
     assert_eq!(error, 0);
-    let waited = started.elapsed();
-    let throttled = Duration::from_millis(throttle as u64);
-    assert!(
-        waited + Duration::from_millis(50) >= throttled,
-        "{waited:?}"
-    );
+    waited_out(started.elapsed(), throttle);
     // Still over: a produce before v6 is answered once its throttle is
     // over, and says it.
     let started = Instant::now();
     let (error, throttle) = produce(&mut c, "timed", 5);
     assert_eq!(error, 0);
     assert!((1..=1_000).contains(&throttle), "{throttle}");
-    let throttled = Duration::from_millis(throttle as u64);
-    assert!(
-        started.elapsed() + Duration::from_millis(50) >= throttled,
-        "{:?}",
-        started.elapsed()
-    );
+    waited_out(started.elapsed(), throttle);
     // Still over: a fetch is answered without records, as Kafka answers
     // it, though there are two batches to read.
     let (throttle, _, records) = fetch(&mut c, "timed", 0, 1 << 20, -1);

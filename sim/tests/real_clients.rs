@@ -280,6 +280,13 @@ fn confluent_kafka_round_trips_every_acknowledged_record() {
     passes(server);
 }
 
+/// Sets `key` of `client_id`'s quota over the wire, as an admin would.
+fn set_client_quota(server: &Server, client_id: &str, key: &str, value: f64) {
+    let quota = broker_sim::wire::client::quota_request("client-id", Some(client_id), key, value);
+    let mut admin = broker_sim::wire::client::Client::connect(server.addrs()[0]);
+    assert_eq!(admin.call(&quota, 1).entries[0].error_code, 0);
+}
+
 /// librdkafka under a byte-rate quota set over the wire: past ten
 /// seconds' worth at once it is throttled, told so, and slowed to the
 /// quota, every record still acknowledged.
@@ -289,14 +296,12 @@ fn confluent_kafka_is_throttled_to_its_producer_byte_rate() {
         return;
     }
     let server = start(LiveConfig::default(), &[("metered", 1)]);
-    let quota = broker_sim::wire::client::quota_request(
-        "client-id",
-        Some("metered-producer"),
+    set_client_quota(
+        &server,
+        "metered-producer",
         "producer_byte_rate",
         1_000_000.0,
     );
-    let mut admin = broker_sim::wire::client::Client::connect(server.addrs()[0]);
-    assert_eq!(admin.call(&quota, 1).entries[0].error_code, 0);
     // 13 MB at 1 MB/s to the partition's leader (each broker measures
     // its own clients): the first 10-11 MB at once (the quota's window),
     // the rest at the quota, two seconds and more. Unthrottled, it takes
@@ -329,14 +334,7 @@ fn confluent_kafka_is_throttled_by_its_request_percentage() {
     let server = start(LiveConfig::default(), &[("timed", 1)]);
     // A thousandth of a percent of one thread: 0.1 ms of handling in the
     // quota's first ten seconds.
-    let quota = broker_sim::wire::client::quota_request(
-        "client-id",
-        Some("busy-producer"),
-        "request_percentage",
-        0.001,
-    );
-    let mut admin = broker_sim::wire::client::Client::connect(server.addrs()[0]);
-    assert_eq!(admin.call(&quota, 1).entries[0].error_code, 0);
+    set_client_quota(&server, "busy-producer", "request_percentage", 0.001);
     let args = ["quota", &bootstrap(&server), "timed", "3", "busy-producer"];
     let r = confluent_client(&args);
     assert_eq!(r["acked"], 3_000, "{r}");

@@ -31,10 +31,11 @@
 //! quota keeps its records, and the next one is emptied.
 
 use super::checks::Checks;
+use super::client_quotas::{Measured, Quota};
 use super::service::BrokerService;
-use super::throttling::millis;
+use super::throttling::{holds_answer, millis};
 use crate::wire::{Answer, Throttle};
-use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
@@ -55,7 +56,9 @@ pin_project! {
 /// What a timed request needs to count its time and throttle its client.
 pub(crate) struct Timing {
     service: Arc<BrokerService>,
-    client: String,
+    /// The quota's measurement its time counts in, and the quota.
+    key: (Quota, Measured),
+    limit: f64,
     connection: Throttle,
     /// Whether the client is too old to throttle itself, so that its
     /// answer is held until the throttle is over.
@@ -67,8 +70,9 @@ pub(crate) struct Timing {
 }
 
 impl Timing {
-    /// The timing of `request`, if a `request_percentage` is set anywhere
-    /// and the request is not exempt.
+    /// The timing of `request`, if a `request_percentage` applies to its
+    /// client and the request is not exempt. The quota is looked up once
+    /// per request, and a client it does not apply to is not timed.
     pub(crate) fn of(
         service: &Arc<BrokerService>,
         header: &RequestHeader,
@@ -78,19 +82,20 @@ impl Timing {
         if !service.cluster.client_quotas.times_requests() {
             return None;
         }
-        let version = header.request_api_version;
-        let holds = match request {
-            RequestKind::Produce(r) if r.acks == 0 => return None,
-            RequestKind::Produce(_) => version < 6,
-            RequestKind::Fetch(_) => version < 8,
-            _ => false,
-        };
+        if matches!(request, RequestKind::Produce(r) if r.acks == 0) {
+            return None;
+        }
+        // Kafka's quotas take a client without an id as the empty id.
+        let client = header.client_id.as_deref().unwrap_or_default();
+        let quotas = &service.cluster.client_quotas;
+        let (limit, measured) = quotas.applying(Quota::Request, client)?;
+        let api = ApiKey::try_from(header.request_api_key).ok()?;
         Some(Timing {
             service: Arc::clone(service),
-            // Kafka's quotas take a client without an id as the empty id.
-            client: header.client_id.as_deref().unwrap_or_default().to_string(),
+            key: (Quota::Request, measured),
+            limit,
             connection: connection.clone(),
-            holds,
+            holds: holds_answer(api, header.request_api_version),
             counted: false,
             throttled: Duration::ZERO,
         })
@@ -98,7 +103,7 @@ impl Timing {
 
     /// Counts one poll's `spent` time; the first's decides the throttle.
     fn count(&mut self, spent: Duration) {
-        let throttle = self.service.request_time(&self.client, spent);
+        let throttle = (self.service).request_time(&self.key, self.limit, spent);
         if self.counted {
             return;
         }

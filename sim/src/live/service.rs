@@ -18,7 +18,7 @@ use super::ops::{fetched_bytes, FetchPart, ProducePart, WireFetch, WireProduce};
 use super::produce_framing;
 use super::recompress::Target;
 use super::request_time::{Timed, Timing};
-use super::throttling::{millis, strict_from, Mutating};
+use super::throttling::{holds_answer, millis, strict_from, Mutating};
 use super::topic_config;
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::{LiveCluster, LiveConfig};
@@ -686,8 +686,7 @@ impl BrokerService {
         }
         Answer {
             response: response.map(ResponseKind::Produce),
-            // Before v6 a client does not throttle itself.
-            hold: if version < 6 {
+            hold: if holds_answer(ApiKey::Produce, version) {
                 throttled
             } else {
                 Duration::ZERO
@@ -973,8 +972,7 @@ impl BrokerService {
         throttle.mute(throttled);
         Answer {
             response: Some(ResponseKind::Fetch(response)),
-            // Before v8 a client does not throttle itself.
-            hold: if version < 8 {
+            hold: if holds_answer(ApiKey::Fetch, version) {
                 throttled
             } else {
                 Duration::ZERO

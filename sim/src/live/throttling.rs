@@ -35,6 +35,7 @@ use super::quota_rate::{SampledRate, SAMPLES, SAMPLE_MS};
 use super::service::BrokerService;
 use crate::wire::Throttle;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::ApiKey;
 use parking_lot::Mutex;
 use purgatory::{DelayedOperation, Outcome};
 use std::cell::Cell;
@@ -104,7 +105,7 @@ impl Throttles {
         now: i64,
     ) -> Duration {
         match quotas.applying(rate, client_id) {
-            Some((limit, measured)) => self.measure(rate, limit, measured, value, now),
+            Some((limit, measured)) => self.measure(&(rate, measured), limit, value, now),
             None => Duration::ZERO,
         }
     }
@@ -114,32 +115,38 @@ impl Throttles {
     /// to hold the connection before closing it unread (zero: accepted).
     pub fn connect(&self, quotas: &ClientQuotas, ip: IpAddr, now: i64) -> Duration {
         match quotas.connection_rate(ip) {
-            Some((limit, measured)) => self.measure(Quota::Connections, limit, measured, 1.0, now),
+            Some((limit, measured)) => {
+                self.measure(&(Quota::Connections, measured), limit, 1.0, now)
+            }
             None => Duration::ZERO,
         }
     }
 
-    /// Records `value` for `measured` against its `rate` quota of `limit`;
-    /// the throttle. What a throttle refuses (a fetch's records, answered
-    /// without them; a connection, closed) is taken back.
-    fn measure(
+    /// Records `value` for `key` (a quota and whom it is measured for)
+    /// against its `limit`; the throttle. What a throttle refuses (a
+    /// fetch's records, answered without them; a connection, closed) is
+    /// taken back. The key is cloned only for a new measurement.
+    pub(crate) fn measure(
         &self,
-        rate: Quota,
+        key: &(Quota, Measured),
         limit: f64,
-        measured: Measured,
         value: f64,
         now: i64,
     ) -> Duration {
+        let rate = key.0;
         let mut sensors = self.sensors.lock();
-        let key = (rate, measured);
-        if !sensors.contains_key(&key) {
+        if !sensors.contains_key(key) {
             // New ones are rare: the idle go then.
             sensors.retain(|_, s| now - s.used < IDLE_MS);
+            sensors.insert(
+                key.clone(),
+                Sensor {
+                    rate: SampledRate::new(now),
+                    used: now,
+                },
+            );
         }
-        let sensor = sensors.entry(key).or_insert_with(|| Sensor {
-            rate: SampledRate::new(now),
-            used: now,
-        });
+        let sensor = sensors.get_mut(key).expect("inserted above");
         sensor.rate.record(value, now);
         sensor.used = now;
         let observed = sensor.rate.rate(now);
@@ -309,6 +316,18 @@ impl DelayedOperation for ThrottledWait {
     fn on_complete(&mut self, _: Outcome) {}
 }
 
+/// Whether a throttled answer to `api` at `version` is held until the
+/// throttle is over: a Produce before v6 or a Fetch before v8, whose
+/// clients do not throttle themselves (before KIP-219's versions). Other
+/// answers go at once, and the muted connection does the rest.
+pub(crate) fn holds_answer(api: ApiKey, version: i16) -> bool {
+    match api {
+        ApiKey::Produce => version < 6,
+        ApiKey::Fetch => version < 8,
+        _ => false,
+    }
+}
+
 /// A throttle time as the responses carry it, in ms.
 pub(crate) fn millis(time: Duration) -> i32 {
     i32::try_from(time.as_millis()).unwrap_or(i32::MAX)
@@ -374,17 +393,22 @@ impl BrokerService {
         if !self.cluster.client_quotas.times_requests() {
             return Duration::ZERO;
         }
-        self.request_time(client, Duration::ZERO)
+        let quotas = &self.cluster.client_quotas;
+        (self.throttles()).record(quotas, Quota::Request, client, 0.0, now_ms())
     }
 
-    /// Counts `spent` handling a request of `client` against its
-    /// `request_percentage`, in percent-seconds of one thread (Kafka's
-    /// nanoseconds times 100 over a second's); how long it is throttled
-    /// for.
-    pub(crate) fn request_time(&self, client: &str, spent: Duration) -> Duration {
-        let quotas = &self.cluster.client_quotas;
+    /// Counts `spent` handling a request against the `request_percentage`
+    /// of `limit` that `key` names, in percent-seconds of one thread
+    /// (Kafka's nanoseconds times 100 over a second's); how long its
+    /// client is throttled for.
+    pub(crate) fn request_time(
+        &self,
+        key: &(Quota, Measured),
+        limit: f64,
+        spent: Duration,
+    ) -> Duration {
         let percent_seconds = spent.as_secs_f64() * 100.0;
-        (self.throttles()).record(quotas, Quota::Request, client, percent_seconds, now_ms())
+        (self.throttles()).measure(key, limit, percent_seconds, now_ms())
     }
 
     /// Waits `time` out in this broker's throttle purgatory; at once if
