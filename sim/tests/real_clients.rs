@@ -913,6 +913,54 @@ fn kafka_python_lists_and_describes_transactions_and_their_producers() {
     passes(server);
 }
 
+/// kafka-python's admin client finds a transaction held open on a
+/// partition by its producer (DescribeProducers) and aborts it there as an
+/// operator does (WriteTxnMarkers): committed readers move past it at
+/// once, the other partition stays held until the producer commits, and
+/// the aborted record is never read.
+#[test]
+fn kafka_python_aborts_an_open_transaction_on_one_partition() {
+    if !kafka_python() {
+        return;
+    }
+    let server = start(LiveConfig::default(), &[]);
+    let r = python_client(
+        "kafka_python_client.py",
+        &["abort", &bootstrap(&server), "held"],
+    );
+    let pid = r["producers"]["0"][0][0].as_i64().unwrap();
+    // Each producer: id, epoch, coordinator epoch, open transaction's
+    // first offset.
+    let open = serde_json::json!([[pid, 0, -1, 0]]);
+    assert_eq!(
+        r["producers"],
+        serde_json::json!({"0": open, "1": open}),
+        "{r}"
+    );
+    assert_eq!(r["ends"], serde_json::json!({"0": 0, "1": 0}), "{r}");
+    assert_eq!(r["older_epoch"], "InvalidProducerEpochError", "{r}");
+    // Partition 0's transaction is over (the marker from coordinator epoch
+    // 0), and its committed end is past the record and the marker as soon
+    // as the abort was answered.
+    assert_eq!(
+        r["producers_after"],
+        serde_json::json!({"0": [[pid, 0, 0, -1]], "1": open}),
+        "{r}"
+    );
+    assert_eq!(r["ends_after"], serde_json::json!({"0": 2, "1": 0}), "{r}");
+    // The commit's marker on partition 0 ends nothing there.
+    assert_eq!(
+        r["ends_committed"],
+        serde_json::json!({"0": 3, "1": 2}),
+        "{r}"
+    );
+    assert_eq!(r["read"], serde_json::json!(["stuck-1"]), "{r}");
+    let written =
+        (server.cluster().checks.markers_written).load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(written, 1, "{r}");
+    passes(server);
+}
+
 /// kafka-python's admin client moves a partition to two other brokers
 /// (its leader with it) and another onto all three, sees the moves finish
 /// (ListPartitionReassignments), and every record produced before and

@@ -24,6 +24,7 @@ use kafka_protocol::messages::{
     EndTxnRequest, FetchRequest, FetchResponse, FindCoordinatorRequest, GroupId,
     InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetFetchRequest, ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
+    WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -1274,6 +1275,17 @@ fn a_crashed_broker_closes_its_connections_unanswered_and_refuses_new_ones() {
 
 /// InitProducerId for transactional id `id` with `timeout_ms`: (error,
 /// producer id, epoch).
+/// The address of transactional id `id`'s coordinator, found as a
+/// group's is.
+fn txn_coordinator(c: &mut Client, id: &str) -> String {
+    let mut find = FindCoordinatorRequest::default();
+    find.key = StrBytes::from_string(id.to_string());
+    find.key_type = 1;
+    let found = c.call(&find, 2);
+    assert_eq!(found.error_code, 0);
+    format!("{}:{}", found.host.as_str(), found.port)
+}
+
 fn init_txn(c: &mut Client, id: &str, timeout_ms: i32) -> (i16, i64, i16) {
     let mut r = InitProducerIdRequest::default();
     r.transactional_id = Some(TransactionalId(StrBytes::from_string(id.to_string())));
@@ -1349,12 +1361,7 @@ fn a_transactions_records_are_stable_once_its_marker_is_written_and_replicated()
     let server = server(Duration::from_millis(2), &[("ledger", 1)]);
     // The coordinator of a transactional id, as a group's is found.
     let mut c = Client::connect(server.addrs()[0]);
-    let mut find = FindCoordinatorRequest::default();
-    find.key = StrBytes::from_static_str("payments");
-    find.key_type = 1;
-    let found = c.call(&find, 2);
-    assert_eq!(found.error_code, 0);
-    let coordinator = format!("{}:{}", found.host.as_str(), found.port);
+    let coordinator = txn_coordinator(&mut c, "payments");
     let mut tc = Client::connect(coordinator.parse().unwrap());
     for &addr in server.addrs() {
         if addr.to_string() != coordinator {
@@ -1474,6 +1481,118 @@ fn a_transactions_records_are_stable_once_its_marker_is_written_and_replicated()
     let committed: Vec<Vec<u8>> = read_txn(&mut leader, "ledger", 0, 1).2;
     assert!(committed.contains(&b"b1".to_vec()));
     passes(server);
+}
+
+/// WriteTxnMarkers of one ABORT marker for `producer` (id, epoch) at
+/// `coordinator_epoch` to `ledger`'s `partitions`: each partition's error,
+/// in request order.
+fn abort_marker(
+    c: &mut Client,
+    producer: (i64, i16),
+    coordinator_epoch: i32,
+    partitions: &[i32],
+) -> Vec<(i32, i16)> {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    let mut t = WritableTxnMarkerTopic::default();
+    t.name = name("ledger");
+    t.partition_indexes = partitions.to_vec();
+    let mut m = WritableTxnMarker::default();
+    m.producer_id = ProducerId(producer.0);
+    m.producer_epoch = producer.1;
+    m.transaction_result = false;
+    m.coordinator_epoch = coordinator_epoch;
+    m.topics = vec![t];
+    let mut r = WriteTxnMarkersRequest::default();
+    r.markers = vec![m];
+    let answer = c.call(&r, 1);
+    assert_eq!(answer.markers.len(), 1);
+    assert_eq!(answer.markers[0].producer_id.0, producer.0);
+    assert_eq!(answer.markers[0].topics.len(), 1);
+    (answer.markers[0].topics[0].partitions.iter())
+        .map(|p| (p.partition_index, p.error_code))
+        .collect()
+}
+
+/// An operator aborts a transaction a partition holds open: the marker is
+/// checked as Kafka's leader checks one, answered only once every in-sync
+/// replica has it, and committed readers move past the records it aborts.
+#[test]
+fn an_operator_aborts_an_open_transaction_with_a_marker_answered_once_replicated() {
+    let latency = Duration::from_millis(200);
+    let server = server(latency, &[("ledger", 1)]);
+    let mut c = Client::connect(server.addrs()[0]);
+    let mut tc = Client::connect(txn_coordinator(&mut c, "stuck").parse().unwrap());
+    let (error, pid, epoch) = init_txn(&mut tc, "stuck", 60_000);
+    assert_eq!((error, epoch), (0, 0));
+    assert_eq!(
+        add_partitions(&mut tc, "stuck", (pid, 0), "ledger", &[0], 3),
+        [0]
+    );
+    let mut leader = leader(&server, "ledger", 0);
+    let at = leader.stream.peer_addr().unwrap();
+    c.call(
+        &produce_request("ledger", &[(0, batch(&[b"plain"]))], -1, 5_000),
+        PRODUCE_V,
+    );
+    let open = transactional_batch(&[b"t1", b"t2"], pid, 0, 0);
+    let produced = leader.call(
+        &produce_request("ledger", &[(0, open)], -1, 5_000),
+        PRODUCE_V,
+    );
+    assert_eq!(partition_errors(&produced), [(0, 0, 1)]);
+    assert_eq!(read_txn(&mut leader, "ledger", 0, 1).0, 1, "held open");
+    // Refused: from a broker that does not lead it, for a partition that
+    // does not exist, from an older producer epoch.
+    let other = *server.addrs().iter().find(|&&a| a != at).unwrap();
+    assert_eq!(
+        abort_marker(&mut Client::connect(other), (pid, 0), 0, &[0]),
+        [(0, ResponseError::NotLeaderOrFollower.code())]
+    );
+    assert_eq!(
+        abort_marker(&mut leader, (pid, -1), 0, &[0, 7]),
+        [
+            (0, ResponseError::InvalidProducerEpoch.code()),
+            (7, ResponseError::UnknownTopicOrPartition.code())
+        ]
+    );
+    assert_eq!(
+        read_txn(&mut leader, "ledger", 0, 1).0,
+        1,
+        "nothing written"
+    );
+    // Aborted: answered once the followers have the marker, so a
+    // committed reader is past it at once, with the span to skip.
+    let started = Instant::now();
+    assert_eq!(abort_marker(&mut leader, (pid, 0), 0, &[0]), [(0, 0)]);
+    assert!(started.elapsed() >= latency, "{:?}", started.elapsed());
+    let (stable, aborted, read) = read_txn(&mut leader, "ledger", 0, 1);
+    assert_eq!((stable, aborted), (4, vec![(pid, 1)]));
+    assert_eq!(
+        read.len(),
+        4,
+        "the records and the marker; the reader skips them"
+    );
+    // The producer's last marker here came from coordinator epoch 0: an
+    // older one is fenced.
+    assert_eq!(
+        abort_marker(&mut leader, (pid, 0), -1, &[0]),
+        [(0, ResponseError::TransactionCoordinatorFenced.code())]
+    );
+    // The coordinator still ends the transaction it knows of; its marker
+    // finds nothing open here, and the aborted records stay aborted.
+    assert_eq!(end_txn(&mut tc, "stuck", (pid, 0), true), 0);
+    assert!(eventually(|| {
+        let mut c = Client::connect(at);
+        read_txn(&mut c, "ledger", 0, 1).0 == latest_at(&mut c, "ledger", 0)
+    }));
+    let (_, aborted, _) = read_txn(&mut leader, "ledger", 0, 1);
+    assert_eq!(aborted, vec![(pid, 1)]);
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    let written = (report.counts.iter()).find(|(what, _)| what.contains("markers written"));
+    assert_eq!(written.map(|(_, n)| *n), Some(1), "{}", report.human());
 }
 
 /// A transaction whose coordinator crashes is not timed out while the

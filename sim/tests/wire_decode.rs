@@ -982,6 +982,21 @@ mod well_formed {
                         }
                         frame(api, version, &r)
                     }
+                    ApiKey::WriteTxnMarkers => {
+                        use kafka_protocol::messages::write_txn_markers_request::{
+                            WritableTxnMarker, WritableTxnMarkerTopic,
+                        };
+                        let mut t = WritableTxnMarkerTopic::default();
+                        t.name = TopicName(StrBytes::from_static_str("orders"));
+                        t.partition_indexes = vec![0, 2];
+                        let mut m = WritableTxnMarker::default();
+                        m.producer_id = ProducerId(7);
+                        m.coordinator_epoch = 3;
+                        m.topics = vec![t.clone(), t];
+                        let mut r = kafka_protocol::messages::WriteTxnMarkersRequest::default();
+                        r.markers = vec![m.clone(), m];
+                        frame(api, version, &r)
+                    }
                     _ => unreachable!(),
                 };
                 let decoded = decode_request(bytes, &APIS);

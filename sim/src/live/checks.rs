@@ -57,6 +57,9 @@ pub struct Checks {
     pub txns_committed: AtomicU64,
     /// Transactions aborted by their producer, or by a new instance of it.
     pub txns_aborted: AtomicU64,
+    /// Transaction markers written by WriteTxnMarkers: an operator
+    /// aborting a hanging transaction.
+    pub markers_written: AtomicU64,
     /// Transactions aborted at their timeout.
     pub txns_expired: AtomicU64,
     /// Produce batches an idempotent producer sent again, answered with
@@ -232,6 +235,7 @@ impl Checks {
             ("  transactions committed", &self.txns_committed),
             ("  transactions aborted", &self.txns_aborted),
             ("  transactions timed out", &self.txns_expired),
+            ("  markers written by an operator", &self.markers_written),
             ("group sessions expired", &self.sessions_expired),
             ("parked in the purgatory", &self.parked),
             ("  completed by their condition", &self.completed),

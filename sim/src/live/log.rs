@@ -10,7 +10,7 @@ use super::batch_header::{
 use super::batch_records::{self, RecordRules, RecordsError};
 use super::leader_epochs::LeaderEpochs;
 use super::partition_txns::{AbortedTxn, PartitionTxns, TxnBatch};
-use super::producers::{ProducerBatch, Producers, SequenceError, Verdict};
+use super::producers::{MarkerError, ProducerBatch, Producers, SequenceError, Verdict};
 use super::recompress::{self, RewriteError, Target};
 use super::topic_config::TopicConfig;
 use bytes::{Bytes, BytesMut};
@@ -506,10 +506,13 @@ impl PartitionLog {
     /// the producers' epochs.
     fn note(&mut self, txn: TxnBatch, base: i64) {
         if let TxnBatch::Marker {
-            producer_id, epoch, ..
+            producer_id,
+            epoch,
+            coordinator_epoch,
+            ..
         } = txn
         {
-            self.producers.end_transaction(producer_id, epoch);
+            (self.producers).end_transaction(producer_id, epoch, coordinator_epoch);
         }
         self.txns.record(txn, base);
     }
@@ -526,23 +529,48 @@ impl PartitionLog {
         end
     }
 
-    /// Appends the coordinator's marker ending `producer_id`'s transaction
-    /// (COMMIT if `commit`, else ABORT) at `epoch`; returns the log end
-    /// after it.
-    pub fn append_marker(&mut self, producer_id: i64, epoch: i16, commit: bool) -> i64 {
+    /// Appends the marker ending `producer_id`'s transaction (COMMIT if
+    /// `commit`, else ABORT) at producer epoch `epoch`, from a coordinator
+    /// at `coordinator_epoch`; returns the log end after it. The caller
+    /// is the coordinator, or has checked the marker
+    /// ([`write_marker`](Self::write_marker)).
+    pub fn append_marker(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+        commit: bool,
+    ) -> i64 {
         let marker = TxnBatch::Marker {
             producer_id,
             epoch,
+            coordinator_epoch,
             commit,
         };
         self.store(
-            marker_batch(producer_id, epoch, commit),
+            marker_batch(producer_id, epoch, coordinator_epoch, commit),
             1,
             None,
             Some(marker),
             None,
         );
         self.leader_appended()
+    }
+
+    /// Appends a marker sent with WriteTxnMarkers (an operator aborting a
+    /// hanging transaction) once the producer's state here allows it, as
+    /// Kafka's leader checks a marker: not from an older producer epoch
+    /// or coordinator epoch than the producer's last here. Returns the log
+    /// end after it.
+    pub fn write_marker(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+        commit: bool,
+    ) -> Result<i64, MarkerError> {
+        (self.producers).check_marker(producer_id, epoch, coordinator_epoch)?;
+        Ok(self.append_marker(producer_id, epoch, coordinator_epoch, commit))
     }
 
     /// Cuts the log back to `end` (a new leader's log end): batches past it
@@ -583,11 +611,12 @@ impl PartitionLog {
             if let Some(TxnBatch::Marker {
                 producer_id,
                 epoch,
+                coordinator_epoch,
                 commit,
             }) = b.txn
             {
                 if self.txns.is_open(producer_id) {
-                    self.append_marker(producer_id, epoch, commit);
+                    self.append_marker(producer_id, epoch, coordinator_epoch, commit);
                     rewritten = true;
                 }
             }
@@ -744,8 +773,8 @@ pub fn now_ms() -> i64 {
 /// A control batch holding the marker that ends `producer_id`'s
 /// transaction: one record whose key is the marker's version (0) and type
 /// (0 ABORT, 1 COMMIT) and whose value is its version and the
-/// coordinator's epoch (0: one coordinator for the cluster's life).
-fn marker_batch(producer_id: i64, epoch: i16, commit: bool) -> Bytes {
+/// coordinator's epoch.
+fn marker_batch(producer_id: i64, epoch: i16, coordinator_epoch: i32, commit: bool) -> Bytes {
     let now_ms = now_ms();
     let marker = Record {
         transactional: true,
@@ -758,7 +787,9 @@ fn marker_batch(producer_id: i64, epoch: i16, commit: bool) -> Bytes {
         sequence: -1,
         timestamp: now_ms,
         key: Some(Bytes::copy_from_slice(&[0, 0, 0, u8::from(commit)])),
-        value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
+        value: Some(Bytes::from(
+            [[0, 0].as_slice(), &coordinator_epoch.to_be_bytes()].concat(),
+        )),
         headers: Default::default(),
         delete_horizon: false,
     };
@@ -1191,7 +1222,7 @@ mod tests {
         assert_eq!(values(&committed), vec![(0, b"plain".to_vec())]);
         // Aborted: the marker ends it, and once the marker is replicated
         // the records are past the stable offset, listed as aborted.
-        let end = log.append_marker(5, 0, false);
+        let end = log.append_marker(5, 0, 0, false);
         assert_eq!((end, log.last_stable()), (5, 1));
         let marker = log.batches.last().unwrap().bytes.clone();
         assert!(RecordBatchDecoder::decode_batch_info(&mut marker.clone()).unwrap()[0].control);
@@ -1210,7 +1241,7 @@ mod tests {
         // old one.
         let next = transactional_batch(&[b"t3"], 5, 0, 2);
         log.append(&next, &RULES, Some((5, 0))).unwrap();
-        log.append_marker(5, 1, false);
+        log.append_marker(5, 1, 0, false);
         let late = transactional_batch(&[b"t4"], 5, 0, 3);
         assert_eq!(
             log.append(&late, &RULES, Some((5, 0))),
@@ -1225,7 +1256,7 @@ mod tests {
         log.append(&txn, &RULES, Some((9, 2))).unwrap();
         log.replica_leo[1] = 1;
         log.advance_hw();
-        log.append_marker(9, 2, true);
+        log.append_marker(9, 2, 0, true);
         // The follower, which has the records but not the marker, leads.
         log.leader = Some(1);
         assert!(log.truncate(1));
@@ -1238,7 +1269,7 @@ mod tests {
         // Nothing is written again when the records went too.
         let mut log = PartitionLog::new(vec![0, 1], Instant::now());
         log.append(&txn, &RULES, Some((9, 2))).unwrap();
-        log.append_marker(9, 2, true);
+        log.append_marker(9, 2, 0, true);
         assert!(!log.truncate(0));
         assert_eq!(log.log_end(), 0);
     }

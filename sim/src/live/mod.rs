@@ -56,6 +56,7 @@ mod txn_service;
 mod txns;
 #[cfg(test)]
 mod untrusted_batches;
+mod write_txn_markers;
 
 pub use batch_records::RecordsError;
 pub use checks::Checks;

@@ -28,6 +28,9 @@ pub enum TxnBatch {
         /// The producer epoch the coordinator wrote it with (a transaction
         /// aborted by its timeout gets a newer one, fencing the producer).
         epoch: i16,
+        /// The epoch of the coordinator that wrote it, as the marker's
+        /// value carries it.
+        coordinator_epoch: i32,
         /// COMMIT, or ABORT.
         commit: bool,
     },
@@ -150,6 +153,7 @@ mod tests {
         TxnBatch::Marker {
             producer_id,
             epoch: 0,
+            coordinator_epoch: 0,
             commit,
         }
     }

@@ -74,6 +74,18 @@ pub enum SequenceError {
     OldEpoch,
 }
 
+/// Why a marker written for a producer (WriteTxnMarkers) was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerError {
+    /// Its producer epoch is older than the producer's here
+    /// (INVALID_PRODUCER_EPOCH).
+    OldEpoch,
+    /// Its coordinator epoch is older than that of the producer's last
+    /// marker here (TRANSACTION_COORDINATOR_FENCED): a coordinator that
+    /// lost its role, or an operator's stale view.
+    CoordinatorFenced,
+}
+
 /// What an append's batches are, checked against the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -99,8 +111,8 @@ struct Producer {
     batches: VecDeque<Stored>,
     /// The largest timestamp of its last batch, -1 before any.
     last_timestamp: i64,
-    /// The epoch of the coordinator whose marker it last got here: -1
-    /// before any, then 0 (one coordinator epoch for the cluster's life).
+    /// The largest coordinator epoch of the markers it got here: -1
+    /// before any.
     coordinator_epoch: i32,
 }
 
@@ -197,11 +209,31 @@ impl Producers {
         });
     }
 
-    /// A transaction marker written at `epoch` for `producer_id`: a newer
-    /// epoch than its batches' (the coordinator aborted its transaction
-    /// and fenced it) makes its next batch start at 0 in that epoch, and
-    /// refuses the older epoch's.
-    pub fn end_transaction(&mut self, producer_id: i64, epoch: i16) {
+    /// Whether a marker for `producer_id` at `epoch`, written by a
+    /// coordinator at `coordinator_epoch`, may be stored, as Kafka's
+    /// leader checks one: not from an older producer epoch, nor from an
+    /// older coordinator than the producer's last marker here.
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<(), MarkerError> {
+        match self.by_id.get(&producer_id) {
+            Some(p) if epoch < p.epoch => Err(MarkerError::OldEpoch),
+            Some(p) if coordinator_epoch < p.coordinator_epoch => {
+                Err(MarkerError::CoordinatorFenced)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A transaction marker written at `epoch` by a coordinator at
+    /// `coordinator_epoch` for `producer_id`: a newer epoch than its
+    /// batches' (the coordinator aborted its transaction and fenced it)
+    /// makes its next batch start at 0 in that epoch, and refuses the
+    /// older epoch's. Neither epoch is ever lowered.
+    pub fn end_transaction(&mut self, producer_id: i64, epoch: i16, coordinator_epoch: i32) {
         let p = (self.by_id)
             .entry(producer_id)
             .or_insert_with(|| Producer::new(epoch));
@@ -209,7 +241,7 @@ impl Producers {
             p.epoch = epoch;
             p.batches.clear();
         }
-        p.coordinator_epoch = 0;
+        p.coordinator_epoch = p.coordinator_epoch.max(coordinator_epoch);
     }
 
     /// Takes note of the largest timestamp of `producer_id`'s batch just
@@ -337,12 +369,33 @@ mod tests {
         assert_eq!((active[0].last_sequence, active[0].last_timestamp), (0, -1));
         // A marker: the coordinator's epoch, and a new producer epoch
         // leaves no sequence behind.
-        producers.end_transaction(7, 1);
+        producers.end_transaction(7, 1, 0);
         let seven = producers.active()[1];
         assert_eq!(
             (seven.epoch, seven.last_sequence, seven.coordinator_epoch),
             (1, -1, 0)
         );
+    }
+
+    #[test]
+    fn a_marker_from_an_older_producer_or_coordinator_epoch_is_refused() {
+        let mut producers = Producers::default();
+        // No state: any marker goes.
+        assert_eq!(producers.check_marker(3, 0, -1), Ok(()));
+        producers.record(b(3, 2, 0, 1), 0, 1);
+        assert_eq!(producers.check_marker(3, 1, 0), Err(MarkerError::OldEpoch));
+        // No marker yet: the coordinator epoch is -1, so any goes.
+        assert_eq!(producers.check_marker(3, 2, -1), Ok(()));
+        producers.end_transaction(3, 2, 4);
+        assert_eq!(
+            producers.check_marker(3, 2, 3),
+            Err(MarkerError::CoordinatorFenced)
+        );
+        assert_eq!(producers.check_marker(3, 5, 4), Ok(()));
+        // An older coordinator's marker stored anyway lowers neither.
+        producers.end_transaction(3, 1, 0);
+        let three = producers.active()[0];
+        assert_eq!((three.epoch, three.coordinator_epoch), (2, 4));
     }
 
     #[test]

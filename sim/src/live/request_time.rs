@@ -82,7 +82,12 @@ impl Timing {
         if !service.cluster.client_quotas.times_requests() {
             return None;
         }
-        if matches!(request, RequestKind::Produce(r) if r.acks == 0) {
+        // Exempt as in Kafka: an `acks=0` produce, which gets no answer to
+        // carry a throttle, and WriteTxnMarkers, a cluster action whose
+        // answer Kafka sends unthrottled.
+        if matches!(request, RequestKind::Produce(r) if r.acks == 0)
+            || matches!(request, RequestKind::WriteTxnMarkers(_))
+        {
             return None;
         }
         // Kafka's quotas take a client without an id as the empty id.
@@ -154,7 +159,8 @@ impl<F: Future<Output = Answer>> Future for Timed<F> {
 
 /// Raises `response`'s `throttle_time_ms` to at least `ms`. Every response
 /// of the APIs this broker serves carries the field (in the versions that
-/// have it: the codecs leave it out of the others).
+/// have it: the codecs leave it out of the others), but WriteTxnMarkers',
+/// which is never throttled.
 pub(crate) fn raise_throttle(response: &mut ResponseKind, ms: i32) {
     macro_rules! raise {
         ($($api:ident),* $(,)?) => {

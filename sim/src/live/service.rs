@@ -67,12 +67,13 @@ pub struct BrokerService {
 /// finds what it asks for. Fetch from v13 and Produce from v13 name topics
 /// by id; FindCoordinator from v4 and OffsetFetch from v8 ask about several
 /// keys or groups at once.
-/// Held back: CreateTopics before v2 (the codecs start there),
+/// Held back: CreateTopics before v2 and WriteTxnMarkers v0 (the codecs
+/// start after them),
 /// AddPartitionsToTxn v4 and later (brokers' batched verification, not a
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 51] = [
+pub const APIS: [(ApiKey, i16, i16); 52] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -97,6 +98,7 @@ pub const APIS: [(ApiKey, i16, i16); 51] = [
     (ApiKey::ListTransactions, 0, 1),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::CreatePartitions, 0, 3),
@@ -382,6 +384,9 @@ impl BrokerService {
             RequestKind::DescribeProducers(r) => {
                 Some(ResponseKind::DescribeProducers(self.describe_producers(r)))
             }
+            RequestKind::WriteTxnMarkers(r) => Some(ResponseKind::WriteTxnMarkers(
+                self.write_txn_markers(r).await,
+            )),
             RequestKind::DescribeUserScramCredentials(r) => {
                 Checks::bump(&self.checks().admin_requests);
                 Some(ResponseKind::DescribeUserScramCredentials(
@@ -739,33 +744,8 @@ impl BrokerService {
             return None;
         }
         if acks == -1 && !parked.is_empty() {
-            let parked_at = Instant::now();
             let timeout = Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0));
-            let keys: Vec<u32> = parked.iter().map(|p| p.partition.key).collect();
-            let op = WireProduce {
-                broker: self.id,
-                parts: parked,
-                timeout,
-                outcome: None,
-                checks: Arc::clone(&checks),
-            };
-            let purgatory = &self.cluster.brokers[self.id as usize].produce;
-            let done = match purgatory.try_complete_else_watch(op, &keys) {
-                Ok(handle) => {
-                    Checks::bump(&checks.parked);
-                    let done = handle.await;
-                    self.check_outcome(done.outcome, parked_at, timeout);
-                    done.operation
-                }
-                Err(refused) => {
-                    let mut op = refused.into_operation();
-                    for part in &mut op.parts {
-                        part.error = Some(code(ResponseError::NotLeaderOrFollower));
-                    }
-                    op
-                }
-            };
-            for part in &done.parts {
+            for part in &self.replicated(parked, timeout).await {
                 let error = part.error.unwrap_or(code(ResponseError::RequestTimedOut));
                 if error == 0 {
                     let hw = part.partition.log.lock().hw;
@@ -841,6 +821,43 @@ impl BrokerService {
             .collect();
         response.node_endpoints = node_endpoints!(hints, produce_response::NodeEndpoint);
         Some(response)
+    }
+
+    /// Waits in the produce purgatory until every in-sync replica has each
+    /// of `parts` (as an `acks=all` produce does), or `timeout` passes, or
+    /// leadership moves: each part comes back with its error set, 0 once
+    /// replicated.
+    pub(crate) async fn replicated(
+        &self,
+        parts: Vec<ProducePart>,
+        timeout: Duration,
+    ) -> Vec<ProducePart> {
+        let checks = &self.cluster.checks;
+        let parked_at = Instant::now();
+        let keys: Vec<u32> = parts.iter().map(|p| p.partition.key).collect();
+        let op = WireProduce {
+            broker: self.id,
+            parts,
+            timeout,
+            outcome: None,
+            checks: Arc::clone(checks),
+        };
+        let purgatory = &self.cluster.brokers[self.id as usize].produce;
+        match purgatory.try_complete_else_watch(op, &keys) {
+            Ok(handle) => {
+                Checks::bump(&checks.parked);
+                let done = handle.await;
+                self.check_outcome(done.outcome, parked_at, timeout);
+                done.operation.parts
+            }
+            Err(refused) => {
+                let mut op = refused.into_operation();
+                for part in &mut op.parts {
+                    part.error = Some(code(ResponseError::NotLeaderOrFollower));
+                }
+                op.parts
+            }
+        }
     }
 
     /// Appends one partition's batch (from a Produce of the version given

@@ -514,6 +514,15 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
         ApiKey::DescribeLogDirs | ApiKey::DescribeProducers => {
             w.topics(4, |w| w.skip(4))?;
         }
+        ApiKey::WriteTxnMarkers => {
+            let min = 8 + 2 + 1 + w.min_len(4) + 4 + w.min_tags();
+            w.array(min, |w| {
+                w.skip(8 + 2 + 1)?; // producer_id, producer_epoch, transaction_result
+                w.topics(4, |w| w.skip(4))?;
+                w.skip(4)?; // coordinator_epoch
+                w.tags()
+            })?;
+        }
         ApiKey::DescribeTopicPartitions | ApiKey::DescribeUserScramCredentials => {
             // Topics or users: each a name alone.
             let min = w.min_len(2) + w.min_tags();
@@ -766,5 +775,25 @@ mod tests {
         // v2 has no replica id.
         assert!(check(ApiKey::OffsetForLeaderEpoch, 2, false, &good[4..]).is_ok());
         assert!(check(ApiKey::OffsetForLeaderEpoch, 2, false, &body[4..]).is_err());
+    }
+
+    #[test]
+    fn write_txn_markers_counts_are_checked_at_every_level() {
+        // v1: one marker (producer 7, epoch 0, abort) for topic "t"
+        // partition [0], coordinator epoch 0, then tags.
+        let mut good = vec![2];
+        good.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0]);
+        good.extend_from_slice(&[2, 2, b't', 2, 0, 0, 0, 0, 0]);
+        good.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        assert!(check(ApiKey::WriteTxnMarkers, 1, true, &good).is_ok());
+        // Markers, topics and partitions each announcing 2^28.
+        for at in [0, 12, 15] {
+            let mut body = good.clone();
+            body.splice(at..at + 1, [0x81, 0x80, 0x80, 0x80, 0x01]);
+            assert!(
+                check(ApiKey::WriteTxnMarkers, 1, true, &body).is_err(),
+                "count at {at}"
+            );
+        }
     }
 }

@@ -15,6 +15,15 @@ defaults (its producer is idempotent unless told otherwise).
         state), describe both ids and one never used, and describe the
         partitions' producers; abort the open one and describe again.
         Prints one JSON line: what each call answered.
+    kafka_python_client.py abort BOOTSTRAP TOPIC
+        Create TOPIC with 2 partitions, leave a transaction open on both
+        (transactional id "stuck"), find it on partition 0 with
+        DescribeProducers and abort it there as an operator does
+        (abort_transaction, after one try from an older producer epoch),
+        then commit the transaction and read both partitions back with
+        read_committed. Prints one JSON line: the producers and the
+        committed end offsets before and after the abort, the errors, and
+        the values read.
     kafka_python_client.py reassign BOOTSTRAP TOPIC
         Create TOPIC with 2 partitions of one replica each, produce 100
         records with acks=all, move partition 0 to brokers 2 and 1 and
@@ -31,7 +40,7 @@ import sys
 import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
+from kafka.admin import AbortTransactionSpec, NewTopic
 
 
 def consume(bootstrap, topic, group, want, seconds):
@@ -175,6 +184,54 @@ def transactions(bootstrap, topic):
     print(json.dumps(out))
 
 
+def abort(bootstrap, topic):
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 2, 3)])
+    partitions = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="stuck", acks="all")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(topic, b"stuck-0", partition=0)
+    producer.send(topic, b"stuck-1", partition=1)
+    producer.flush()
+    reader = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                           auto_offset_reset="earliest", consumer_timeout_ms=3000)
+
+    def producers():
+        return {str(tp.partition): [[p.producer_id, p.producer_epoch, p.coordinator_epoch,
+                                     p.current_transaction_start_offset]
+                                    for p in state.active_producers]
+                for tp, state in admin.describe_producers(partitions).items()}
+
+    def committed_ends():
+        return {str(tp.partition): end for tp, end in reader.end_offsets(partitions).items()}
+
+    out = {"producers": producers(), "ends": committed_ends()}
+    [pid, epoch, coordinator_epoch, _] = out["producers"]["0"][0]
+    try:
+        admin.abort_transaction(AbortTransactionSpec(partitions[0], pid, epoch - 1,
+                                                     max(coordinator_epoch, 0)))
+        out["older_epoch"] = None
+    except Exception as e:  # the client raises the partition's error
+        out["older_epoch"] = type(e).__name__
+    # As Kafka's tool does: the producer's coordinator epoch, 0 if none.
+    admin.abort_transaction(AbortTransactionSpec(partitions[0], pid, epoch,
+                                                 max(coordinator_epoch, 0)))
+    out["producers_after"] = producers()
+    out["ends_after"] = committed_ends()
+    producer.commit_transaction()
+    producer.close()
+    deadline = time.time() + 20
+    while time.time() < deadline and committed_ends()["1"] < 2:
+        time.sleep(0.05)
+    out["ends_committed"] = committed_ends()
+    reader.assign(partitions)
+    out["read"] = sorted(m.value.decode() for m in reader)
+    reader.close()
+    admin.close()
+    print(json.dumps(out))
+
+
 def reassign(bootstrap, topic):
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1,
@@ -223,6 +280,8 @@ if __name__ == "__main__":
         all_apis(bootstrap, topic, int(sys.argv[4]))
     elif mode == "transactions":
         transactions(bootstrap, topic)
+    elif mode == "abort":
+        abort(bootstrap, topic)
     elif mode == "reassign":
         reassign(bootstrap, topic)
     else:

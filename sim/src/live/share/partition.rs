@@ -567,6 +567,7 @@ mod tests {
         batches[1].txn = Some(TxnBatch::Marker {
             producer_id: 7,
             epoch: 0,
+            coordinator_epoch: 0,
             commit: true,
         });
         let mut sp: SharePartition<()> = SharePartition::new(0, 0, 5);

@@ -40,6 +40,12 @@ use std::time::{Duration, Instant};
 /// may ask for.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
+/// The epoch this coordinator writes in its markers. Kafka's grows each
+/// time a broker takes over a transaction-state partition; here the
+/// coordinators' state is the cluster's and outlives any broker, so one
+/// epoch serves for the cluster's life.
+pub const COORDINATOR_EPOCH: i32 = 0;
+
 /// Where a transactional id's transaction is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxnState {
@@ -396,7 +402,7 @@ impl TxnCoordinator {
                 continue;
             }
             let hw = log.hw;
-            let end = log.append_marker(t.producer_id, t.epoch, commit);
+            let end = log.append_marker(t.producer_id, t.epoch, COORDINATOR_EPOCH, commit);
             let followers = log
                 .replicas
                 .iter()
