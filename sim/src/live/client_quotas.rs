@@ -86,6 +86,10 @@ pub struct ClientQuotas {
     /// The connection rates of IP addresses, each entity's name resolved
     /// when it was set (as Kafka's brokers resolve it), and the default.
     connection_rates: Mutex<ConnectionRates>,
+    /// Held through an alteration: alterations apply one at a time, while
+    /// the host-name lookups they may need run without the locks that
+    /// requests and connections take.
+    altering: Mutex<()>,
 }
 
 /// The `connection_creation_rate`s set.
@@ -95,6 +99,8 @@ struct ConnectionRates {
     of: HashMap<IpAddr, f64>,
     /// Every other address's, each measured on its own.
     default: Option<f64>,
+    /// The address each IP entity with a rate was resolved to when set.
+    named: HashMap<String, IpAddr>,
 }
 
 /// Why a change or a filter is refused: the error code and a message.
@@ -102,6 +108,10 @@ type Refusal = (i16, String);
 
 /// A key set to a value, or removed (`None`).
 type Change = (String, Option<f64>);
+
+/// An entry that passed the checks: its entity, its changes, and the
+/// address its IP entity names (looked up by the check).
+type Checked = (Entity, Vec<Change>, Option<IpAddr>);
 
 /// A refusal: INVALID_REQUEST with Kafka's kind of message.
 fn invalid(message: String) -> Refusal {
@@ -115,11 +125,11 @@ impl ClientQuotas {
         &self,
         r: &AlterClientQuotasRequest,
     ) -> Vec<alter_client_quotas_response::EntryData> {
-        let mut entities = self.entities.lock();
+        let _turn = self.altering.lock();
+        // Checked without the quotas' lock: an IP entity's host name is
+        // looked up.
         let mut seen = BTreeSet::new();
-        let answers = r
-            .entries
-            .iter()
+        let checked: Vec<Result<Checked, Refusal>> = (r.entries.iter())
             .map(|entry| {
                 let named: Vec<(String, Option<String>)> = (entry.entity.iter())
                     .map(|e| {
@@ -129,34 +139,26 @@ impl ClientQuotas {
                         )
                     })
                     .collect();
-                let checked = entity(&named).and_then(|entity| {
-                    if !seen.insert(entity.clone()) {
-                        return Err(invalid(format!("Ignoring duplicate entity {entity:?}")));
-                    }
-                    let changes = changes(&entity, &entry.ops)?;
-                    Ok((entity, changes))
-                });
-                let (error_code, error_message) = match checked {
-                    Ok((entity, changes)) => {
-                        if !r.validate_only {
-                            let quotas = entities.entry(entity.clone()).or_default();
-                            for (key, value) in changes {
-                                match value {
-                                    Some(v) => quotas.insert(key, v),
-                                    None => quotas.remove(&key),
-                                };
-                            }
-                            if quotas.is_empty() {
-                                entities.remove(&entity);
-                            }
-                        }
-                        (0, None)
-                    }
-                    Err((code, message)) => (code, Some(StrBytes::from_string(message))),
-                };
+                let (entity, address) = entity(&named)?;
+                if !seen.insert(entity.clone()) {
+                    return Err(invalid(format!("Ignoring duplicate entity {entity:?}")));
+                }
+                let changes = changes(&entity, &entry.ops)?;
+                Ok((entity, changes, address))
+            })
+            .collect();
+        if !r.validate_only {
+            self.apply(checked.iter().filter_map(|c| c.as_ref().ok()));
+        }
+        (r.entries.iter().zip(checked))
+            .map(|(entry, checked)| {
                 let mut out = alter_client_quotas_response::EntryData::default();
-                out.error_code = error_code;
-                out.error_message = error_message;
+                // The codec's default message is empty, not null.
+                out.error_message = None;
+                if let Err((code, message)) = checked {
+                    out.error_code = code;
+                    out.error_message = Some(StrBytes::from_string(message));
+                }
                 out.entity = (entry.entity.iter())
                     .map(|e| {
                         let mut d = alter_client_quotas_response::EntityData::default();
@@ -167,12 +169,43 @@ impl ClientQuotas {
                     .collect();
                 out
             })
-            .collect();
+            .collect()
+    }
+
+    /// Applies checked changes, then rebuilds the connection rates: the
+    /// IP entities changed at the addresses their check found, the others
+    /// at those found when they were set. The caller holds `altering`.
+    fn apply<'a>(&self, changed: impl Iterator<Item = &'a Checked>) {
+        let mut entities = self.entities.lock();
+        let mut found = HashMap::new();
+        for (entity, changes, address) in changed {
+            if let (Some(Some(name)), Some(ip)) = (entity.get(IP), address) {
+                found.insert(name.clone(), *ip);
+            }
+            let quotas = entities.entry(entity.clone()).or_default();
+            for (key, value) in changes {
+                match value {
+                    Some(v) => quotas.insert(key.clone(), *v),
+                    None => quotas.remove(key),
+                };
+            }
+            if quotas.is_empty() {
+                entities.remove(entity);
+            }
+        }
         self.any.store(!entities.is_empty(), Ordering::Release);
         let timed = (entities.values()).any(|q| q.contains_key(Quota::Request.key()));
         self.request_time.store(timed, Ordering::Release);
-        *self.connection_rates.lock() = connection_rates(&entities);
-        answers
+        let rates: Vec<(Option<String>, f64)> = (entities.iter())
+            .filter_map(|(entity, quotas)| {
+                let name = entity.get(IP)?.clone();
+                Some((name, *quotas.get(Quota::Connections.key())?))
+            })
+            .collect();
+        drop(entities);
+        let named = std::mem::take(&mut self.connection_rates.lock().named);
+        let table = connection_rates(rates, |name| found.get(name).or(named.get(name)).copied());
+        *self.connection_rates.lock() = table;
     }
 
     /// The entities whose types match the request's filter, with their
@@ -351,24 +384,25 @@ fn rank(entity: &Entity, client_id: &str) -> Option<u8> {
     }
 }
 
-/// The connection rates that `entities` set, by address.
-fn connection_rates(entities: &BTreeMap<Entity, BTreeMap<String, f64>>) -> ConnectionRates {
-    let mut rates = ConnectionRates::default();
-    for (entity, quotas) in entities {
-        let (Some(name), Some(&rate)) = (entity.get(IP), quotas.get(Quota::Connections.key()))
-        else {
-            continue;
-        };
+/// The connection rates of the IP entities that set one (`None`: the
+/// default), by address, each name at the address `address_of` gives it.
+fn connection_rates(
+    rates: Vec<(Option<String>, f64)>,
+    address_of: impl Fn(&str) -> Option<IpAddr>,
+) -> ConnectionRates {
+    let mut table = ConnectionRates::default();
+    for (name, rate) in rates {
         match name {
-            None => rates.default = Some(rate),
+            None => table.default = Some(rate),
             Some(name) => {
-                if let Some(ip) = resolve(name) {
-                    rates.of.insert(ip, rate);
+                if let Some(ip) = address_of(&name) {
+                    table.of.insert(ip, rate);
+                    table.named.insert(name, ip);
                 }
             }
         }
     }
-    rates
+    table
 }
 
 /// The address an IP entity names: itself, or the host's first address.
@@ -380,8 +414,9 @@ fn resolve(name: &str) -> Option<IpAddr> {
     found.next().map(|a| a.ip())
 }
 
-/// The entity named, checked as Kafka's controller checks it.
-fn entity(named: &[(String, Option<String>)]) -> Result<Entity, Refusal> {
+/// The entity named, checked as Kafka's controller checks it, with the
+/// address it names if it is a named IP entity.
+fn entity(named: &[(String, Option<String>)]) -> Result<(Entity, Option<IpAddr>), Refusal> {
     if named.is_empty() {
         return Err(invalid("Invalid empty client quota entity".into()));
     }
@@ -402,6 +437,7 @@ fn entity(named: &[(String, Option<String>)]) -> Result<Entity, Refusal> {
         }
         entity.insert(kind.clone(), name.clone());
     }
+    let mut address = None;
     if entity.contains_key(IP) {
         if entity.len() > 1 {
             return Err(invalid(
@@ -411,14 +447,15 @@ fn entity(named: &[(String, Option<String>)]) -> Result<Entity, Refusal> {
             ));
         }
         if let Some(Some(ip)) = entity.get(IP) {
-            if resolve(ip).is_none() {
+            address = resolve(ip);
+            if address.is_none() {
                 return Err(invalid(format!(
                     "{ip} is not a valid IP or resolvable host."
                 )));
             }
         }
     }
-    Ok(entity)
+    Ok((entity, address))
 }
 
 /// The entry's changes (`None`: remove the key), checked as Kafka's
@@ -769,6 +806,8 @@ mod tests {
         );
         set(Some("10.0.0.2"), Some(3.0));
         assert_eq!(q.connection_rate(ip("10.0.0.2")).unwrap().0, 3.0);
+        // Kept at the address it was set at by the alterations after it.
+        assert_eq!(q.connection_rate(local).unwrap().0, 2.0);
         assert_eq!(q.connection_rate(ip("10.0.0.3")).unwrap().0, 10.0);
         // Removed, the default applies again.
         set(Some("10.0.0.2"), None);
