@@ -246,8 +246,11 @@ impl ServeReport {
             "broker-sim --serve: {:.1} s served\n",
             self.wall.as_secs_f64()
         );
+        // The labels' column as wide as the longest.
+        let width = (self.counts.iter()).map(|(what, _)| what.chars().count()).max();
+        let width = width.unwrap_or(0);
         for (what, n) in &self.counts {
-            out += &format!("  {what:<42} {n:>12}\n");
+            out += &format!("  {what:<width$} {n:>12}\n");
         }
         if !self.drained {
             out += "  (some connections did not take their responses within 5 s of the stop)\n";
