@@ -119,16 +119,24 @@ def describe_a_live_group(bootstrap, topic):
     return {"listed": listed, "described": json.loads(json.dumps(described["watchers"], default=str))}
 
 
+def open_transaction(bootstrap, topic, transactional_id):
+    """A producer with a transaction left open on TOPIC's partitions 0 and
+    1, one record each ("ID-0", "ID-1"), written with acks=all."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
+                             acks="all")
+    producer.init_transactions()
+    producer.begin_transaction()
+    for partition in (0, 1):
+        producer.send(topic, f"{transactional_id}-{partition}".encode(), partition=partition)
+    producer.flush()
+    return producer
+
+
 def transactions(bootstrap, topic):
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(topic, 2, 3)])
     before = int(time.time() * 1000)
-    open_txn = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="open", acks="all")
-    open_txn.init_transactions()
-    open_txn.begin_transaction()
-    open_txn.send(topic, b"open-0", partition=0)
-    open_txn.send(topic, b"open-1", partition=1)
-    open_txn.flush()
+    open_txn = open_transaction(bootstrap, topic, "open")
     done = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="done", acks="all")
     done.init_transactions()
     done.begin_transaction()
@@ -188,12 +196,7 @@ def abort(bootstrap, topic):
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(topic, 2, 3)])
     partitions = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
-    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="stuck", acks="all")
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.send(topic, b"stuck-0", partition=0)
-    producer.send(topic, b"stuck-1", partition=1)
-    producer.flush()
+    producer = open_transaction(bootstrap, topic, "stuck")
     reader = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
                            auto_offset_reset="earliest", consumer_timeout_ms=3000)
 
