@@ -247,8 +247,8 @@ impl ServeReport {
             self.wall.as_secs_f64()
         );
         // The labels' column as wide as the longest.
-        let width = (self.counts.iter()).map(|(what, _)| what.chars().count()).max();
-        let width = width.unwrap_or(0);
+        let width = self.counts.iter().map(|(what, _)| what.chars().count());
+        let width = width.max().unwrap_or(0);
         for (what, n) in &self.counts {
             out += &format!("  {what:<width$} {n:>12}\n");
         }
