@@ -104,12 +104,7 @@ impl BrokerService {
             let asked = if offset == -1 { log.hw } else { offset };
             log.delete_records(asked)
                 .ok_or(code(ResponseError::OffsetOutOfRange))?;
-            let followers: Vec<u32> = log
-                .replicas
-                .iter()
-                .copied()
-                .filter(|&r| Some(r) != log.leader)
-                .collect();
+            let followers = log.followers();
             (asked, followers, log.log_end())
         };
         // The followers' next fetches learn the new start.

@@ -201,6 +201,14 @@ impl PartitionLog {
         configured.min(self.replicas.len())
     }
 
+    /// The replicas other than the leader: those an append is sent to.
+    pub fn followers(&self) -> Vec<u32> {
+        let leader = self.leader;
+        (self.replicas.iter().copied())
+            .filter(|&r| Some(r) != leader)
+            .collect()
+    }
+
     /// The leader's log end offset: the next offset to assign.
     pub fn log_end(&self) -> i64 {
         self.batches.last().map_or(self.log_start, |b| b.end)

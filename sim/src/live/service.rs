@@ -966,11 +966,7 @@ impl BrokerService {
             let followers: Vec<u32> = if appended.duplicate {
                 Vec::new()
             } else {
-                log.replicas
-                    .iter()
-                    .copied()
-                    .filter(|&r| Some(r) != log.leader)
-                    .collect()
+                log.followers()
             };
             Ok((appended, followers, log.hw != hw))
         }

@@ -173,9 +173,7 @@ impl BrokerService {
                 }
             })?;
         Checks::bump(&self.checks().markers_written);
-        let followers: Vec<u32> = (log.replicas.iter().copied())
-            .filter(|&r| Some(r) != log.leader)
-            .collect();
+        let followers = log.followers();
         let hw_moved = log.hw != hw;
         drop(log);
         if !followers.is_empty() {

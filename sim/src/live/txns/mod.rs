@@ -403,12 +403,7 @@ impl TxnCoordinator {
             }
             let hw = log.hw;
             let end = log.append_marker(t.producer_id, t.epoch, COORDINATOR_EPOCH, commit);
-            let followers = log
-                .replicas
-                .iter()
-                .copied()
-                .filter(|&r| Some(r) != log.leader)
-                .collect();
+            let followers = log.followers();
             let moved = log.hw != hw;
             drop(log);
             written.push((p, followers, end, moved));
