@@ -825,8 +825,8 @@ impl BrokerService {
 
     /// Waits in the produce purgatory until every in-sync replica has each
     /// of `parts` (as an `acks=all` produce does), or `timeout` passes, or
-    /// leadership moves: each part comes back with its error set, 0 once
-    /// replicated.
+    /// leadership moves: each part comes back, in the order given, with its
+    /// error set, 0 once replicated.
     pub(crate) async fn replicated(
         &self,
         parts: Vec<ProducePart>,

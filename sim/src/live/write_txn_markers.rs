@@ -115,21 +115,12 @@ impl BrokerService {
         // high watermark already: what waits on it may complete.
         self.cluster.check_moved(moved);
         if !parked.is_empty() {
-            let mut replicated = self.replicated(parked, REPLICATION_TIMEOUT).await;
-            // Each parked part answers the first undecided entry of its
-            // partition, in request order.
+            // The parts come back in the order they were parked, which is
+            // that of the entries left undecided.
+            let mut replicated = (self.replicated(parked, REPLICATION_TIMEOUT).await).into_iter();
             for w in written.iter_mut().filter(|w| w.error.is_none()) {
-                let name = &response.markers[w.producer].topics[w.topic].name;
-                let at = replicated
-                    .iter()
-                    .position(|p| *p.partition.topic == *name.0 && p.partition.index == w.index);
-                w.error = Some(
-                    match at {
-                        Some(at) => replicated.swap_remove(at).error,
-                        None => None,
-                    }
-                    .unwrap_or(ResponseError::RequestTimedOut.code()),
-                );
+                let error = replicated.next().and_then(|p| p.error);
+                w.error = Some(error.unwrap_or(ResponseError::RequestTimedOut.code()));
             }
         }
         for w in written {
