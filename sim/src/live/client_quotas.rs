@@ -85,11 +85,9 @@ pub struct ClientQuotas {
     request_time: AtomicBool,
     /// The connection rates of IP addresses, each entity's name resolved
     /// when it was set (as Kafka's brokers resolve it), and the default.
+    /// Taken only while `entities` is held, so an alteration's table is
+    /// never replaced by an older one.
     connection_rates: Mutex<ConnectionRates>,
-    /// Held through an alteration: alterations apply one at a time, while
-    /// the host-name lookups they may need run without the locks that
-    /// requests and connections take.
-    altering: Mutex<()>,
 }
 
 /// The `connection_creation_rate`s set.
@@ -125,7 +123,6 @@ impl ClientQuotas {
         &self,
         r: &AlterClientQuotasRequest,
     ) -> Vec<alter_client_quotas_response::EntryData> {
-        let _turn = self.altering.lock();
         // Checked without the quotas' lock: an IP entity's host name is
         // looked up.
         let mut seen = BTreeSet::new();
@@ -174,7 +171,8 @@ impl ClientQuotas {
 
     /// Applies checked changes, then rebuilds the connection rates: the
     /// IP entities changed at the addresses their check found, the others
-    /// at those found when they were set. The caller holds `altering`.
+    /// at those found when they were set. No name is looked up here, so
+    /// the whole of it runs under the entities' lock.
     fn apply<'a>(&self, changed: impl Iterator<Item = &'a Checked>) {
         let mut entities = self.entities.lock();
         let mut found = HashMap::new();
@@ -202,10 +200,9 @@ impl ClientQuotas {
                 Some((name, *quotas.get(Quota::Connections.key())?))
             })
             .collect();
-        drop(entities);
-        let named = std::mem::take(&mut self.connection_rates.lock().named);
-        let table = connection_rates(rates, |name| found.get(name).or(named.get(name)).copied());
-        *self.connection_rates.lock() = table;
+        let mut table = self.connection_rates.lock();
+        let named = std::mem::take(&mut table.named);
+        *table = connection_rates(rates, |name| found.get(name).or(named.get(name)).copied());
     }
 
     /// The entities whose types match the request's filter, with their
