@@ -76,6 +76,13 @@ struct Args {
     /// With --serve: a topic to create ahead, as NAME:PARTITIONS (repeatable).
     #[arg(long = "topic", value_name = "NAME:PARTITIONS", value_parser = parse_topic, requires = "serve")]
     topics: Vec<(String, u32)>,
+    /// With --serve: a user clients authenticate as, as NAME:PASSWORD
+    /// (repeatable). With any, every listener is SASL_PLAINTEXT and serves
+    /// nothing before a client authenticates: with PLAIN as one of these
+    /// users, or with SCRAM-SHA-256 or SCRAM-SHA-512 as one of them or as
+    /// a user an admin client gave a SCRAM credential.
+    #[arg(long = "sasl-user", value_name = "NAME:PASSWORD", value_parser = parse_sasl_user, requires = "serve")]
+    sasl_users: Vec<(String, String)>,
     /// With --serve: serve the real clients only, without the scenario's
     /// simulated traffic beside them.
     #[arg(long, requires = "serve")]
@@ -295,6 +302,22 @@ fn parse_fault(s: &str) -> Result<(u32, Duration), String> {
 }
 
 /// `NAME:PARTITIONS`.
+/// A `--sasl-user`: a name and a password, neither empty; the name split
+/// off at the first ':' (a password may hold one).
+fn parse_sasl_user(s: &str) -> Result<(String, String), String> {
+    let (name, password) = s
+        .split_once(':')
+        .ok_or_else(|| "not NAME:PASSWORD".to_string())?;
+    if name.is_empty() || password.is_empty() {
+        return Err("neither the name nor the password may be empty".into());
+    }
+    // PLAIN's message separates its fields with NUL.
+    if s.contains('\0') {
+        return Err("a NUL character cannot be sent by PLAIN".into());
+    }
+    Ok((name.to_string(), password.to_string()))
+}
+
 fn parse_topic(s: &str) -> Result<(String, u32), String> {
     let (name, n) = s
         .rsplit_once(':')
@@ -334,6 +357,7 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
         broker_session_timeout: Duration::from_millis(args.broker_session_timeout_ms),
         timer: cfg.timer,
         faults: cfg.faults.clone(),
+        sasl_users: args.sasl_users.iter().cloned().collect(),
         ..LiveConfig::default()
     };
     let opts = ServeOptions {
@@ -361,6 +385,13 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
             }
             _ => println!("broker {id} listening on {addr}"),
         }
+    }
+    if !args.sasl_users.is_empty() {
+        let users: Vec<&str> = args.sasl_users.iter().map(|(u, _)| u.as_str()).collect();
+        println!(
+            "listeners: SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), users {}",
+            users.join(", ")
+        );
     }
     match log_memory {
         Some(bytes) => println!(

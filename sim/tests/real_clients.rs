@@ -741,6 +741,55 @@ fn confluent_kafka_manages_scram_credentials() {
     passes(server);
 }
 
+/// SASL_PLAINTEXT listeners: confluent-kafka authenticates by PLAIN,
+/// SCRAM-SHA-256 and SCRAM-SHA-512 as a user given on the command line,
+/// gives another user a SCRAM credential with its admin client, and that
+/// user reads and commits in a group; wrong credentials, a mechanism the
+/// user has no credential for, a deleted credential and a client without
+/// SASL are refused.
+#[test]
+fn confluent_kafka_authenticates_with_plain_and_scram() {
+    if !confluent() {
+        return;
+    }
+    let live = LiveConfig {
+        sasl_users: [("alice".to_string(), "alice:secret".to_string())].into(),
+        ..quick_groups()
+    };
+    let server = start(live, &[("sasl", 3)]);
+    let mut r = confluent_client(&["sasl", &bootstrap(&server), "sasl", "alice:alice:secret"]);
+    // How librdkafka words a connection closed on it varies by version.
+    let unauthenticated = r["refused"]["no SASL"].take();
+    assert!(
+        unauthenticated[0]
+            .as_str()
+            .is_some_and(|why| why.starts_with("Disconnected")),
+        "{unauthenticated}"
+    );
+    let scram = |mechanism: &str| {
+        serde_json::json!([format!(
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
+        )])
+    };
+    let expected = serde_json::json!({
+        "acked": {"PLAIN": 10, "SCRAM-SHA-256": 10, "SCRAM-SHA-512": 10},
+        "alter": null,
+        "carol_read": 30,
+        "carol_committed": 30,
+        "carol_errors": [],
+        "refused": {
+            "carol by PLAIN": ["Authentication failed: Invalid username or password"],
+            "carol by SCRAM-SHA-512": scram("SCRAM-SHA-512"),
+            "wrong password": scram("SCRAM-SHA-256"),
+            "no SASL": null,
+            "carol deleted": scram("SCRAM-SHA-256"),
+        },
+        "delete": null,
+    });
+    assert_eq!(r, expected);
+    passes(server);
+}
+
 #[test]
 fn acks_all_to_a_lagging_follower_times_out_at_the_request_timeout() {
     if !confluent() {

@@ -14,6 +14,7 @@
 mod acls;
 mod admin;
 mod alter_configs;
+mod authentication;
 mod batch_header;
 mod batch_records;
 mod checks;
@@ -73,7 +74,7 @@ use ops::{WireDeleteRecords, WireFetch, WireProduce};
 use parking_lot::RwLock;
 use purgatory::{Driver, Purgatory, TimerKind};
 use replication::FollowerQueue;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -113,6 +114,13 @@ pub struct LiveConfig {
     /// batches over all partitions are deleted (`log_memory.rs`). `None`:
     /// no bound (here the default; `--serve`'s is half the memory).
     pub log_memory: Option<u64>,
+    /// The users given passwords on the command line (`--sasl-user`), as
+    /// Kafka's JAAS configuration lists PLAIN's users. With any, every
+    /// listener is SASL_PLAINTEXT: a client authenticates with PLAIN as one
+    /// of them, or with SCRAM-SHA-256 or SCRAM-SHA-512 as any user with a
+    /// SCRAM credential (these users get both at the start). Without any,
+    /// the listeners are plaintext and authenticate nobody.
+    pub sasl_users: BTreeMap<String, String>,
     /// The purgatories' timer.
     pub timer: TimerChoice,
     /// Slow followers and crashes, timed from the start (other faults are
@@ -167,6 +175,7 @@ impl Default for LiveConfig {
             retention_bytes: DEFAULT_RETENTION_BYTES,
             retention_ms: None,
             log_memory: None,
+            sasl_users: BTreeMap::new(),
             timer: TimerChoice::Wheel,
             faults: Vec::new(),
             groups: groups::GroupConfig::default(),
@@ -249,7 +258,7 @@ pub struct LiveCluster {
     pub(crate) txns: txns::TxnCoordinator,
     /// Share groups' state on each partition, and their records' locks.
     pub(crate) shares: share::ShareState,
-    /// Users' SCRAM credentials, kept to be described.
+    /// Users' SCRAM credentials.
     pub(crate) scram: scram_credentials::ScramCredentials,
     /// The client quotas set.
     pub(crate) client_quotas: client_quotas::ClientQuotas,
@@ -344,6 +353,7 @@ impl LiveCluster {
         // A crash and a restart due at once happen in that order.
         faults.sort_by_key(|&(at, _, up)| (at, up));
         let shares = share::ShareState::new(kind, cfg.share_record_lock);
+        let scram = scram_credentials::ScramCredentials::seeded(&cfg.sasl_users);
         let cluster = Arc::new(LiveCluster {
             cfg,
             brokers,
@@ -355,7 +365,7 @@ impl LiveCluster {
             groups,
             txns,
             shares,
-            scram: Default::default(),
+            scram,
             client_quotas: Default::default(),
             mutations: Default::default(),
             endpoints: RwLock::new(Vec::new()),

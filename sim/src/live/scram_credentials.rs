@@ -3,12 +3,14 @@
 //! rules of Kafka's controller (`ScramControlManager`) and the answers of
 //! its brokers (`ScramImage::describe`).
 //!
-//! The listeners here are plaintext and authenticate nobody, so a
-//! credential is kept only to be described: for each user, the mechanisms
-//! it has one for and their iteration counts. The salt and salted password
-//! sent are checked for nothing and not kept.
+//! A credential is kept as Kafka keeps one: the salt, the iteration count,
+//! and the stored and server keys derived from the salted password the
+//! admin client sent (the password itself never reaches the broker). With
+//! SASL on the listeners (`--sasl-user`), SCRAM-SHA-256 and SCRAM-SHA-512
+//! authenticate against them, so a user created here can connect at once.
 
 use super::service::BrokerService;
+use crate::wire::sasl::{random_salt, Mechanism, ScramSecret};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
@@ -29,16 +31,22 @@ const MIN_ITERATIONS: i32 = 4096;
 /// Kafka's upper bound for any mechanism.
 const MAX_ITERATIONS: i32 = 16384;
 
-/// Each user's credentials: mechanism to iteration count.
+/// Each user's credentials: mechanism (Kafka's wire number) to secret.
 #[derive(Debug, Default)]
 pub struct ScramCredentials {
-    users: Mutex<BTreeMap<String, BTreeMap<i8, i32>>>,
+    users: Mutex<BTreeMap<String, BTreeMap<i8, ScramSecret>>>,
 }
+
+/// The iterations of the credentials made from a password given on the
+/// command line (the least Kafka accepts, as `kafka-storage format
+/// --add-scram` uses by default).
+const SEEDED_ITERATIONS: i32 = MIN_ITERATIONS;
 
 /// A change asked for one user.
 enum Change {
     Delete(i8),
-    Upsert(i8, i32),
+    /// The mechanism, iterations, salt and salted password.
+    Upsert(i8, i32, Vec<u8>, Vec<u8>),
 }
 
 impl ScramCredentials {
@@ -60,8 +68,15 @@ impl ScramCredentials {
             .deletions
             .iter()
             .map(|d| (&d.name, Change::Delete(d.mechanism)));
-        let upsertions =
-            (r.upsertions.iter()).map(|u| (&u.name, Change::Upsert(u.mechanism, u.iterations)));
+        let upsertions = (r.upsertions.iter()).map(|u| {
+            let change = Change::Upsert(
+                u.mechanism,
+                u.iterations,
+                u.salt.to_vec(),
+                u.salted_password.to_vec(),
+            );
+            (&u.name, change)
+        });
         for (name, change) in deletions.chain(upsertions) {
             let name = name.to_string();
             match asked.iter_mut().find(|(n, _)| *n == name) {
@@ -94,8 +109,14 @@ impl ScramCredentials {
                         }
                     }
                 }
-                Ok(Change::Upsert(mechanism, iterations)) => {
-                    (users.entry(name.clone()).or_default()).insert(mechanism, iterations);
+                Ok(Change::Upsert(number, iterations, salt, salted)) => {
+                    // The check let only the two mechanisms and positive
+                    // iteration counts through.
+                    if let Some(mechanism) = Mechanism::scram_of(number) {
+                        let secret =
+                            ScramSecret::from_salted(mechanism, &salt, &salted, iterations as u32);
+                        (users.entry(name.clone()).or_default()).insert(number, secret);
+                    }
                 }
                 Err(refusal) => {
                     result.error_code = refusal.error.code();
@@ -144,10 +165,10 @@ impl ScramCredentials {
                 } else if let Some(credentials) = found {
                     result.credential_infos = credentials
                         .iter()
-                        .map(|(&mechanism, &iterations)| {
+                        .map(|(&mechanism, secret)| {
                             let mut info = CredentialInfo::default();
                             info.mechanism = mechanism;
-                            info.iterations = iterations;
+                            info.iterations = secret.iterations as i32;
                             info
                         })
                         .collect();
@@ -161,6 +182,36 @@ impl ScramCredentials {
                 result
             })
             .collect()
+    }
+
+    /// `user`'s credential for a SCRAM `mechanism`, if it has one.
+    pub fn secret(&self, mechanism: Mechanism, user: &str) -> Option<ScramSecret> {
+        let number = mechanism.scram_number()?;
+        self.users.lock().get(user)?.get(&number).cloned()
+    }
+
+    /// The credentials of the users given passwords on the command line.
+    pub fn seeded(users: &BTreeMap<String, String>) -> Self {
+        let store = ScramCredentials::default();
+        for (user, password) in users {
+            store.seed(user, password);
+        }
+        store
+    }
+
+    /// Gives `user` both SCRAM credentials for `password`, each with a
+    /// salt of its own, as `kafka-storage format --add-scram` does before
+    /// a cluster first starts.
+    pub fn seed(&self, user: &str, password: &str) {
+        let mut users = self.users.lock();
+        let credentials = users.entry(user.to_string()).or_default();
+        for number in MECHANISMS {
+            let mechanism = Mechanism::scram_of(number).expect("the two SCRAM mechanisms");
+            let iterations = SEEDED_ITERATIONS as u32;
+            let secret =
+                ScramSecret::from_password(mechanism, password, &random_salt(), iterations);
+            credentials.insert(number, secret);
+        }
     }
 }
 
@@ -180,13 +231,13 @@ impl Refusal {
 /// Kafka's checks of one change, against the credentials before the
 /// request.
 fn check(
-    users: &BTreeMap<String, BTreeMap<i8, i32>>,
+    users: &BTreeMap<String, BTreeMap<i8, ScramSecret>>,
     name: &str,
     change: Change,
 ) -> Result<Change, Refusal> {
     let refused = |error, message| Err(Refusal { error, message });
     let mechanism = match change {
-        Change::Delete(m) | Change::Upsert(m, _) => m,
+        Change::Delete(m) | Change::Upsert(m, ..) => m,
     };
     if name.is_empty() {
         return refused(
@@ -201,10 +252,10 @@ fn check(
         );
     }
     match change {
-        Change::Upsert(_, iterations) if iterations < MIN_ITERATIONS => {
+        Change::Upsert(_, iterations, ..) if iterations < MIN_ITERATIONS => {
             refused(ResponseError::UnacceptableCredential, "Too few iterations")
         }
-        Change::Upsert(_, iterations) if iterations > MAX_ITERATIONS => {
+        Change::Upsert(_, iterations, ..) if iterations > MAX_ITERATIONS => {
             refused(ResponseError::UnacceptableCredential, "Too many iterations")
         }
         Change::Delete(m) if !users.get(name).is_some_and(|c| c.contains_key(&m)) => refused(

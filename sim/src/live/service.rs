@@ -229,6 +229,10 @@ impl Service for BrokerService {
     fn admit(&self, peer: std::net::IpAddr) -> Duration {
         self.connection_throttle(peer)
     }
+
+    fn credentials(&self) -> Option<Arc<dyn crate::wire::sasl::Credentials>> {
+        self.sasl_credentials()
+    }
 }
 
 impl BrokerService {

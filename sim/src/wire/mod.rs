@@ -1,13 +1,16 @@
 //! The Kafka wire protocol in front of a broker: TCP listeners, framing,
 //! request decoding and response encoding with the `kafka-protocol` crate,
 //! responses in request order per connection with several requests in
-//! flight, and ApiVersions. What each request means is the [`Service`]'s:
+//! flight, ApiVersions, and SASL authentication where the service asks
+//! for it. What each request means is the [`Service`]'s:
 //! this module knows nothing of the simulated cluster behind it.
 
+mod authenticating;
 mod bounds;
 pub mod client;
 mod consumer;
 mod frame;
+pub mod sasl;
 mod server;
 mod service;
 

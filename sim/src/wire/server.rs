@@ -22,6 +22,7 @@
 //! unwritten. When the service comes back (the broker restarts), the
 //! listener binds its address again.
 
+use super::authenticating::{Authenticating, Verdict, SASL_APIS};
 use super::frame::{read_frame, FrameError};
 use super::service::{
     api_versions, decode_request, encode_response, Answer, BadRequest, Service, Throttle,
@@ -263,6 +264,11 @@ impl AcceptFailures {
     }
 }
 
+/// How long the answer to a failed authentication is held before the
+/// connection closes (Kafka's `connection.failed.authentication.delay.ms`
+/// default).
+const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
+
 /// A response on its way: `Ok(None)` for a request that gets none, `Err`
 /// for one that could not be encoded (the connection is closed, as the
 /// client would otherwise wait for it for ever).
@@ -314,7 +320,16 @@ async fn connection<S: Service>(
         }
         let _ = writer.shutdown().await;
     });
-    let apis = service.apis();
+    let mut apis = service.apis();
+    // On a SASL listener, nothing but SASL is served until the client has
+    // authenticated.
+    let mut authenticating = service.credentials().map(|credentials| {
+        apis.extend(SASL_APIS);
+        Authenticating::new(credentials)
+    });
+    // Set once an answer is the connection's last (a failed
+    // authentication): the loop ends once it is queued.
+    let mut last = false;
     // Set by the calls when a quota throttles the client: nothing more is
     // read from it until then.
     let throttle = Throttle::default();
@@ -358,76 +373,123 @@ async fn connection<S: Service>(
         };
         stats.requests.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        match decode_request(frame, &apis) {
-            Ok((header, request)) => {
-                let api = ApiKey::try_from(header.request_api_key).expect("decoded above");
-                let (version, correlation_id) = (header.request_api_version, header.correlation_id);
-                if api == ApiKey::ApiVersions {
-                    let body = ResponseKind::ApiVersions(api_versions(&apis, true));
-                    let _ = tx.send(encode_response(api, version, correlation_id, &body).map(Some));
-                } else {
-                    // A client too old to throttle itself gets its answer
-                    // once its throttle time is over (`Answer::hold`).
-                    let encode = move |answer: Answer| {
-                        let bytes = answer
-                            .response
-                            .map(|body| encode_response(api, version, correlation_id, &body))
-                            .transpose();
-                        (bytes, Some(answer.hold).filter(|t| !t.is_zero()))
+        let bare = authenticating.as_mut().filter(|a| a.expects_bare_token());
+        if let Some(authenticating) = bare {
+            match authenticating.bare_token(&frame) {
+                Ok(token) => {
+                    let mut bytes = Vec::with_capacity(4 + token.len());
+                    bytes.extend_from_slice(&(token.len() as u32).to_be_bytes());
+                    bytes.extend_from_slice(&token);
+                    let _ = tx.send(Ok(Some(Bytes::from(bytes))));
+                }
+                Err(why) => {
+                    stats.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%peer, %local, "connection closed: {why}");
+                    break;
+                }
+            }
+        } else {
+            match decode_request(frame, &apis) {
+                Ok((header, request)) => {
+                    let api = ApiKey::try_from(header.request_api_key).expect("decoded above");
+                    let (version, correlation_id) =
+                        (header.request_api_version, header.correlation_id);
+                    let verdict = match &mut authenticating {
+                        Some(a) if api != ApiKey::ApiVersions => a.admit(api, version, &request),
+                        _ => Verdict::Serve,
                     };
-                    // Up to its first wait here, in the order sent; a
-                    // request that waits is finished on a task of its own
-                    // (whose poll replaces this task's waker with its own).
-                    let call = Arc::clone(&service).call(header, request, throttle.clone());
-                    let mut call = Box::pin(call);
-                    let polled =
-                        std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
-                    let service = Arc::clone(&service);
-                    match polled {
-                        Poll::Ready(answer) => match encode(answer) {
-                            (bytes, None) => {
+                    if api == ApiKey::ApiVersions {
+                        let body = ResponseKind::ApiVersions(api_versions(&apis, true));
+                        let _ =
+                            tx.send(encode_response(api, version, correlation_id, &body).map(Some));
+                    } else if let Verdict::Close(why) = verdict {
+                        stats.refused.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(%peer, %local, "connection closed: {why}");
+                        break;
+                    } else if let Verdict::Answer { response, close } = verdict {
+                        let bytes =
+                            encode_response(api, version, correlation_id, &response).map(Some);
+                        if close {
+                            // Held before the connection closes, as Kafka holds
+                            // a failed authentication's answer
+                            // (`connection.failed.authentication.delay.ms`), to
+                            // slow down a client guessing passwords.
+                            last = true;
+                            tokio::spawn(async move {
+                                tokio::time::sleep(FAILED_AUTHENTICATION_DELAY).await;
                                 let _ = tx.send(bytes);
+                            });
+                        } else {
+                            let _ = tx.send(bytes);
+                            if let Some(user) = authenticating.as_ref().and_then(|a| a.user()) {
+                                tracing::debug!(%peer, %local, user, "authenticated");
                             }
-                            (bytes, Some(hold)) => {
+                        }
+                    } else {
+                        // A client too old to throttle itself gets its answer
+                        // once its throttle time is over (`Answer::hold`).
+                        let encode = move |answer: Answer| {
+                            let bytes = answer
+                                .response
+                                .map(|body| encode_response(api, version, correlation_id, &body))
+                                .transpose();
+                            (bytes, Some(answer.hold).filter(|t| !t.is_zero()))
+                        };
+                        // Up to its first wait here, in the order sent; a
+                        // request that waits is finished on a task of its own
+                        // (whose poll replaces this task's waker with its own).
+                        let call = Arc::clone(&service).call(header, request, throttle.clone());
+                        let mut call = Box::pin(call);
+                        let polled =
+                            std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+                        let service = Arc::clone(&service);
+                        match polled {
+                            Poll::Ready(answer) => match encode(answer) {
+                                (bytes, None) => {
+                                    let _ = tx.send(bytes);
+                                }
+                                (bytes, Some(hold)) => {
+                                    tokio::spawn(async move {
+                                        service.wait_throttle(hold).await;
+                                        let _ = tx.send(bytes);
+                                    });
+                                }
+                            },
+                            Poll::Pending => {
                                 tokio::spawn(async move {
-                                    service.wait_throttle(hold).await;
+                                    let (bytes, hold) = encode(call.await);
+                                    if let Some(hold) = hold {
+                                        service.wait_throttle(hold).await;
+                                    }
                                     let _ = tx.send(bytes);
                                 });
                             }
-                        },
-                        Poll::Pending => {
-                            tokio::spawn(async move {
-                                let (bytes, hold) = encode(call.await);
-                                if let Some(hold) = hold {
-                                    service.wait_throttle(hold).await;
-                                }
-                                let _ = tx.send(bytes);
-                            });
                         }
                     }
                 }
-            }
-            Err(BadRequest::UnsupportedVersion {
-                api: ApiKey::ApiVersions,
-                correlation_id,
-                ..
-            }) => {
-                // Answered at v0, so that any client can read which
-                // versions there are.
-                stats.unsupported_versions.fetch_add(1, Ordering::Relaxed);
-                let body = ResponseKind::ApiVersions(api_versions(&apis, false));
-                let _ = tx
-                    .send(encode_response(ApiKey::ApiVersions, 0, correlation_id, &body).map(Some));
-            }
-            Err(bad) => {
-                if matches!(bad, BadRequest::UnsupportedVersion { .. }) {
+                Err(BadRequest::UnsupportedVersion {
+                    api: ApiKey::ApiVersions,
+                    correlation_id,
+                    ..
+                }) => {
+                    // Answered at v0, so that any client can read which
+                    // versions there are.
                     stats.unsupported_versions.fetch_add(1, Ordering::Relaxed);
+                    let body = ResponseKind::ApiVersions(api_versions(&apis, false));
+                    let _ = tx.send(
+                        encode_response(ApiKey::ApiVersions, 0, correlation_id, &body).map(Some),
+                    );
                 }
-                stats.refused.fetch_add(1, Ordering::Relaxed);
-                // As a Kafka broker does, and as loudly: the client only
-                // sees its connection end.
-                tracing::warn!(%peer, %local, "connection closed: {bad}");
-                break;
+                Err(bad) => {
+                    if matches!(bad, BadRequest::UnsupportedVersion { .. }) {
+                        stats.unsupported_versions.fetch_add(1, Ordering::Relaxed);
+                    }
+                    stats.refused.fetch_add(1, Ordering::Relaxed);
+                    // As a Kafka broker does, and as loudly: the client only
+                    // sees its connection end.
+                    tracing::warn!(%peer, %local, "connection closed: {bad}");
+                    break;
+                }
             }
         }
         // Also while the writer is behind (a full queue): the end of the
@@ -439,7 +501,7 @@ async fn connection<S: Service>(
             queued = queue.send(rx) => queued.is_ok(),
             _ = life_ends(&mut lives, life) => false,
         };
-        if !queued {
+        if !queued || last {
             break;
         }
     }

@@ -1,6 +1,7 @@
 //! What a broker behind the front implements, and the request and response
 //! codecs around it (the `kafka-protocol` crate's).
 
+use super::sasl::Credentials;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
@@ -51,6 +52,13 @@ pub trait Service: Send + Sync + 'static {
     fn admit(&self, peer: std::net::IpAddr) -> Duration {
         let _ = peer;
         Duration::ZERO
+    }
+
+    /// Whom the listeners authenticate, with SASL (PLAIN, SCRAM-SHA-256,
+    /// SCRAM-SHA-512), before they serve anything but SASL; `None`, the
+    /// default, for plaintext listeners that authenticate nobody.
+    fn credentials(&self) -> Option<Arc<dyn Credentials>> {
+        None
     }
 }
 

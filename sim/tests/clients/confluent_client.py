@@ -82,6 +82,17 @@
         describe them. Prints one JSON line: each alter's answers (user to
         error name, or null), and each describe's (user to its mechanisms
         and iterations, or the error name).
+    confluent_client.py sasl BOOTSTRAP TOPIC USER:PASSWORD
+        Against SASL_PLAINTEXT listeners: as USER, produce 10 records with
+        acks=all by each of PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; give
+        the user "carol" a SCRAM-SHA-256 credential with the admin client;
+        as carol, read the 30 records in a group that commits, by
+        SCRAM-SHA-256. Then try what must fail: carol by PLAIN and by
+        SCRAM-SHA-512 (neither is hers), USER with a wrong password, a
+        client without SASL; delete carol's credential and try her again.
+        Prints one JSON line: how many records each mechanism had
+        acknowledged, the alter's and delete's answers, how many records
+        carol read and committed, and each failed try's error names.
     confluent_client.py steady BOOTSTRAP TOPIC SECONDS GROUP
         For SECONDS, an idempotent producer writes TOPIC while a consumer
         in GROUP (auto-commit, every 5 s by default) reads it; then the
@@ -688,6 +699,104 @@ def scram(bootstrap):
                       "all": described_all, "some": described_some}))
 
 
+def sasl(bootstrap, topic, user, password):
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialDeletion, UserScramCredentialUpsertion)
+
+    def auth(mechanism, name, secret):
+        return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanisms": mechanism, "sasl.username": name, "sasl.password": secret}
+
+    out = {"acked": {}}
+    for i, mechanism in enumerate(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]):
+        p = Producer({**auth(mechanism, user, password), "acks": "all"})
+        acked = []
+        for n in range(10):
+            p.produce(topic, f"{mechanism}-{n}".encode(), partition=(i + n) % 3,
+                      on_delivery=lambda err, _m: acked.append(err is None))
+        p.flush(30)
+        out["acked"][mechanism] = sum(acked)
+
+    admin = AdminClient(auth("SCRAM-SHA-512", user, password))
+
+    def answer(futures):
+        try:
+            futures["carol"].result(10)
+            return None
+        except KafkaException as e:
+            return e.args[0].name()
+
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+    out["alter"] = answer(admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion("carol", info, b"carols-secret")]))
+
+    c = Consumer({**auth("SCRAM-SHA-256", "carol", "carols-secret"), "group.id": "sasl-readers",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    read, errors, deadline = set(), [], time.time() + 30
+    while len(read) < 30 and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            errors.append(m.error().name())
+            continue
+        read.add(m.value().decode())
+        c.commit(message=m, asynchronous=False)
+    committed = c.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+    out["carol_read"] = len(read)
+    out["carol_committed"] = sum(max(tp.offset, 0) for tp in committed)
+    out["carol_errors"] = errors
+    c.close()
+
+    import logging
+    import re
+
+    class Lines(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    def refused(conf):
+        # Why librdkafka's connections failed over 3 s of trying a metadata
+        # request: the broker's message for a failed authentication, or
+        # the rest of the reason it logs, without its timings.
+        lines = Lines()
+        logger = logging.getLogger(f"refused-{len(out['refused'])}")
+        logger.addHandler(lines)
+        logger.propagate = False
+        a = AdminClient({**conf, "logger": logger})
+        try:
+            a.list_topics(timeout=2)
+        except KafkaException:
+            pass
+        # The log lines come through polls.
+        for _ in range(5):
+            a.poll(0.1)
+        reasons = set()
+        for line in lines.lines:
+            m = re.search(r"bootstrap: (.*?) \(after", line)
+            if m and "FAIL" in line:
+                reasons.add(m.group(1).replace("SASL authentication error: ", ""))
+        return sorted(reasons)
+
+    out["refused"] = {}
+    for name, conf in [
+        ("carol by PLAIN", auth("PLAIN", "carol", "carols-secret")),
+        ("carol by SCRAM-SHA-512", auth("SCRAM-SHA-512", "carol", "carols-secret")),
+        ("wrong password", auth("SCRAM-SHA-256", user, password + "x")),
+        ("no SASL", {"bootstrap.servers": bootstrap}),
+    ]:
+        out["refused"][name] = refused(conf)
+    out["delete"] = answer(admin.alter_user_scram_credentials(
+        [UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)]))
+    out["refused"]["carol deleted"] = refused(auth("SCRAM-SHA-256", "carol", "carols-secret"))
+    print(json.dumps(out))
+
+
 def steady(bootstrap, topic, seconds, group_id):
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "linger.ms": 5})
@@ -1012,6 +1121,8 @@ if __name__ == "__main__":
         stored(bootstrap, topic, sys.argv[4])
     elif mode == "scram":
         scram(bootstrap)
+    elif mode == "sasl":
+        sasl(bootstrap, topic, *sys.argv[4].split(":", 1))
     elif mode == "eos":
         eos(bootstrap, topic, int(sys.argv[4]), float(sys.argv[5]))
     elif mode == "quota":
