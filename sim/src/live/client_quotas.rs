@@ -5,10 +5,11 @@
 //! (Kafka's default quota callback), for `throttling.rs` to enforce.
 //!
 //! An entity is a user, a client id or both (each named, or the default
-//! for all that have no quota of their own), or an IP address. The
-//! listeners here authenticate nobody, so every client is the user
-//! `ANONYMOUS`, as Kafka names an unauthenticated principal: a quota of
-//! that user, or of the default user, applies to all of them.
+//! for all that have no quota of their own), or an IP address. A client's
+//! user is the one its connection authenticated as with SASL; on plaintext
+//! listeners every client is the user `ANONYMOUS`, as Kafka names an
+//! unauthenticated principal, and a quota of that user, or of the default
+//! user, applies to all of them.
 //!
 //! Every quota Kafka takes is applied: the two byte rates,
 //! `producer_byte_rate` and `consumer_byte_rate`, the request-time quota,
@@ -33,8 +34,30 @@ const USER: &str = "user";
 const CLIENT_ID: &str = "client-id";
 const IP: &str = "ip";
 
-/// The user every client of these plaintext listeners is.
-pub const ANONYMOUS: &str = "ANONYMOUS";
+/// The user every client of a plaintext listener is.
+#[cfg(test)]
+const ANONYMOUS: &str = crate::wire::Principal::ANONYMOUS;
+
+/// Who a request's quotas are looked up for: its connection's user and
+/// its client id (empty for a request without one, as Kafka takes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Client<'a> {
+    /// The principal's name.
+    pub user: &'a str,
+    /// The request header's client id.
+    pub id: &'a str,
+}
+
+#[cfg(test)]
+impl<'a> Client<'a> {
+    /// A client of a plaintext listener.
+    pub fn anonymous(id: &'a str) -> Self {
+        Client {
+            user: ANONYMOUS,
+            id,
+        }
+    }
+}
 
 /// The quotas applied, by what they bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -324,12 +347,12 @@ impl ClientQuotas {
         self.request_time.load(Ordering::Acquire)
     }
 
-    /// The `rate` quota that applies to `client_id`, with whom its rate is
+    /// The `rate` quota that applies to `client`, with whom its rate is
     /// measured for; `None` where none does. Kafka's order: the user with
     /// the client id, the user with the default client, the user alone;
     /// then the same for the default user; then the client id alone, and
     /// the default client.
-    pub fn applying(&self, rate: Quota, client_id: &str) -> Option<(f64, Measured)> {
+    pub fn applying(&self, rate: Quota, client: Client<'_>) -> Option<(f64, Measured)> {
         if !self.any() {
             return None;
         }
@@ -338,12 +361,10 @@ impl ClientQuotas {
         // defaults) has its rank in Kafka's order; the first rank wins.
         let entities = self.entities.lock();
         let (rank, limit) = (entities.iter())
-            .filter_map(|(entity, quotas)| {
-                Some((rank(entity, client_id)?, *quotas.get(rate.key())?))
-            })
+            .filter_map(|(entity, quotas)| Some((rank(entity, client)?, *quotas.get(rate.key())?)))
             .min_by_key(|&(rank, _)| rank)?;
-        let user = || ANONYMOUS.to_string();
-        let client = || client_id.to_string();
+        let user = || client.user.to_string();
+        let client = || client.id.to_string();
         let measured = match rank {
             // A user's own quota is the user's, whatever the client.
             2 | 5 => (user(), String::new()),
@@ -354,20 +375,20 @@ impl ClientQuotas {
     }
 }
 
-/// Where `entity` stands in Kafka's order for a client of id `client_id`
-/// (the user being `ANONYMOUS`), from 0 (the user with the client id) to
-/// 7 (the default client); `None` if it does not name this client.
-fn rank(entity: &Entity, client_id: &str) -> Option<u8> {
+/// Where `entity` stands in Kafka's order for `client`, from 0 (the user
+/// with the client id) to 7 (the default client); `None` if it does not
+/// name this client.
+fn rank(entity: &Entity, client: Client<'_>) -> Option<u8> {
     // Its user: 0 the client's own, 1 the default, 2 none named.
     let user = match entity.get(USER) {
-        Some(Some(name)) if name == ANONYMOUS => 0,
+        Some(Some(name)) if name == client.user => 0,
         Some(Some(_)) => return None,
         Some(None) => 1,
         None => 2,
     };
     // Its client id: 0 this one, 1 the default, 2 none named.
     let client = match entity.get(CLIENT_ID) {
-        Some(Some(name)) if name == client_id => 0,
+        Some(Some(name)) if name == client.id => 0,
         Some(Some(_)) => return None,
         Some(None) => 1,
         None => 2,
@@ -703,7 +724,7 @@ mod tests {
         let remove = [("producer_byte_rate", None), ("anything", None)];
         assert_eq!(alter(&q, vec![entry(&entity, &remove)], false)[0].0, 0);
         assert_eq!(describe(&q, &[], false), Ok(vec![]));
-        assert_eq!(q.applying(Quota::Produce, "app"), None);
+        assert_eq!(q.applying(Quota::Produce, Client::anonymous("app")), None);
     }
 
     #[test]
@@ -756,7 +777,7 @@ mod tests {
             let ops = [("producer_byte_rate", Some(value))];
             assert_eq!(alter(&q, vec![entry(entity, &ops)], false)[0].0, 0);
         };
-        let applying = |client: &str| q.applying(Quota::Produce, client);
+        let applying = |client: &str| q.applying(Quota::Produce, Client::anonymous(client));
         let tags = |user: &str, client: &str| (user.to_string(), client.to_string());
         assert_eq!(applying("app"), None);
         set(&[("client-id", None)], 8.0);
@@ -776,7 +797,23 @@ mod tests {
         assert_eq!(applying("app"), Some((1.0, tags(ANONYMOUS, "app"))));
         // Another client falls to the user's own quota; fetching has none.
         assert_eq!(applying("other"), Some((3.0, tags(ANONYMOUS, ""))));
-        assert_eq!(q.applying(Quota::Fetch, "app"), None);
+        assert_eq!(q.applying(Quota::Fetch, Client::anonymous("app")), None);
+        // An authenticated user is not ANONYMOUS: the default user's
+        // quota with the default client is its own; then one of its own.
+        let alice = Client {
+            user: "alice",
+            id: "app",
+        };
+        assert_eq!(
+            q.applying(Quota::Produce, alice),
+            Some((5.0, tags("alice", "app")))
+        );
+        set(&[("user", Some("alice"))], 2.0);
+        assert_eq!(
+            q.applying(Quota::Produce, alice),
+            Some((2.0, tags("alice", "")))
+        );
+        assert_eq!(applying("app"), Some((1.0, tags(ANONYMOUS, "app"))));
     }
 
     #[test]
@@ -810,7 +847,10 @@ mod tests {
         set(Some("10.0.0.2"), None);
         assert_eq!(q.connection_rate(ip("10.0.0.2")).unwrap().0, 10.0);
         // Not a client's quota, nor an address's byte rate.
-        assert_eq!(q.applying(Quota::Connections, "app"), None);
+        assert_eq!(
+            q.applying(Quota::Connections, Client::anonymous("app")),
+            None
+        );
         let refused = alter(
             &q,
             vec![entry(

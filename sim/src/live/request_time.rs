@@ -31,10 +31,10 @@
 //! quota keeps its records, and the next one is emptied.
 
 use super::checks::Checks;
-use super::client_quotas::{Measured, Quota};
+use super::client_quotas::{Client, Measured, Quota};
 use super::service::BrokerService;
 use super::throttling::{holds_answer, millis};
-use crate::wire::{Answer, Throttle};
+use crate::wire::{Answer, Principal, Throttle};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use pin_project_lite::pin_project;
 use std::future::Future;
@@ -77,6 +77,7 @@ impl Timing {
         service: &Arc<BrokerService>,
         header: &RequestHeader,
         request: &RequestKind,
+        principal: &Principal,
         connection: &Throttle,
     ) -> Option<Timing> {
         if !service.cluster.client_quotas.times_requests() {
@@ -91,7 +92,10 @@ impl Timing {
             return None;
         }
         // Kafka's quotas take a client without an id as the empty id.
-        let client = header.client_id.as_deref().unwrap_or_default();
+        let client = Client {
+            user: principal.name(),
+            id: header.client_id.as_deref().unwrap_or_default(),
+        };
         let quotas = &service.cluster.client_quotas;
         let (limit, measured) = quotas.applying(Quota::Request, client)?;
         let api = ApiKey::try_from(header.request_api_key).ok()?;

@@ -7,7 +7,7 @@
 use super::acls::allowed;
 use super::batch_records::RecordsError;
 use super::checks::Checks;
-use super::client_quotas::Quota;
+use super::client_quotas::{Client, Quota};
 use super::fetch_sessions::{Asked, Context, Told};
 use super::leader_epochs;
 use super::leader_hints::{self, node_endpoints, LeaderHints};
@@ -22,7 +22,7 @@ use super::throttling::{holds_answer, millis, strict_from, Mutating};
 use super::topic_config;
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::{LiveCluster, LiveConfig};
-use crate::wire::{Answer, Service, Throttle};
+use crate::wire::{Answer, Principal, Service, Throttle};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
@@ -216,10 +216,11 @@ impl Service for BrokerService {
         self: Arc<Self>,
         header: RequestHeader,
         request: RequestKind,
+        principal: Principal,
         throttle: Throttle,
     ) -> impl Future<Output = Answer> + Send + 'static {
-        let timing = Timing::of(&self, &header, &request, &throttle);
-        Timed::new(self.answer(header, request, throttle), timing)
+        let timing = Timing::of(&self, &header, &request, &principal, &throttle);
+        Timed::new(self.answer(header, request, principal, throttle), timing)
     }
 
     async fn wait_throttle(self: Arc<Self>, time: Duration) {
@@ -241,11 +242,15 @@ impl BrokerService {
         self: Arc<Self>,
         header: RequestHeader,
         request: RequestKind,
+        principal: Principal,
         throttle: Throttle,
     ) -> Answer {
         let version = header.request_api_version;
         // Kafka's quotas take a client without an id as the empty id.
-        let client = header.client_id.as_deref().unwrap_or_default();
+        let client = Client {
+            user: principal.name(),
+            id: header.client_id.as_deref().unwrap_or_default(),
+        };
         match request {
             RequestKind::Produce(r) => self.produce(r, version, client, throttle).await,
             RequestKind::Fetch(r) => self.fetch(r, version, client, throttle).await,
@@ -680,7 +685,7 @@ impl BrokerService {
         &self,
         r: ProduceRequest,
         version: i16,
-        client: &str,
+        client: Client<'_>,
         throttle: Throttle,
     ) -> Answer {
         let bytes: u64 = (r.topic_data.iter())
@@ -982,7 +987,7 @@ impl BrokerService {
         &self,
         r: FetchRequest,
         version: i16,
-        client: &str,
+        client: Client<'_>,
         throttle: Throttle,
     ) -> Answer {
         let (response, throttled) = self.fetch_response(r, version, client).await;
@@ -1001,7 +1006,7 @@ impl BrokerService {
         &self,
         r: FetchRequest,
         version: i16,
-        client: &str,
+        client: Client<'_>,
     ) -> (FetchResponse, Duration) {
         let checks = Arc::clone(&self.cluster.checks);
         Checks::bump(&checks.fetch_requests);

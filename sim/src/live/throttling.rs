@@ -29,7 +29,7 @@
 //! throttled until the debt is paid back.
 
 use super::checks::Checks;
-use super::client_quotas::{ClientQuotas, Measured, Quota};
+use super::client_quotas::{Client, ClientQuotas, Measured, Quota};
 use super::log::now_ms;
 use super::quota_rate::{SampledRate, SAMPLES, SAMPLE_MS};
 use super::service::BrokerService;
@@ -92,7 +92,7 @@ struct Sensor {
 }
 
 impl Throttles {
-    /// Records `value` of `client_id` at `now` (ms) against the `rate`
+    /// Records `value` of `client` at `now` (ms) against the `rate`
     /// quota that applies to it, if one does (bytes for the byte rates,
     /// percent-seconds of one thread for the request time); returns how
     /// long the client is throttled for (zero within its quota).
@@ -100,11 +100,11 @@ impl Throttles {
         &self,
         quotas: &ClientQuotas,
         rate: Quota,
-        client_id: &str,
+        client: Client<'_>,
         value: f64,
         now: i64,
     ) -> Duration {
-        match quotas.applying(rate, client_id) {
+        match quotas.applying(rate, client) {
             Some((limit, measured)) => self.measure(&(rate, measured), limit, value, now),
             None => Duration::ZERO,
         }
@@ -179,9 +179,9 @@ impl Throttles {
         &self,
         quotas: &ClientQuotas,
         rate: Quota,
-        client_id: &str,
+        client: Client<'_>,
     ) -> Option<u64> {
-        let (limit, _) = quotas.applying(rate, client_id)?;
+        let (limit, _) = quotas.applying(rate, client)?;
         let seconds = ((SAMPLES - 1) * SAMPLE_MS / 1000) as f64;
         Some((limit * seconds).min(u64::MAX as f64) as u64)
     }
@@ -195,7 +195,7 @@ pub struct MutationBuckets {
 }
 
 impl MutationBuckets {
-    /// Takes `permits` partition mutations of `client_id` at `now` (ms)
+    /// Takes `permits` partition mutations of `client` at `now` (ms)
     /// from its `controller_mutation_rate` bucket, if such a quota applies.
     /// `Err` with the time until the bucket is out of debt when it already
     /// is and the request is [`Strictness::Strict`]; otherwise `Ok` with
@@ -204,12 +204,12 @@ impl MutationBuckets {
     pub fn mutate(
         &self,
         quotas: &ClientQuotas,
-        client_id: &str,
+        client: Client<'_>,
         permits: usize,
         strictness: Strictness,
         now: i64,
     ) -> Result<Duration, Duration> {
-        let Some((limit, measured)) = quotas.applying(Quota::Mutations, client_id) else {
+        let Some((limit, measured)) = quotas.applying(Quota::Mutations, client) else {
             return Ok(Duration::ZERO);
         };
         let burst = (SAMPLES * SAMPLE_MS / 1000) as f64 * limit;
@@ -246,14 +246,18 @@ impl MutationBuckets {
 /// its refusal, in turn.
 pub(crate) struct Mutating<'a> {
     service: &'a BrokerService,
-    client: &'a str,
+    client: Client<'a>,
     strictness: Strictness,
     /// The longest throttle met.
     throttle: Cell<Duration>,
 }
 
 impl<'a> Mutating<'a> {
-    pub(crate) fn new(service: &'a BrokerService, client: &'a str, strictness: Strictness) -> Self {
+    pub(crate) fn new(
+        service: &'a BrokerService,
+        client: Client<'a>,
+        strictness: Strictness,
+    ) -> Self {
         Mutating {
             service,
             client,
@@ -343,7 +347,7 @@ impl BrokerService {
     /// `asked` may carry: no more than its `consumer_byte_rate` lets
     /// through in its window, as Kafka caps it, or the answer would be
     /// throttled whatever came before it.
-    pub(crate) fn fetch_cap(&self, client: &str, asked: i32) -> usize {
+    pub(crate) fn fetch_cap(&self, client: Client<'_>, asked: i32) -> usize {
         let asked = usize::try_from(asked).unwrap_or(0);
         let quotas = &self.cluster.client_quotas;
         match self
@@ -357,7 +361,7 @@ impl BrokerService {
 
     /// Counts `bytes` of `client` against its `rate` quota; how long it is
     /// throttled for.
-    pub(crate) fn throttled_for(&self, rate: Quota, client: &str, bytes: u64) -> Duration {
+    pub(crate) fn throttled_for(&self, rate: Quota, client: Client<'_>, bytes: u64) -> Duration {
         let quotas = &self.cluster.client_quotas;
         if !quotas.any() {
             return Duration::ZERO;
@@ -389,7 +393,7 @@ impl BrokerService {
     /// answered empty while its client is over (Kafka counts the fetch's
     /// own time first; here it is counted once the fetch has been
     /// handled, `request_time.rs`).
-    pub(crate) fn request_time_over(&self, client: &str) -> Duration {
+    pub(crate) fn request_time_over(&self, client: Client<'_>) -> Duration {
         if !self.cluster.client_quotas.times_requests() {
             return Duration::ZERO;
         }
@@ -431,6 +435,11 @@ impl BrokerService {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::client_quotas::Client;
+
+    fn anonymous(id: &str) -> Client<'_> {
+        Client::anonymous(id)
+    }
 
     fn quota(client: Option<&str>, key: &str, value: f64) -> ClientQuotas {
         let quotas = ClientQuotas::default();
@@ -443,8 +452,9 @@ mod tests {
     fn past_its_quota_a_client_waits_what_brings_its_rate_back() {
         let quotas = quota(None, "producer_byte_rate", 1000.0);
         let t = Throttles::default();
-        let record =
-            |client: &str, bytes, now| t.record(&quotas, Quota::Produce, client, bytes, now);
+        let record = |client: &str, bytes, now| {
+            t.record(&quotas, Quota::Produce, anonymous(client), bytes, now)
+        };
         let record = |client: &str, bytes: u64, now| record(client, bytes as f64, now);
         // 10,000 bytes over the first 10 s window: exactly the quota.
         assert_eq!(record("a", 10_000, 0), Duration::ZERO);
@@ -456,20 +466,27 @@ mod tests {
         assert_eq!(record("b", 10_000, 1_000), Duration::ZERO);
         // Fetching is another quota, not set.
         assert_eq!(
-            t.record(&quotas, Quota::Fetch, "a", 1e9, 1_000),
+            t.record(&quotas, Quota::Fetch, anonymous("a"), 1e9, 1_000),
             Duration::ZERO
         );
         // A produce that was throttled still counts: "a" stays over.
         assert_eq!(record("a", 0, 1_000), Duration::from_millis(5_000));
-        assert_eq!(t.most_in_window(&quotas, Quota::Produce, "a"), Some(10_000));
-        assert_eq!(t.most_in_window(&quotas, Quota::Fetch, "a"), None);
+        assert_eq!(
+            t.most_in_window(&quotas, Quota::Produce, anonymous("a")),
+            Some(10_000)
+        );
+        assert_eq!(
+            t.most_in_window(&quotas, Quota::Fetch, anonymous("a")),
+            None
+        );
     }
 
     #[test]
     fn a_throttled_fetch_does_not_count() {
         let quotas = quota(None, "consumer_byte_rate", 1000.0);
         let t = Throttles::default();
-        let record = |bytes: u64, now| t.record(&quotas, Quota::Fetch, "a", bytes as f64, now);
+        let record =
+            |bytes: u64, now| t.record(&quotas, Quota::Fetch, anonymous("a"), bytes as f64, now);
         assert_eq!(record(9_000, 0), Duration::ZERO);
         // 5,000 more would make 14,000 over 10 s: throttled for 4 s...
         assert_eq!(record(5_000, 0), Duration::from_millis(4_000));
@@ -481,7 +498,8 @@ mod tests {
     fn mutations_take_tokens_and_a_strict_request_is_refused_while_in_debt() {
         let quotas = quota(None, "controller_mutation_rate", 2.0);
         let m = MutationBuckets::default();
-        let take = |permits, strictness, now| m.mutate(&quotas, "a", permits, strictness, now);
+        let take =
+            |permits, strictness, now| m.mutate(&quotas, anonymous("a"), permits, strictness, now);
         // Eleven seconds of the quota, 22 tokens, at first.
         assert_eq!(take(20, Strictness::Strict, 0), Ok(Duration::ZERO));
         // Into debt, granted: the bucket was not in debt before.
@@ -503,12 +521,12 @@ mod tests {
         );
         // Without a quota, nothing is metered.
         assert_eq!(
-            m.mutate(&quotas, "b", 1_000, Strictness::Strict, 0),
+            m.mutate(&quotas, anonymous("b"), 1_000, Strictness::Strict, 0),
             Ok(Duration::ZERO)
         );
         let other = quota(Some("x"), "controller_mutation_rate", 1.0);
         assert_eq!(
-            m.mutate(&other, "a", 1_000, Strictness::Strict, 0),
+            m.mutate(&other, anonymous("a"), 1_000, Strictness::Strict, 0),
             Ok(Duration::ZERO)
         );
     }
@@ -517,7 +535,7 @@ mod tests {
     fn a_tiny_quota_throttles_for_at_most_what_an_answer_can_say() {
         let quotas = quota(Some("app"), "consumer_byte_rate", 1.0);
         let t = Throttles::default();
-        let throttle = t.record(&quotas, Quota::Fetch, "app", u64::MAX as f64, 0);
+        let throttle = t.record(&quotas, Quota::Fetch, anonymous("app"), u64::MAX as f64, 0);
         assert_eq!(throttle, Duration::from_millis(i32::MAX as u64));
         assert_eq!(millis(throttle), i32::MAX);
     }
@@ -525,21 +543,20 @@ mod tests {
     #[test]
     fn request_time_throttles_for_at_most_a_second() {
         let quotas = quota(None, "request_percentage", 10.0);
+        let record = |t: &Throttles, percent_seconds| {
+            t.record(&quotas, Quota::Request, anonymous("a"), percent_seconds, 0)
+        };
         let t = Throttles::default();
-        let record =
-            |percent_seconds, now| t.record(&quotas, Quota::Request, "a", percent_seconds, now);
         // 10% of a thread over the first ten seconds: one second's work.
-        assert_eq!(record(100.0, 0), Duration::ZERO);
+        assert_eq!(record(&t, 100.0), Duration::ZERO);
         // 0.15 s more: 11.5% over 10 s, (11.5 - 10) / 10 * 10 s = 1.5 s,
         // bounded to one sample.
-        assert_eq!(record(15.0, 0), Duration::from_millis(1_000));
+        assert_eq!(record(&t, 15.0), Duration::from_millis(1_000));
         // 0.05 s more within a fresh quota: (10.5 - 10) / 10 * 10 s.
         let t = Throttles::default();
-        let record =
-            |percent_seconds, now| t.record(&quotas, Quota::Request, "a", percent_seconds, now);
-        assert_eq!(record(105.0, 0), Duration::from_millis(500));
+        assert_eq!(record(&t, 105.0), Duration::from_millis(500));
         // Not taken back, unlike a fetch's bytes: still over.
-        assert_eq!(record(0.0, 0), Duration::from_millis(500));
+        assert_eq!(record(&t, 0.0), Duration::from_millis(500));
     }
 
     #[test]
@@ -570,7 +587,7 @@ mod tests {
         let quotas = quota(Some("other"), "consumer_byte_rate", 1.0);
         let t = Throttles::default();
         assert_eq!(
-            t.record(&quotas, Quota::Fetch, "mine", 1e9, 0),
+            t.record(&quotas, Quota::Fetch, anonymous("mine"), 1e9, 0),
             Duration::ZERO
         );
         assert!(t.sensors.lock().is_empty());

@@ -16,6 +16,7 @@
 //! authenticates again).
 
 use super::sasl::{Credentials, Exchange, Mechanism, Step};
+use super::service::Principal;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
@@ -43,7 +44,7 @@ enum Stage {
     /// requests or (`bare`, after a handshake v0) in frames of their own.
     Tokens { exchange: Exchange, bare: bool },
     /// Authenticated as this user.
-    Authenticated(String),
+    Authenticated(Principal),
 }
 
 /// What the front does with a request.
@@ -74,10 +75,10 @@ impl Authenticating {
         }
     }
 
-    /// The user authenticated, once the connection is.
-    pub(crate) fn user(&self) -> Option<&str> {
+    /// Who the connection authenticated as, once it has.
+    pub(crate) fn principal(&self) -> Option<&Principal> {
         match &self.stage {
-            Stage::Authenticated(user) => Some(user),
+            Stage::Authenticated(principal) => Some(principal),
             _ => None,
         }
     }
@@ -97,7 +98,7 @@ impl Authenticating {
         match exchange.step(token, self.credentials.as_ref()) {
             Step::Continue(token) => Ok(token),
             Step::Done { token, user } => {
-                self.stage = Stage::Authenticated(user);
+                self.stage = Stage::Authenticated(Principal::user(&user));
                 Ok(token)
             }
             Step::Failed(message) => Err(format!("authentication failed: {message}")),
@@ -148,7 +149,7 @@ impl Authenticating {
             ) => match exchange.step(&r.auth_bytes, self.credentials.as_ref()) {
                 Step::Continue(token) => answer(authenticated(token), false),
                 Step::Done { token, user } => {
-                    self.stage = Stage::Authenticated(user);
+                    self.stage = Stage::Authenticated(Principal::user(&user));
                     answer(authenticated(token), false)
                 }
                 Step::Failed(message) => answer(
@@ -276,12 +277,12 @@ mod tests {
     fn an_authenticated_connection_is_served_and_sasl_is_then_refused() {
         let mut a = Authenticating::new(Arc::new(Alice));
         a.admit(ApiKey::SaslHandshake, 1, &handshake("PLAIN"));
-        assert_eq!(a.user(), None);
+        assert_eq!(a.principal(), None);
         assert_eq!(
             code(&a.admit(ApiKey::SaslAuthenticate, 1, &token(b"\0alice\0secret"))),
             Some((0, false))
         );
-        assert_eq!(a.user(), Some("alice"));
+        assert_eq!(a.principal(), Some(&Principal::user("alice")));
         assert!(matches!(
             a.admit(ApiKey::Metadata, 12, &metadata()),
             Verdict::Serve
@@ -308,12 +309,12 @@ mod tests {
         assert!(a.expects_bare_token());
         assert_eq!(a.bare_token(b"\0alice\0secret"), Ok(vec![]));
         assert!(!a.expects_bare_token());
-        assert_eq!(a.user(), Some("alice"));
+        assert_eq!(a.principal(), Some(&Principal::user("alice")));
 
         let mut a = Authenticating::new(Arc::new(Alice));
         a.admit(ApiKey::SaslHandshake, 0, &handshake("PLAIN"));
         assert!(a.bare_token(b"\0alice\0guess").is_err());
-        assert_eq!(a.user(), None);
+        assert_eq!(a.principal(), None);
         // A SaslAuthenticate is not what a v0 handshake leads to.
         let mut a = Authenticating::new(Arc::new(Alice));
         a.admit(ApiKey::SaslHandshake, 0, &handshake("PLAIN"));
@@ -336,7 +337,7 @@ mod tests {
             code(&a.admit(ApiKey::SaslAuthenticate, 1, &token(b"\0alice\0guess"))),
             Some((ResponseError::SaslAuthenticationFailed.code(), true))
         );
-        assert_eq!(a.user(), None);
+        assert_eq!(a.principal(), None);
         let mut a = Authenticating::new(Arc::new(Alice));
         a.admit(ApiKey::SaslHandshake, 1, &handshake("SCRAM-SHA-256"));
         assert_eq!(

@@ -41,6 +41,32 @@ impl Client {
         Client { stream, next: 1 }
     }
 
+    /// Connects to a SASL listener and authenticates by PLAIN as `user`
+    /// (SaslHandshake v1, SaslAuthenticate v2); the error code and message
+    /// of a refusal.
+    pub fn connect_plain(
+        addr: SocketAddr,
+        user: &str,
+        password: &str,
+    ) -> Result<Client, (i16, String)> {
+        use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+        let mut client = Client::connect(addr);
+        let mut handshake = SaslHandshakeRequest::default();
+        handshake.mechanism = StrBytes::from_static_str("PLAIN");
+        let answer = client.call(&handshake, 1);
+        if answer.error_code != 0 {
+            return Err((answer.error_code, String::new()));
+        }
+        let mut token = SaslAuthenticateRequest::default();
+        token.auth_bytes = Bytes::from(format!("\0{user}\0{password}"));
+        let answer = client.call(&token, 2);
+        if answer.error_code != 0 {
+            let message = answer.error_message.map(|m| m.to_string());
+            return Err((answer.error_code, message.unwrap_or_default()));
+        }
+        Ok(client)
+    }
+
     /// Sends `request` at `version`; returns its correlation id.
     pub fn send<R: Request>(&mut self, request: &R, version: i16) -> i32 {
         let id = self.next;

@@ -17,4 +17,6 @@ mod service;
 pub use consumer::{decode_assignment, subscribed_topics};
 pub use frame::{FrameError, DEFAULT_MAX_REQUEST_BYTES};
 pub use server::{serve, Limits, Listener, Stop, WireStats};
-pub use service::{decode_request, encode_response, Answer, BadRequest, Service, Throttle};
+pub use service::{
+    decode_request, encode_response, Answer, BadRequest, Principal, Service, Throttle,
+};

@@ -421,8 +421,8 @@ async fn connection<S: Service>(
                             });
                         } else {
                             let _ = tx.send(bytes);
-                            if let Some(user) = authenticating.as_ref().and_then(|a| a.user()) {
-                                tracing::debug!(%peer, %local, user, "authenticated");
+                            if let Some(who) = authenticating.as_ref().and_then(|a| a.principal()) {
+                                tracing::debug!(%peer, %local, user = who.name(), "authenticated");
                             }
                         }
                     } else {
@@ -438,7 +438,11 @@ async fn connection<S: Service>(
                         // Up to its first wait here, in the order sent; a
                         // request that waits is finished on a task of its own
                         // (whose poll replaces this task's waker with its own).
-                        let call = Arc::clone(&service).call(header, request, throttle.clone());
+                        let principal = (authenticating.as_ref())
+                            .and_then(|a| a.principal().cloned())
+                            .unwrap_or_default();
+                        let call =
+                            Arc::clone(&service).call(header, request, principal, throttle.clone());
                         let mut call = Box::pin(call);
                         let polled =
                             std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;

@@ -33,10 +33,12 @@ pub trait Service: Send + Sync + 'static {
     /// its changes (append, commit, join) before it awaits anything. A
     /// call that finds the client over a quota says so on `throttle`,
     /// before its first wait where the next request must not be read.
+    /// `principal` is who the connection authenticated as.
     fn call(
         self: Arc<Self>,
         header: RequestHeader,
         request: RequestKind,
+        principal: Principal,
         throttle: Throttle,
     ) -> impl Future<Output = Answer> + Send + 'static;
 
@@ -59,6 +61,28 @@ pub trait Service: Send + Sync + 'static {
     /// default, for plaintext listeners that authenticate nobody.
     fn credentials(&self) -> Option<Arc<dyn Credentials>> {
         None
+    }
+}
+
+/// Who a connection's requests come from: the user it authenticated as
+/// with SASL, or nobody in particular on a plaintext listener.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Principal(Option<Arc<str>>);
+
+impl Principal {
+    /// The name of the principal every client of a plaintext listener
+    /// is, as Kafka names it.
+    pub const ANONYMOUS: &'static str = "ANONYMOUS";
+
+    /// The principal of `user`, authenticated.
+    pub fn user(user: &str) -> Self {
+        Principal(Some(Arc::from(user)))
+    }
+
+    /// Its name, as quotas name a user: the user authenticated, or
+    /// `ANONYMOUS`.
+    pub fn name(&self) -> &str {
+        self.0.as_deref().unwrap_or(Self::ANONYMOUS)
     }
 }
 

@@ -7,7 +7,7 @@
 use super::sessions::{Step, Tp};
 use super::{end_timers, AcquisitionLock, LockTimer, ShareKey, SharePart, WireShareFetch};
 use crate::live::checks::Checks;
-use crate::live::client_quotas::Quota;
+use crate::live::client_quotas::{Client, Quota};
 use crate::live::group_service::text;
 use crate::live::leader_hints::{node_endpoints, LeaderHints};
 use crate::live::service::BrokerService;
@@ -82,7 +82,7 @@ impl BrokerService {
     pub(crate) async fn share_fetch(
         &self,
         r: ShareFetchRequest,
-        client: &str,
+        client: Client<'_>,
         throttle: &Throttle,
     ) -> ShareFetchResponse {
         let mut response = self.share_fetch_response(r, client).await;
@@ -104,7 +104,11 @@ impl BrokerService {
         response
     }
 
-    async fn share_fetch_response(&self, r: ShareFetchRequest, client: &str) -> ShareFetchResponse {
+    async fn share_fetch_response(
+        &self,
+        r: ShareFetchRequest,
+        client: Client<'_>,
+    ) -> ShareFetchResponse {
         let checks = Arc::clone(&self.cluster.checks);
         Checks::bump(&checks.share_requests);
         let mut response = ShareFetchResponse::default();
@@ -280,7 +284,7 @@ impl BrokerService {
         answers: &mut BTreeMap<Tp, Answer>,
         (group, member): (&Arc<str>, &Arc<str>),
         partitions: &[Tp],
-        (r, client): (&ShareFetchRequest, &str),
+        (r, client): (&ShareFetchRequest, Client<'_>),
     ) {
         let mut parts = Vec::new();
         for &tp in partitions {
