@@ -209,6 +209,10 @@ impl Server {
                 get(&s.dropped_responses),
             ),
             ("connections refused a request".to_string(), get(&s.refused)),
+            (
+                "authentications failed".to_string(),
+                get(&s.failed_authentications),
+            ),
         ];
         counts.extend(self.cluster.checks.summary());
         let mut violations = self.cluster.checks.violations(self.cluster.pending());

@@ -790,6 +790,33 @@ fn confluent_kafka_authenticates_with_plain_and_scram() {
     passes(server);
 }
 
+/// kafka-python (a protocol implementation of its own) on SASL_PLAINTEXT
+/// listeners: produces with acks=all by PLAIN, SCRAM-SHA-256 and
+/// SCRAM-SHA-512, reads in a group, and is refused a wrong password.
+#[test]
+fn kafka_python_authenticates_with_plain_and_scram() {
+    if !kafka_python() {
+        return;
+    }
+    let live = LiveConfig {
+        sasl_users: [("alice".to_string(), "alice:secret".to_string())].into(),
+        ..quick_groups()
+    };
+    let server = start(live, &[("sasl", 3)]);
+    let args = ["sasl", &bootstrap(&server), "sasl", "alice:alice:secret"];
+    let r = python_client("kafka_python_client.py", &args);
+    let expected = serde_json::json!({
+        "acked": {"PLAIN": 5, "SCRAM-SHA-256": 5, "SCRAM-SHA-512": 5},
+        "read": 15,
+        "wrong_password": "KafkaTimeoutError",
+    });
+    assert_eq!(r, expected);
+    // The wrong password's tries are what failed.
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(report.count("authentications failed").unwrap() >= 1);
+}
+
 #[test]
 fn acks_all_to_a_lagging_follower_times_out_at_the_request_timeout() {
     if !confluent() {

@@ -112,6 +112,10 @@ fn nothing_but_sasl_is_served_before_a_client_authenticates() {
 
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
+    // The mechanism not served and the wrong password; the requests
+    // before a login count as refused.
+    assert_eq!(report.count("authentications failed"), Some(2));
+    assert_eq!(report.count("connections refused a request"), Some(2));
 }
 
 #[test]

@@ -185,6 +185,8 @@ fn mechanisms() -> Vec<StrBytes> {
 fn authenticated(token: Vec<u8>) -> ResponseKind {
     let mut r = SaslAuthenticateResponse::default();
     r.auth_bytes = Bytes::from(token);
+    // Null, as Kafka sends it (the codec's default is empty).
+    r.error_message = None;
     // No session expires: clients need not authenticate again.
     r.session_lifetime_ms = 0;
     ResponseKind::SaslAuthenticate(r)

@@ -77,6 +77,9 @@ pub struct WireStats {
     pub refused: AtomicU64,
     /// Requests for an API version that is not implemented.
     pub unsupported_versions: AtomicU64,
+    /// SASL authentications refused (a mechanism not served, or an
+    /// exchange that failed), each closing its connection.
+    pub failed_authentications: AtomicU64,
     /// Responses the service built that did not encode (a bug: reported
     /// as a violation by the server).
     pub unencodable: AtomicU64,
@@ -383,7 +386,7 @@ async fn connection<S: Service>(
                     let _ = tx.send(Ok(Some(Bytes::from(bytes))));
                 }
                 Err(why) => {
-                    stats.refused.fetch_add(1, Ordering::Relaxed);
+                    stats.failed_authentications.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(%peer, %local, "connection closed: {why}");
                     break;
                 }
@@ -410,6 +413,7 @@ async fn connection<S: Service>(
                         let bytes =
                             encode_response(api, version, correlation_id, &response).map(Some);
                         if close {
+                            stats.failed_authentications.fetch_add(1, Ordering::Relaxed);
                             // Held before the connection closes, as Kafka holds
                             // a failed authentication's answer
                             // (`connection.failed.authentication.delay.ms`), to

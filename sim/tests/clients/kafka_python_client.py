@@ -31,6 +31,13 @@ defaults (its producer is idempotent unless told otherwise).
         more, cancel a move that is not under way and ask for one to a
         broker that does not exist, then read every record back. Prints
         one JSON line: what each call answered and what was read.
+    kafka_python_client.py sasl BOOTSTRAP TOPIC USER:PASSWORD
+        Against SASL_PLAINTEXT listeners: as USER, produce 5 records with
+        acks=all by each of PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, read
+        the 15 in a group that commits, by SCRAM-SHA-512, then try USER
+        with a wrong password for 3 s. Prints one JSON line: how many
+        records each mechanism had acknowledged, how many were read, and
+        the error of the wrong password's try.
 
 Needs kafka-python 3 or later (its admin client answers in dicts, and
 its producer is idempotent by default). Exits 0 when it ran.
@@ -277,6 +284,37 @@ def reassign(bootstrap, topic):
     print(json.dumps(out))
 
 
+def sasl(bootstrap, topic, user, password):
+    def auth(mechanism, secret=password):
+        return {"bootstrap_servers": bootstrap, "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": mechanism, "sasl_plain_username": user,
+                "sasl_plain_password": secret}
+
+    out = {"acked": {}}
+    for mechanism in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]:
+        producer = KafkaProducer(acks="all", **auth(mechanism))
+        sent = [producer.send(topic, f"{mechanism}-{i}".encode()) for i in range(5)]
+        out["acked"][mechanism] = sum(1 for f in sent if f.get(timeout=30))
+        producer.close()
+    consumer = KafkaConsumer(topic, group_id="sasl-readers", auto_offset_reset="earliest",
+                             enable_auto_commit=False, **auth("SCRAM-SHA-512"))
+    values = set()
+    deadline = time.time() + 30
+    while time.time() < deadline and len(values) < 15:
+        for records in consumer.poll(timeout_ms=500).values():
+            values.update(r.value.decode() for r in records)
+    consumer.commit()
+    consumer.close()
+    out["read"] = len(values)
+
+    try:
+        KafkaProducer(bootstrap_timeout_ms=3000, **auth("SCRAM-SHA-256", password + "x")).close()
+        out["wrong_password"] = "connected"
+    except Exception as e:  # the client's error for a bootstrap that failed
+        out["wrong_password"] = type(e).__name__
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
     mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "all":
@@ -287,5 +325,7 @@ if __name__ == "__main__":
         abort(bootstrap, topic)
     elif mode == "reassign":
         reassign(bootstrap, topic)
+    elif mode == "sasl":
+        sasl(bootstrap, topic, *sys.argv[4].split(":", 1))
     else:
         sys.exit(f"unknown mode {mode}")
