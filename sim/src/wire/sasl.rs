@@ -239,9 +239,25 @@ impl Exchange {
             }
             (mechanism, proof @ State::Proof { .. }) => scram_final(mechanism, token, proof),
         };
-        step.unwrap_or_else(Step::Failed)
+        step.unwrap_or_else(|reason| Step::Failed(self.told(reason)))
+    }
+
+    /// What a client refused for `reason` is told. As Kafka's brokers do,
+    /// PLAIN says why, and SCRAM says only that the credentials were
+    /// invalid (but for an authorization id that is not the user), so that
+    /// a client learns nothing of which users exist; the reason is logged.
+    fn told(&self, reason: String) -> String {
+        if self.mechanism == Mechanism::Plain || reason == AUTHZID_REFUSED {
+            return reason;
+        }
+        tracing::debug!(mechanism = self.mechanism.name(), reason, "SCRAM refused");
+        scram_refused(self.mechanism)
     }
 }
+
+/// Kafka's message for an authorization id other than the user.
+const AUTHZID_REFUSED: &str =
+    "Authentication failed: Client requested an authorization id that is different from username";
 
 /// Kafka's message for a refused PLAIN user or password.
 const PLAIN_REFUSED: &str = "Authentication failed: Invalid username or password";
@@ -251,7 +267,10 @@ fn plain(token: &[u8], credentials: &dyn Credentials) -> Result<Step, String> {
     let text = std::str::from_utf8(token).map_err(|_| "Invalid SASL/PLAIN response")?;
     let parts: Vec<&str> = text.split('\0').collect();
     let [authzid, user, password] = parts[..] else {
-        return Err("Invalid SASL/PLAIN response: expected 3 tokens".into());
+        return Err(format!(
+            "Invalid SASL/PLAIN response: expected 3 tokens, got {}",
+            parts.len()
+        ));
     };
     if user.is_empty() {
         return Err("Authentication failed: username not specified".into());
@@ -259,14 +278,12 @@ fn plain(token: &[u8], credentials: &dyn Credentials) -> Result<Step, String> {
     if password.is_empty() {
         return Err("Authentication failed: password not specified".into());
     }
-    if !authzid.is_empty() && authzid != user {
-        return Err(
-            "Authentication failed: Client requested an authorization id that is different from username"
-                .into(),
-        );
-    }
+    // The password first, then the authorization id, in Kafka's order.
     if !credentials.plain(user, password) {
         return Err(PLAIN_REFUSED.into());
+    }
+    if !authzid.is_empty() && authzid != user {
+        return Err(AUTHZID_REFUSED.into());
     }
     Ok(Step::Done {
         token: Vec::new(),
@@ -314,7 +331,7 @@ fn scram_first(
     if !authzid.is_empty()
         && unescape(authzid.strip_prefix("a=").ok_or_else(invalid)?) != Some(user.clone())
     {
-        return Err("Authzid is not the same as username".into());
+        return Err(AUTHZID_REFUSED.into());
     }
     // Extensions: delegation tokens are not served; the others are ignored.
     if attributes.any(|a| a == "tokenauth=true") {
@@ -495,6 +512,17 @@ mod tests {
         server_first: &str,
         bare: &str,
     ) -> String {
+        client_final_sending(mechanism, password, server_first, bare, "")
+    }
+
+    /// As [`client_final`], with `prefix` sent in front of the nonce.
+    fn client_final_sending(
+        mechanism: Mechanism,
+        password: &str,
+        server_first: &str,
+        bare: &str,
+        prefix: &str,
+    ) -> String {
         let fields: Vec<&str> = server_first.split(',').collect();
         let nonce = fields[0].strip_prefix("r=").unwrap();
         let salt = BASE64
@@ -516,7 +544,7 @@ mod tests {
             }
         };
         let client_key = mechanism.hmac(&salted, b"Client Key");
-        let without_proof = format!("c=biws,r={nonce}");
+        let without_proof = format!("c=biws,r={prefix}{nonce}");
         let auth = format!("{bare},{server_first},{without_proof}");
         let signature = mechanism.hmac(&secret.stored_key, auth.as_bytes());
         let proof: Vec<u8> = client_key
@@ -561,31 +589,59 @@ mod tests {
 
     #[test]
     fn scram_refuses_bad_messages_a_wrong_nonce_and_tokens() {
-        let refused = |first: &[u8]| {
-            matches!(
-                Exchange::new(Mechanism::ScramSha256).step(first, &Pencil),
-                Step::Failed(_)
-            )
-        };
-        assert!(refused(b""));
-        assert!(refused(b"n,,r=abc"));
-        assert!(refused(b"n,,n=user"));
-        assert!(refused(b"p=tls-unique,,n=user,r=abc"));
-        assert!(refused(b"n,a=other,n=user,r=abc"));
-        assert!(refused(b"n,,n=us=3Xer,r=abc"));
-        assert!(refused(b"n,,n=user,r=abc,tokenauth=true"));
-        assert!(refused(&[0xff, 0xfe]));
-        assert!(!refused(b"n,a=user,n=user,r=abc"));
-        assert!(!refused(b"y,,n=user,r=abc,ext=1"));
+        // What the client is told, if refused.
+        let refused =
+            |first: &[u8]| match Exchange::new(Mechanism::ScramSha256).step(first, &Pencil) {
+                Step::Failed(told) => Some(told),
+                _ => None,
+            };
+        // Kafka tells a SCRAM client only that its credentials were
+        // invalid, whatever the reason, but for an authorization id.
+        let invalid = Some(scram_refused(Mechanism::ScramSha256));
+        assert_eq!(refused(b""), invalid);
+        assert_eq!(refused(b"n,,r=abc"), invalid);
+        assert_eq!(refused(b"n,,n=user"), invalid);
+        assert_eq!(refused(b"p=tls-unique,,n=user,r=abc"), invalid);
+        assert_eq!(refused(b"n,,n=us=3Xer,r=abc"), invalid);
+        assert_eq!(refused(b"n,,n=user,r=abc,tokenauth=true"), invalid);
+        assert_eq!(refused(&[0xff, 0xfe]), invalid);
+        assert_eq!(
+            refused(b"n,a=other,n=user,r=abc"),
+            Some(AUTHZID_REFUSED.into())
+        );
+        assert_eq!(refused(b"n,a=user,n=user,r=abc"), None);
+        assert_eq!(refused(b"y,,n=user,r=abc,ext=1"), None);
 
         let mut e = Exchange::new(Mechanism::ScramSha256);
         assert!(matches!(
             e.step(b"n,,n=user,r=abc", &Pencil),
             Step::Continue(_)
         ));
-        assert!(matches!(
+        assert_eq!(
             e.step(b"c=biws,r=abcXYZ,p=AAAA", &Pencil),
-            Step::Failed(m) if m.starts_with("Invalid client nonce")
+            Step::Failed(scram_refused(Mechanism::ScramSha256))
+        );
+    }
+
+    #[test]
+    fn a_nonce_sent_with_the_clients_own_again_in_front_is_taken() {
+        // As librdkafka 2.0 sends it, and Kafka takes it.
+        let mut e = Exchange::new(Mechanism::ScramSha256);
+        let bare = "n=user,r=abcdef";
+        let Step::Continue(server_first) = e.step(format!("n,,{bare}").as_bytes(), &Pencil) else {
+            panic!("refused at the first message");
+        };
+        let server_first = String::from_utf8(server_first).unwrap();
+        let last = client_final_sending(
+            Mechanism::ScramSha256,
+            "pencil",
+            &server_first,
+            bare,
+            "abcdef",
+        );
+        assert!(matches!(
+            e.step(last.as_bytes(), &Pencil),
+            Step::Done { .. }
         ));
     }
 
@@ -601,8 +657,19 @@ mod tests {
         );
         assert!(matches!(step(b"user\0user\0pencil"), Step::Done { .. }));
         assert_eq!(step(b"\0user\0pen"), Step::Failed(PLAIN_REFUSED.into()));
-        assert!(matches!(step(b"other\0user\0pencil"), Step::Failed(_)));
-        assert!(matches!(step(b"\0user"), Step::Failed(_)));
+        assert_eq!(
+            step(b"other\0user\0pencil"),
+            Step::Failed(AUTHZID_REFUSED.into())
+        );
+        // The password is checked before the authorization id, as in Kafka.
+        assert_eq!(
+            step(b"other\0user\0pen"),
+            Step::Failed(PLAIN_REFUSED.into())
+        );
+        assert_eq!(
+            step(b"\0user"),
+            Step::Failed("Invalid SASL/PLAIN response: expected 3 tokens, got 2".into())
+        );
         assert!(matches!(step(b"\0\0pencil"), Step::Failed(_)));
         assert!(matches!(step(b"\0user\0"), Step::Failed(_)));
     }
