@@ -741,6 +741,16 @@ fn confluent_kafka_manages_scram_credentials() {
     passes(server);
 }
 
+/// SASL_PLAINTEXT listeners with one user, alice (password
+/// `alice:secret`), and a topic `sasl` of 3 partitions.
+fn sasl_cluster() -> Server {
+    let live = LiveConfig {
+        sasl_users: [("alice".to_string(), "alice:secret".to_string())].into(),
+        ..quick_groups()
+    };
+    start(live, &[("sasl", 3)])
+}
+
 /// SASL_PLAINTEXT listeners: confluent-kafka authenticates by PLAIN,
 /// SCRAM-SHA-256 and SCRAM-SHA-512 as a user given on the command line,
 /// gives another user a SCRAM credential with its admin client, and that
@@ -752,11 +762,7 @@ fn confluent_kafka_authenticates_with_plain_and_scram() {
     if !confluent() {
         return;
     }
-    let live = LiveConfig {
-        sasl_users: [("alice".to_string(), "alice:secret".to_string())].into(),
-        ..quick_groups()
-    };
-    let server = start(live, &[("sasl", 3)]);
+    let server = sasl_cluster();
     let mut r = confluent_client(&["sasl", &bootstrap(&server), "sasl", "alice:alice:secret"]);
     // How librdkafka words a connection closed on it varies by version.
     let unauthenticated = r["refused"]["no SASL"].take();
@@ -798,11 +804,7 @@ fn kafka_python_authenticates_with_plain_and_scram() {
     if !kafka_python() {
         return;
     }
-    let live = LiveConfig {
-        sasl_users: [("alice".to_string(), "alice:secret".to_string())].into(),
-        ..quick_groups()
-    };
-    let server = start(live, &[("sasl", 3)]);
+    let server = sasl_cluster();
     let args = ["sasl", &bootstrap(&server), "sasl", "alice:alice:secret"];
     let r = python_client("kafka_python_client.py", &args);
     let expected = serde_json::json!({

@@ -98,7 +98,7 @@ impl Authenticating {
         match exchange.step(token, self.credentials.as_ref()) {
             Step::Continue(token) => Ok(token),
             Step::Done { token, user } => {
-                self.stage = Stage::Authenticated(Principal::user(&user));
+                self.stage = Stage::Authenticated(logged_in(&user));
                 Ok(token)
             }
             Step::Failed(message) => Err(format!("authentication failed: {message}")),
@@ -149,7 +149,7 @@ impl Authenticating {
             ) => match exchange.step(&r.auth_bytes, self.credentials.as_ref()) {
                 Step::Continue(token) => answer(authenticated(token), false),
                 Step::Done { token, user } => {
-                    self.stage = Stage::Authenticated(Principal::user(&user));
+                    self.stage = Stage::Authenticated(logged_in(&user));
                     answer(authenticated(token), false)
                 }
                 Step::Failed(message) => answer(
@@ -166,6 +166,12 @@ impl Authenticating {
             )),
         }
     }
+}
+
+/// The principal of `user`, who has just logged in.
+fn logged_in(user: &str) -> Principal {
+    tracing::debug!(user, "authenticated");
+    Principal::user(user)
 }
 
 fn answer(response: ResponseKind, close: bool) -> Verdict {

@@ -54,11 +54,9 @@ impl Mechanism {
     /// The SCRAM mechanism of Kafka's wire number in the SCRAM credential
     /// APIs (1: SHA-256, 2: SHA-512).
     pub fn scram_of(number: i8) -> Option<Mechanism> {
-        match number {
-            1 => Some(Mechanism::ScramSha256),
-            2 => Some(Mechanism::ScramSha512),
-            _ => None,
-        }
+        Mechanism::ALL
+            .into_iter()
+            .find(|m| m.scram_number() == Some(number))
     }
 
     /// Kafka's wire number of a SCRAM mechanism; `None` for PLAIN.
@@ -82,6 +80,24 @@ impl Mechanism {
                 let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
                 mac.update(data);
                 mac.finalize().into_bytes().to_vec()
+            }
+        }
+    }
+
+    /// `password` salted with `salt` over `iterations` (PBKDF2 with this
+    /// mechanism's HMAC): what a client derives its keys from.
+    fn salted_password(self, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
+        let password = password.as_bytes();
+        match self {
+            Mechanism::ScramSha512 => {
+                let mut out = [0u8; 64];
+                pbkdf2::pbkdf2_hmac::<Sha512>(password, salt, iterations, &mut out);
+                out.to_vec()
+            }
+            _ => {
+                let mut out = [0u8; 32];
+                pbkdf2::pbkdf2_hmac::<Sha256>(password, salt, iterations, &mut out);
+                out.to_vec()
             }
         }
     }
@@ -133,18 +149,7 @@ impl ScramSecret {
         salt: &[u8],
         iterations: u32,
     ) -> Self {
-        let salted = match mechanism {
-            Mechanism::ScramSha512 => {
-                let mut out = [0u8; 64];
-                pbkdf2::pbkdf2_hmac::<Sha512>(password.as_bytes(), salt, iterations, &mut out);
-                out.to_vec()
-            }
-            _ => {
-                let mut out = [0u8; 32];
-                pbkdf2::pbkdf2_hmac::<Sha256>(password.as_bytes(), salt, iterations, &mut out);
-                out.to_vec()
-            }
-        };
+        let salted = mechanism.salted_password(password, salt, iterations);
         Self::from_salted(mechanism, salt, &salted, iterations)
     }
 }
@@ -529,20 +534,8 @@ mod tests {
             .decode(fields[1].strip_prefix("s=").unwrap())
             .unwrap();
         let iterations: u32 = fields[2].strip_prefix("i=").unwrap().parse().unwrap();
-        let secret = ScramSecret::from_password(mechanism, password, &salt, iterations);
-        // The client key again, from the salted password.
-        let salted = match mechanism {
-            Mechanism::ScramSha512 => {
-                let mut out = [0u8; 64];
-                pbkdf2::pbkdf2_hmac::<Sha512>(password.as_bytes(), &salt, iterations, &mut out);
-                out.to_vec()
-            }
-            _ => {
-                let mut out = [0u8; 32];
-                pbkdf2::pbkdf2_hmac::<Sha256>(password.as_bytes(), &salt, iterations, &mut out);
-                out.to_vec()
-            }
-        };
+        let salted = mechanism.salted_password(password, &salt, iterations);
+        let secret = ScramSecret::from_salted(mechanism, &salt, &salted, iterations);
         let client_key = mechanism.hmac(&salted, b"Client Key");
         let without_proof = format!("c=biws,r={prefix}{nonce}");
         let auth = format!("{bare},{server_first},{without_proof}");

@@ -425,9 +425,6 @@ async fn connection<S: Service>(
                             });
                         } else {
                             let _ = tx.send(bytes);
-                            if let Some(who) = authenticating.as_ref().and_then(|a| a.principal()) {
-                                tracing::debug!(%peer, %local, user = who.name(), "authenticated");
-                            }
                         }
                     } else {
                         // A client too old to throttle itself gets its answer
