@@ -24,6 +24,11 @@
 //! of sockets.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
+// Whether a type is `Send` is worked out through every type it holds. A
+// parked operation here holds the served cluster, which holds the
+// purgatories that hold the operation, and rustdoc's walk down that loop
+// goes past the default limit of 128 (`cargo build` does not).
+#![recursion_limit = "256"]
 
 pub mod advertised;
 pub mod cluster;
