@@ -83,6 +83,22 @@ struct Args {
     /// a user an admin client gave a SCRAM credential.
     #[arg(long = "sasl-user", value_name = "NAME:PASSWORD", value_parser = parse_sasl_user, requires = "serve")]
     sasl_users: Vec<(String, String)>,
+    /// With --serve: check every request against ACLs, as Kafka's
+    /// standard authorizer does. ACLs are added with CreateAcls (an admin
+    /// client, as a super user); what no ACL allows is denied. Without it
+    /// every client may do everything and the ACL APIs are refused
+    /// SECURITY_DISABLED.
+    #[arg(long, requires = "serve")]
+    authorizer: bool,
+    /// With --authorizer: a principal that may do everything, as Kafka's
+    /// `super.users` (`User:NAME`, or NAME; repeatable). On a plaintext
+    /// listener every client is `User:ANONYMOUS`.
+    #[arg(long = "super-user", value_name = "NAME", value_parser = parse_super_user, requires = "authorizer")]
+    super_users: Vec<String>,
+    /// With --authorizer: a resource no ACL names is open to everyone
+    /// (Kafka's `allow.everyone.if.no.acl.found`).
+    #[arg(long, requires = "authorizer")]
+    allow_everyone_if_no_acl_found: bool,
     /// With --serve: serve the real clients only, without the scenario's
     /// simulated traffic beside them.
     #[arg(long, requires = "serve")]
@@ -301,7 +317,15 @@ fn parse_fault(s: &str) -> Result<(u32, Duration), String> {
     Ok((broker, Duration::from_secs_f64(at)))
 }
 
-/// `NAME:PARTITIONS`.
+/// A `--super-user`: `User:NAME`, or a bare NAME taken as one.
+fn parse_super_user(s: &str) -> Result<String, String> {
+    let name = s.strip_prefix("User:").unwrap_or(s);
+    if name.is_empty() {
+        return Err("the name may not be empty".into());
+    }
+    Ok(format!("User:{name}"))
+}
+
 /// A `--sasl-user`: a name and a password, neither empty; the name split
 /// off at the first ':' (a password may hold one).
 fn parse_sasl_user(s: &str) -> Result<(String, String), String> {
@@ -318,6 +342,7 @@ fn parse_sasl_user(s: &str) -> Result<(String, String), String> {
     Ok((name.to_string(), password.to_string()))
 }
 
+/// A `--topic`: `NAME:PARTITIONS`.
 fn parse_topic(s: &str) -> Result<(String, u32), String> {
     let (name, n) = s
         .rsplit_once(':')
@@ -358,6 +383,10 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
         timer: cfg.timer,
         faults: cfg.faults.clone(),
         sasl_users: args.sasl_users.iter().cloned().collect(),
+        authorization: args.authorizer.then(|| broker_sim::live::Authorization {
+            super_users: args.super_users.iter().cloned().collect(),
+            allow_everyone_if_no_acl_found: args.allow_everyone_if_no_acl_found,
+        }),
         ..LiveConfig::default()
     };
     let opts = ServeOptions {
@@ -391,6 +420,19 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
         println!(
             "listeners: SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), users {}",
             users.join(", ")
+        );
+    }
+    if args.authorizer {
+        println!(
+            "authorizer: ACLs checked; super users {}; {}",
+            match args.super_users.is_empty() {
+                true => "none".to_string(),
+                false => args.super_users.join(", "),
+            },
+            match args.allow_everyone_if_no_acl_found {
+                true => "a resource no ACL names is open to everyone",
+                false => "what no ACL allows is denied",
+            }
         );
     }
     match log_memory {

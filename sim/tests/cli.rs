@@ -103,6 +103,15 @@ fn serve_refuses_what_it_cannot_run() {
             vec!["--serve", "--random-faults", "1"],
             "needs --duration-s",
         ),
+        (vec!["--serve", "--super-user", "admin"], "--authorizer"),
+        (
+            vec!["--serve", "--allow-everyone-if-no-acl-found"],
+            "--authorizer",
+        ),
+        (
+            vec!["--serve", "--authorizer", "--super-user", "User:"],
+            "the name may not be empty",
+        ),
     ] {
         let (code, _, err) = sim(&args);
         assert_eq!(code, 2, "{args:?}: {err}");

@@ -5,7 +5,7 @@
 //! not installed here (`.ci/run` installs them); nothing else fails then.
 
 use broker_sim::config::Fault;
-use broker_sim::live::{GroupState, LiveConfig};
+use broker_sim::live::{Authorization, GroupState, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::Limits;
 use std::io::Write;
@@ -791,6 +791,49 @@ fn confluent_kafka_authenticates_with_plain_and_scram() {
             "carol deleted": scram("SCRAM-SHA-256"),
         },
         "delete": null,
+    });
+    assert_eq!(r, expected);
+    passes(server);
+}
+
+/// An authorizer behind SASL_PLAINTEXT listeners: confluent-kafka's admin
+/// client, as the super user, creates, describes and deletes ACLs, and
+/// what alice and bob produce, list and read is what those ACLs allow,
+/// refused with Kafka's errors otherwise.
+#[test]
+fn confluent_kafka_is_answered_as_the_acls_allow() {
+    if !confluent() {
+        return;
+    }
+    let users = ["admin", "alice", "bob"];
+    let live = LiveConfig {
+        sasl_users: users
+            .iter()
+            .map(|u| (u.to_string(), format!("{u}-pw")))
+            .collect(),
+        authorization: Some(Authorization {
+            super_users: ["User:admin".to_string()].into(),
+            allow_everyone_if_no_acl_found: false,
+        }),
+        ..quick_groups()
+    };
+    let server = start(live, &[("orders", 3), ("secret", 1)]);
+    let r = confluent_client(&["acls", &bootstrap(&server), "orders", "secret"]);
+    let denied = "TOPIC_AUTHORIZATION_FAILED";
+    let expected = serde_json::json!({
+        "created": [null, null, null],
+        "described": ["ord", "orders", "readers"],
+        "bob creates": "CLUSTER_AUTHORIZATION_FAILED",
+        "produced": {
+            "alice to orders": [null],
+            "alice to secret": [denied],
+            "bob to orders": [denied],
+            "bob to secret": [denied],
+        },
+        "listed": {"alice": ["orders"], "bob": []},
+        "read": {"readers": "from alice", "others": "GROUP_AUTHORIZATION_FAILED"},
+        "deleted": 3,
+        "alice again": [denied],
     });
     assert_eq!(r, expected);
     passes(server);

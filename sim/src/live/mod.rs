@@ -15,6 +15,8 @@ mod acls;
 mod admin;
 mod alter_configs;
 mod authentication;
+mod authorization;
+mod authorizer;
 mod batch_header;
 mod batch_records;
 mod checks;
@@ -74,7 +76,7 @@ use ops::{WireDeleteRecords, WireFetch, WireProduce};
 use parking_lot::RwLock;
 use purgatory::{Driver, Purgatory, TimerKind};
 use replication::FollowerQueue;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -121,6 +123,11 @@ pub struct LiveConfig {
     /// SCRAM credential (these users get both at the start). Without any,
     /// the listeners are plaintext and authenticate nobody.
     pub sasl_users: BTreeMap<String, String>,
+    /// Kafka's standard authorizer, on (`--authorizer`): every request is
+    /// checked against the ACLs that CreateAcls adds, as Kafka's brokers
+    /// check them. `None`, the default: no authorizer, every client may do
+    /// everything, and the ACL APIs answer SECURITY_DISABLED.
+    pub authorization: Option<Authorization>,
     /// The purgatories' timer.
     pub timer: TimerChoice,
     /// Slow followers and crashes, timed from the start (other faults are
@@ -143,6 +150,17 @@ pub struct LiveConfig {
     /// group member holds the records it was handed, for groups that set
     /// no `share.record.lock.duration.ms` of their own.
     pub share_record_lock: Duration,
+}
+
+/// The authorizer's settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Authorization {
+    /// Kafka's `super.users`: principals (`User:NAME`) that may do
+    /// everything, whatever the ACLs say.
+    pub super_users: BTreeSet<String>,
+    /// Kafka's `allow.everyone.if.no.acl.found`: a resource no ACL names
+    /// is open to everyone (off: to super users only).
+    pub allow_everyone_if_no_acl_found: bool,
 }
 
 /// Each partition's retention by default: 1 GiB, Kafka's segment size.
@@ -176,6 +194,7 @@ impl Default for LiveConfig {
             retention_ms: None,
             log_memory: None,
             sasl_users: BTreeMap::new(),
+            authorization: None,
             timer: TimerChoice::Wheel,
             faults: Vec::new(),
             groups: groups::GroupConfig::default(),
@@ -258,6 +277,8 @@ pub struct LiveCluster {
     pub(crate) txns: txns::TxnCoordinator,
     /// Share groups' state on each partition, and their records' locks.
     pub(crate) shares: share::ShareState,
+    /// The ACLs, with `--authorizer`.
+    pub(crate) authorizer: Option<authorizer::Authorizer>,
     /// Users' SCRAM credentials.
     pub(crate) scram: scram_credentials::ScramCredentials,
     /// The client quotas set.
@@ -354,7 +375,11 @@ impl LiveCluster {
         faults.sort_by_key(|&(at, _, up)| (at, up));
         let shares = share::ShareState::new(kind, cfg.share_record_lock);
         let scram = scram_credentials::ScramCredentials::seeded(&cfg.sasl_users);
+        let authorizer = (cfg.authorization.as_ref()).map(|a| {
+            authorizer::Authorizer::new(a.super_users.clone(), a.allow_everyone_if_no_acl_found)
+        });
         let cluster = Arc::new(LiveCluster {
+            authorizer,
             cfg,
             brokers,
             topics: RwLock::new(HashMap::new()),

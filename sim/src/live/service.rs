@@ -5,6 +5,7 @@
 //! handle.
 
 use super::acls::allowed;
+use super::authorization::Gate;
 use super::batch_records::RecordsError;
 use super::checks::Checks;
 use super::client_quotas::{Client, Quota};
@@ -246,12 +247,17 @@ impl BrokerService {
         throttle: Throttle,
     ) -> Answer {
         let version = header.request_api_version;
+        let mut request = request;
+        let amend = match self.gate(&principal, version, &mut request) {
+            Gate::Refuse(response) => return Some(*response).into(),
+            Gate::Pass(amend) => amend,
+        };
         // Kafka's quotas take a client without an id as the empty id.
         let client = Client {
             user: principal.name(),
             id: header.client_id.as_deref().unwrap_or_default(),
         };
-        match request {
+        let mut answer: Answer = match request {
             RequestKind::Produce(r) => self.produce(r, version, client, throttle).await,
             RequestKind::Fetch(r) => self.fetch(r, version, client, throttle).await,
             RequestKind::ShareFetch(r) => {
@@ -282,7 +288,11 @@ impl BrokerService {
                 Some(ResponseKind::DeleteTopics(response)).into()
             }
             other => self.respond(header, other).await.into(),
+        };
+        if let (Some(amend), Some(response)) = (amend, answer.response.as_mut()) {
+            amend(response);
         }
+        answer
     }
 
     /// The answer to any request no quota but the request time's applies

@@ -441,7 +441,8 @@ async fn connection<S: Service>(
                         // (whose poll replaces this task's waker with its own).
                         let principal = (authenticating.as_ref())
                             .and_then(|a| a.principal().cloned())
-                            .unwrap_or_default();
+                            .unwrap_or_default()
+                            .from_host(peer.ip());
                         let call =
                             Arc::clone(&service).call(header, request, principal, throttle.clone());
                         let mut call = Box::pin(call);

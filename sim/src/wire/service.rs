@@ -65,9 +65,13 @@ pub trait Service: Send + Sync + 'static {
 }
 
 /// Who a connection's requests come from: the user it authenticated as
-/// with SASL, or nobody in particular on a plaintext listener.
+/// with SASL, or nobody in particular on a plaintext listener; and the
+/// address the connection comes from, where the front knows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Principal(Option<Arc<str>>);
+pub struct Principal {
+    user: Option<Arc<str>>,
+    host: Option<std::net::IpAddr>,
+}
 
 impl Principal {
     /// The name of the principal every client of a plaintext listener
@@ -76,13 +80,29 @@ impl Principal {
 
     /// The principal of `user`, authenticated.
     pub fn user(user: &str) -> Self {
-        Principal(Some(Arc::from(user)))
+        Principal {
+            user: Some(Arc::from(user)),
+            host: None,
+        }
+    }
+
+    /// The same principal, connected from `host`.
+    pub fn from_host(self, host: std::net::IpAddr) -> Self {
+        Principal {
+            host: Some(host),
+            ..self
+        }
     }
 
     /// Its name, as quotas name a user: the user authenticated, or
     /// `ANONYMOUS`.
     pub fn name(&self) -> &str {
-        self.0.as_deref().unwrap_or(Self::ANONYMOUS)
+        self.user.as_deref().unwrap_or(Self::ANONYMOUS)
+    }
+
+    /// The address its connection comes from, if known.
+    pub fn host(&self) -> Option<std::net::IpAddr> {
+        self.host
     }
 }
 

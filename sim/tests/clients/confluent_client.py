@@ -93,6 +93,15 @@
         Prints one JSON line: how many records each mechanism had
         acknowledged, the alter's and delete's answers, how many records
         carol read and committed, and each failed try's error names.
+    confluent_client.py acls BOOTSTRAP TOPIC SECRET
+        Against SASL_PLAINTEXT listeners with an authorizer, users admin
+        (a super user), alice and bob, each with the password NAME-pw: as
+        admin, let alice write TOPIC, read every topic whose name starts
+        with its first three letters and read the group "readers". bob
+        tries to create an ACL; alice and bob produce to TOPIC and SECRET
+        (idempotently, acks=all) and list the topics; alice reads TOPIC in
+        "readers" and in "others"; admin deletes alice's ACLs and alice
+        produces again. Prints one JSON line of what each step got.
     confluent_client.py steady BOOTSTRAP TOPIC SECONDS GROUP
         For SECONDS, an idempotent producer writes TOPIC while a consumer
         in GROUP (auto-commit, every 5 s by default) reads it; then the
@@ -699,6 +708,72 @@ def scram(bootstrap):
                       "all": described_all, "some": described_some}))
 
 
+def acls(bootstrap, topic, secret):
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
+                                       AclPermissionType, ResourcePatternType, ResourceType)
+
+    def auth(user):
+        return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": user,
+                "sasl.password": f"{user}-pw"}
+
+    def error(future):
+        try:
+            future.result(10)
+            return None
+        except KafkaException as e:
+            return e.args[0].name()
+
+    def allow(resource_type, name, pattern, operation):
+        return AclBinding(resource_type, name, pattern, "User:alice", "*", operation,
+                          AclPermissionType.ALLOW)
+
+    out = {}
+    admin = AdminClient(auth("admin"))
+    bindings = [
+        allow(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, AclOperation.WRITE),
+        allow(ResourceType.TOPIC, topic[:3], ResourcePatternType.PREFIXED, AclOperation.READ),
+        allow(ResourceType.GROUP, "readers", ResourcePatternType.LITERAL, AclOperation.READ),
+    ]
+    out["created"] = [error(f) for f in admin.create_acls(bindings).values()]
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    out["described"] = sorted(b.name for b in admin.describe_acls(everything).result(10))
+    bob_admin = AdminClient(auth("bob"))
+    out["bob creates"] = error(bob_admin.create_acls(bindings[:1])[bindings[0]])
+
+    def produce(user, to):
+        p = Producer({**auth(user), "acks": "all", "enable.idempotence": True})
+        errors = []
+        p.produce(to, f"from {user}".encode(), partition=0,
+                  on_delivery=lambda err, _m: errors.append(err.name() if err else None))
+        p.flush(15)
+        return errors
+
+    out["produced"] = {f"{user} to {to}": produce(user, to)
+                       for user in ["alice", "bob"] for to in [topic, secret]}
+    out["listed"] = {user: sorted(AdminClient(auth(user)).list_topics(timeout=10).topics)
+                     for user in ["alice", "bob"]}
+
+    def read(group):
+        c = Consumer({**auth("alice"), "group.id": group, "auto.offset.reset": "earliest"})
+        c.subscribe([topic])
+        got, deadline = None, time.time() + 20
+        while got is None and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None:
+                got = m.error().name() if m.error() else m.value().decode()
+        c.close()
+        return got
+
+    out["read"] = {group: read(group) for group in ["readers", "others"]}
+    alices = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice",
+                              None, AclOperation.ANY, AclPermissionType.ANY)
+    out["deleted"] = len(admin.delete_acls([alices])[alices].result(10))
+    out["alice again"] = produce("alice", topic)
+    print(json.dumps(out))
+
+
 def sasl(bootstrap, topic, user, password):
     from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
                                        UserScramCredentialDeletion, UserScramCredentialUpsertion)
@@ -1121,6 +1196,8 @@ if __name__ == "__main__":
         stored(bootstrap, topic, sys.argv[4])
     elif mode == "scram":
         scram(bootstrap)
+    elif mode == "acls":
+        acls(bootstrap, topic, sys.argv[4])
     elif mode == "sasl":
         sasl(bootstrap, topic, *sys.argv[4].split(":", 1))
     elif mode == "eos":
