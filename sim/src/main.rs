@@ -134,7 +134,7 @@ struct Args {
     /// coordinating its groups, though nothing answers there. 0 fences it
     /// at the crash: a quicker failover than Kafka's, but a broker that
     /// leaves the metadata at once is one some clients handle worse (see
-    /// the README) [0..=3600000].
+    /// docs/serving.md) [0..=3600000].
     #[arg(long, default_value_t = 9000, value_parser = |s: &str| l::BROKER_SESSION_TIMEOUT_MS.parse_u64(s), requires = "serve")]
     broker_session_timeout_ms: u64,
     /// Print one JSON object instead of the human report.
