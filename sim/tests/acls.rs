@@ -395,3 +395,150 @@ fn with_allow_everyone_if_no_acl_found_only_named_resources_are_closed() {
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
 }
+
+#[test]
+fn admin_and_transaction_requests_are_answered_as_the_acls_allow() {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, CreateTopicsRequest, DeleteTopicsRequest,
+        DescribeClusterRequest, DescribeGroupsRequest, FindCoordinatorRequest, ProducerId,
+        TransactionalId,
+    };
+    const CLUSTER: i8 = 4;
+    const TRANSACTIONAL_ID: i8 = 5;
+    const CREATE: i8 = 5;
+    const DESCRIBE: i8 = 8;
+    let server = server(false);
+    let addr = server.addrs()[0];
+    let mut admin = login(addr, "admin");
+    let created = create(
+        &mut admin,
+        vec![
+            acl(TOPIC, "tmp-", PREFIXED, "User:alice", CREATE, ALLOW),
+            acl(TOPIC, "tmp-", PREFIXED, "User:alice", WRITE, ALLOW),
+            acl(TRANSACTIONAL_ID, "tx", LITERAL, "User:alice", WRITE, ALLOW),
+            acl(GROUP, "readers", LITERAL, "User:alice", DESCRIBE, ALLOW),
+            acl(
+                CLUSTER,
+                "kafka-cluster",
+                LITERAL,
+                "User:bob",
+                DESCRIBE,
+                ALLOW,
+            ),
+        ],
+    );
+    assert_eq!(created, [0; 5]);
+    let mut alice = login(addr, "alice");
+    let mut bob = login(addr, "bob");
+    let topic_denied = code(ResponseError::TopicAuthorizationFailed);
+
+    // CreateTopics: CREATE by the prefix; the configs of a topic made
+    // are not told without DESCRIBE_CONFIGS.
+    let mut make = CreateTopicsRequest::default();
+    make.timeout_ms = 5000;
+    make.topics = ["tmp-a", "other"]
+        .iter()
+        .map(|n| {
+            let mut t = CreatableTopic::default();
+            t.name = TopicName(s(n));
+            t.num_partitions = 1;
+            t.replication_factor = 1;
+            t
+        })
+        .collect();
+    let made = alice.call(&make, 7);
+    let mut answers: Vec<(String, i16, i16)> = (made.topics.iter())
+        .map(|t| (t.name.to_string(), t.error_code, t.topic_config_error_code))
+        .collect();
+    answers.sort();
+    assert_eq!(
+        answers,
+        [
+            ("other".into(), topic_denied, 0),
+            ("tmp-a".into(), 0, topic_denied)
+        ]
+    );
+    let listed = metadata(&mut admin, None);
+    assert!(listed.contains(&("tmp-a".into(), 0)), "{listed:?}");
+    assert!(!listed.iter().any(|(n, _)| n == "other"), "{listed:?}");
+
+    // DeleteTopics: DESCRIBE and DELETE; the topic stays.
+    let mut delete = DeleteTopicsRequest::default();
+    delete.topic_names = vec![TopicName(s("tmp-a"))];
+    delete.timeout_ms = 5000;
+    let deleted = alice.call(&delete, 5);
+    assert_eq!(deleted.responses[0].error_code, topic_denied);
+    assert!(metadata(&mut admin, None).contains(&("tmp-a".into(), 0)));
+
+    // FindCoordinator and DescribeGroups: DESCRIBE on the group.
+    let mut find = FindCoordinatorRequest::default();
+    find.coordinator_keys = vec![s("readers"), s("others")];
+    let found = alice.call(&find, 4);
+    let mut errors: Vec<(String, i16)> = (found.coordinators.iter())
+        .map(|c| (c.key.to_string(), c.error_code))
+        .collect();
+    errors.sort();
+    let group_denied = code(ResponseError::GroupAuthorizationFailed);
+    assert_eq!(
+        errors,
+        [("others".into(), group_denied), ("readers".into(), 0)]
+    );
+    let mut describe = DescribeGroupsRequest::default();
+    describe.groups = vec![GroupId(s("readers")), GroupId(s("others"))];
+    describe.include_authorized_operations = true;
+    let described = alice.call(&describe, 5);
+    assert_eq!(described.groups[0].error_code, 0);
+    assert_eq!(described.groups[0].authorized_operations, 1 << DESCRIBE);
+    assert_eq!(described.groups[1].error_code, group_denied);
+
+    // AddPartitionsToTxn: one topic refused, nothing added, the others
+    // not attempted.
+    let mut add = AddPartitionsToTxnRequest::default();
+    add.v3_and_below_transactional_id = TransactionalId(s("tx"));
+    add.v3_and_below_producer_id = ProducerId(0);
+    add.v3_and_below_topics = ["tmp-a", "secret"]
+        .iter()
+        .map(|n| {
+            let mut t = AddPartitionsToTxnTopic::default();
+            t.name = TopicName(s(n));
+            t.partitions = vec![0];
+            t
+        })
+        .collect();
+    let added = alice.call(&add, 3);
+    let mut errors: Vec<(String, i16)> = (added.results_by_topic_v3_and_below.iter())
+        .map(|t| {
+            (
+                t.name.to_string(),
+                t.results_by_partition[0].partition_error_code,
+            )
+        })
+        .collect();
+    errors.sort();
+    let not_attempted = code(ResponseError::OperationNotAttempted);
+    assert_eq!(
+        errors,
+        [
+            ("secret".into(), topic_denied),
+            ("tmp-a".into(), not_attempted)
+        ]
+    );
+    add.v3_and_below_transactional_id = TransactionalId(s("other-tx"));
+    let added = alice.call(&add, 3);
+    let txn_denied = code(ResponseError::TransactionalIdAuthorizationFailed);
+    assert!((added.results_by_topic_v3_and_below.iter())
+        .all(|t| t.results_by_partition[0].partition_error_code == txn_denied));
+
+    // DescribeCluster: what bob may do on the cluster; nothing for alice.
+    let mut cluster = DescribeClusterRequest::default();
+    cluster.include_cluster_authorized_operations = true;
+    assert_eq!(
+        bob.call(&cluster, 1).cluster_authorized_operations,
+        1 << DESCRIBE
+    );
+    assert_eq!(alice.call(&cluster, 1).cluster_authorized_operations, 0);
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
