@@ -153,6 +153,10 @@ pub const RETENTION_MS: Range = range("--retention-ms", 1_000.0, 31_536_000_000.
 /// With `--serve`: how long a crashed broker stays unfenced, in ms.
 pub const BROKER_SESSION_TIMEOUT_MS: Range = range("--broker-session-timeout-ms", 0.0, HOUR_MS);
 
+/// With `--sasl-user`: how long a login lasts, in ms (0: for the
+/// connection's life; at most a day).
+pub const SASL_REAUTH_MS: Range = range("--sasl-reauth-ms", 0.0, 24.0 * HOUR_MS);
+
 /// With `--serve`: each partition's retention, in bytes (1 MiB to 1 TiB).
 pub const RETENTION_BYTES: Range = range("--retention-bytes", 1_048_576.0, 1_099_511_627_776.0);
 

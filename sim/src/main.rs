@@ -83,6 +83,12 @@ struct Args {
     /// a user an admin client gave a SCRAM credential.
     #[arg(long = "sasl-user", value_name = "NAME:PASSWORD", value_parser = parse_sasl_user, requires = "serve")]
     sasl_users: Vec<(String, String)>,
+    /// With --sasl-user: how long a login lasts, in ms (Kafka's
+    /// connections.max.reauth.ms): clients authenticate again on their
+    /// connection before then (KIP-368), or it is closed at their next
+    /// request. 0, the default: for the connection's life [0..=86400000].
+    #[arg(long, default_value_t = 0, value_parser = |s: &str| l::SASL_REAUTH_MS.parse_u64(s), requires = "sasl_users")]
+    sasl_reauth_ms: u64,
     /// With --serve: check every request against ACLs, as Kafka's
     /// standard authorizer does. ACLs are added with CreateAcls (an admin
     /// client, as a super user); what no ACL allows is denied. Without it
@@ -383,6 +389,7 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
         timer: cfg.timer,
         faults: cfg.faults.clone(),
         sasl_users: args.sasl_users.iter().cloned().collect(),
+        sasl_reauth: (args.sasl_reauth_ms > 0).then(|| Duration::from_millis(args.sasl_reauth_ms)),
         authorization: args.authorizer.then(|| broker_sim::live::Authorization {
             super_users: args.super_users.iter().cloned().collect(),
             allow_everyone_if_no_acl_found: args.allow_everyone_if_no_acl_found,
@@ -418,8 +425,12 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
     if !args.sasl_users.is_empty() {
         let users: Vec<&str> = args.sasl_users.iter().map(|(u, _)| u.as_str()).collect();
         println!(
-            "listeners: SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), users {}",
-            users.join(", ")
+            "listeners: SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), users {}{}",
+            users.join(", "),
+            match args.sasl_reauth_ms {
+                0 => String::new(),
+                ms => format!("; logins last {ms} ms"),
+            }
         );
     }
     if args.authorizer {

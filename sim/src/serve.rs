@@ -213,6 +213,7 @@ impl Server {
                 "authentications failed".to_string(),
                 get(&s.failed_authentications),
             ),
+            ("re-authentications".to_string(), get(&s.reauthentications)),
         ];
         counts.extend(self.cluster.checks.summary());
         let mut violations = self.cluster.checks.violations(self.cluster.pending());

@@ -104,6 +104,7 @@ fn serve_refuses_what_it_cannot_run() {
             "needs --duration-s",
         ),
         (vec!["--serve", "--super-user", "admin"], "--authorizer"),
+        (vec!["--serve", "--sasl-reauth-ms", "1000"], "--sasl-user"),
         (
             vec!["--serve", "--allow-everyone-if-no-acl-found"],
             "--authorizer",

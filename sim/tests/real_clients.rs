@@ -796,6 +796,40 @@ fn confluent_kafka_authenticates_with_plain_and_scram() {
     passes(server);
 }
 
+/// SASL logins that last a second (Kafka's `connections.max.reauth.ms`,
+/// KIP-368): confluent-kafka authenticates again on its connections, by
+/// SCRAM-SHA-256 while it produces and by PLAIN while it reads, and is
+/// never cut off.
+#[test]
+fn confluent_kafka_authenticates_again_before_its_session_runs_out() {
+    if !confluent() {
+        return;
+    }
+    let live = LiveConfig {
+        sasl_users: [("alice".to_string(), "alice-pw".to_string())].into(),
+        sasl_reauth: Some(Duration::from_secs(1)),
+        ..quick_groups()
+    };
+    let server = start(live, &[("renewed", 3)]);
+    let r = confluent_client(&["reauth", &bootstrap(&server), "renewed", "4"]);
+    assert_eq!(r["errors"], serde_json::json!([]), "{r}");
+    assert!(r["acked"].as_u64().unwrap() >= 100, "{r}");
+    assert_eq!(r["read"], r["acked"], "{r}");
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(
+        report.count("re-authentications").unwrap() >= 3,
+        "{}",
+        report.human()
+    );
+    assert_eq!(
+        report.count("connections refused a request"),
+        Some(0),
+        "{}",
+        report.human()
+    );
+}
+
 /// An authorizer behind SASL_PLAINTEXT listeners: confluent-kafka's admin
 /// client, as the super user, creates, describes and deletes ACLs, and
 /// what alice and bob produce, list and read is what those ACLs allow,

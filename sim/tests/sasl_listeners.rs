@@ -145,3 +145,61 @@ fn a_users_quota_applies_to_the_user_its_connection_authenticated_as() {
     assert!(report.violations.is_empty(), "{}", report.human());
     assert!(report.count("answers throttled by a quota").unwrap() >= 1);
 }
+
+/// Logs in by PLAIN on `c` (a handshake v1, the token at v2); the
+/// SaslAuthenticate answer's error code and session lifetime.
+fn plain_login(c: &mut Client, user: &str, password: &str) -> (i16, i64) {
+    let mut handshake = SaslHandshakeRequest::default();
+    handshake.mechanism = StrBytes::from_static_str("PLAIN");
+    assert_eq!(c.call(&handshake, 1).error_code, 0);
+    let mut token = SaslAuthenticateRequest::default();
+    token.auth_bytes = bytes::Bytes::from(format!("\0{user}\0{password}"));
+    let answer = c.call(&token, 2);
+    (answer.error_code, answer.session_lifetime_ms)
+}
+
+#[test]
+fn a_login_that_runs_out_is_renewed_on_its_connection_or_the_connection_closes() {
+    let server = Server::start(ServeOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
+        live: LiveConfig {
+            sasl_users: [("alice", "alice-secret"), ("bob", "bob-secret")]
+                .iter()
+                .map(|(u, p)| (u.to_string(), p.to_string()))
+                .collect(),
+            sasl_reauth: Some(Duration::from_millis(1500)),
+            ..LiveConfig::default()
+        },
+        topics: vec![("renewed".into(), 1)],
+        limits: Limits::default(),
+    })
+    .expect("the server starts");
+    let addr = server.addrs()[0];
+
+    // The login says how long it lasts; renewed before then, the
+    // connection is served past it.
+    let mut c = Client::connect(addr);
+    assert_eq!(plain_login(&mut c, "alice", "alice-secret"), (0, 1500));
+    std::thread::sleep(Duration::from_millis(900));
+    assert_eq!(plain_login(&mut c, "alice", "alice-secret"), (0, 1500));
+    std::thread::sleep(Duration::from_millis(900));
+    assert_eq!(c.call(&metadata("renewed"), 9).topics[0].error_code, 0);
+
+    // Not renewed: the next request closes the connection unanswered.
+    std::thread::sleep(Duration::from_millis(1600));
+    c.send(&metadata("renewed"), 9);
+    assert!(c.read_frame().is_none(), "served after the session ran out");
+
+    // Renewed as someone else: refused, and the connection closed.
+    let mut c = Client::connect(addr);
+    assert_eq!(plain_login(&mut c, "alice", "alice-secret").0, 0);
+    let refused = plain_login(&mut c, "bob", "bob-secret").0;
+    assert_eq!(refused, ResponseError::SaslAuthenticationFailed.code());
+    assert!(c.closed_by_server());
+
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert_eq!(report.count("re-authentications"), Some(1));
+    assert_eq!(report.count("authentications failed"), Some(1));
+}

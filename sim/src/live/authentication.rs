@@ -18,6 +18,10 @@ impl Credentials for LiveCluster {
     fn scram(&self, mechanism: Mechanism, user: &str) -> Option<ScramSecret> {
         self.scram.secret(mechanism, user)
     }
+
+    fn session_lifetime(&self) -> Option<std::time::Duration> {
+        self.cfg.sasl_reauth
+    }
 }
 
 impl BrokerService {

@@ -123,6 +123,11 @@ pub struct LiveConfig {
     /// SCRAM credential (these users get both at the start). Without any,
     /// the listeners are plaintext and authenticate nobody.
     pub sasl_users: BTreeMap<String, String>,
+    /// Kafka's `connections.max.reauth.ms` (KIP-368): how long a SASL
+    /// login lasts on its connection; the client authenticates again
+    /// there before then, or the connection is closed at its next
+    /// request. `None`, the default (Kafka's 0): for the connection's life.
+    pub sasl_reauth: Option<Duration>,
     /// Kafka's standard authorizer, on (`--authorizer`): every request is
     /// checked against the ACLs that CreateAcls adds, as Kafka's brokers
     /// check them. `None`, the default: no authorizer, every client may do
@@ -194,6 +199,7 @@ impl Default for LiveConfig {
             retention_ms: None,
             log_memory: None,
             sasl_users: BTreeMap::new(),
+            sasl_reauth: None,
             authorization: None,
             timer: TimerChoice::Wheel,
             faults: Vec::new(),

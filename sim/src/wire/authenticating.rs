@@ -11,9 +11,17 @@
 //! handshake's v0 be served, though it then sends v1). A handshake naming a mechanism not served, and
 //! a failed exchange, are answered and the connection is closed after the
 //! answer. Once authenticated, the connection is served as a plaintext
-//! one, and a further SaslHandshake or SaslAuthenticate is answered
-//! ILLEGAL_SASL_STATE (sessions do not expire here, so no client
-//! authenticates again).
+//! one.
+//!
+//! Where logins last a while (`Credentials::session_lifetime`, Kafka's
+//! `connections.max.reauth.ms`, KIP-368), the SaslAuthenticate that logs
+//! a client in tells it how long, and the client authenticates again on
+//! the same connection before then: a SaslHandshake naming the same
+//! mechanism, then its tokens, which must log in the same user. A
+//! connection whose login has run out is closed at its next request
+//! other than a SaslHandshake, as Kafka closes it. Without a lifetime, a
+//! SaslHandshake or SaslAuthenticate after the login is answered
+//! ILLEGAL_SASL_STATE.
 
 use super::sasl::{Credentials, Exchange, Mechanism, Step};
 use super::service::Principal;
@@ -24,6 +32,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The versions of the SASL APIs a SASL listener serves.
 pub(crate) const SASL_APIS: [(ApiKey, i16, i16); 2] = [
@@ -35,16 +44,31 @@ pub(crate) const SASL_APIS: [(ApiKey, i16, i16); 2] = [
 pub(crate) struct Authenticating {
     credentials: Arc<dyn Credentials>,
     stage: Stage,
+    /// Set when a re-authentication completes, until taken.
+    reauthenticated: bool,
 }
 
 enum Stage {
     /// Waiting for a SaslHandshake.
     Handshake,
     /// A mechanism chosen; waiting for its tokens, in SaslAuthenticate
-    /// requests or (`bare`, after a handshake v0) in frames of their own.
-    Tokens { exchange: Exchange, bare: bool },
-    /// Authenticated as this user.
-    Authenticated(Principal),
+    /// requests or (`bare`, after a handshake v0) in frames of their own;
+    /// `again`: a re-authentication, which must log in that principal.
+    Tokens {
+        exchange: Exchange,
+        bare: bool,
+        again: Option<Principal>,
+    },
+    /// Authenticated as `principal` by `mechanism`, until `until` (for
+    /// the connection's life without one).
+    Authenticated {
+        principal: Principal,
+        mechanism: Mechanism,
+        until: Option<Instant>,
+    },
+    /// A re-authentication that named another mechanism than the login's:
+    /// its first token is refused with this message, as Kafka refuses it.
+    OtherMechanism(String),
 }
 
 /// What the front does with a request.
@@ -72,15 +96,47 @@ impl Authenticating {
         Authenticating {
             credentials,
             stage: Stage::Handshake,
+            reauthenticated: false,
         }
     }
 
     /// Who the connection authenticated as, once it has.
     pub(crate) fn principal(&self) -> Option<&Principal> {
         match &self.stage {
-            Stage::Authenticated(principal) => Some(principal),
+            Stage::Authenticated { principal, .. } => Some(principal),
             _ => None,
         }
+    }
+
+    /// Whether a re-authentication completed since the last call.
+    pub(crate) fn take_reauthenticated(&mut self) -> bool {
+        std::mem::take(&mut self.reauthenticated)
+    }
+
+    /// Ends an exchange that logged `user` in by `mechanism`: the stage
+    /// after it and the session's lifetime to tell the client, or why it
+    /// is refused (a re-authentication as someone else).
+    fn logged_in(&mut self, user: &str, mechanism: Mechanism) -> Result<i64, String> {
+        let Stage::Tokens { again, .. } = &self.stage else {
+            return Err("no authentication under way".into());
+        };
+        if let Some(before) = again {
+            if before.name() != user {
+                return Err(format!(
+                    "Cannot change principals during re-authentication from User.{}: User.{user}",
+                    before.name()
+                ));
+            }
+            self.reauthenticated = true;
+        }
+        let lifetime = self.credentials.session_lifetime();
+        tracing::debug!(user, again = self.reauthenticated, "authenticated");
+        self.stage = Stage::Authenticated {
+            principal: Principal::user(user),
+            mechanism,
+            until: lifetime.map(|l| Instant::now() + l),
+        };
+        Ok(lifetime.map_or(0, |l| i64::try_from(l.as_millis()).unwrap_or(i64::MAX)))
     }
 
     /// Whether the next frame is a bare token rather than a request.
@@ -95,12 +151,13 @@ impl Authenticating {
         let Stage::Tokens { exchange, .. } = &mut self.stage else {
             return Err("a bare token outside an authentication".into());
         };
+        let mechanism = exchange.mechanism();
         match exchange.step(token, self.credentials.as_ref()) {
             Step::Continue(token) => Ok(token),
-            Step::Done { token, user } => {
-                self.stage = Stage::Authenticated(logged_in(&user));
-                Ok(token)
-            }
+            Step::Done { token, user } => match self.logged_in(&user, mechanism) {
+                Ok(_) => Ok(token),
+                Err(why) => Err(format!("authentication failed: {why}")),
+            },
             Step::Failed(message) => Err(format!("authentication failed: {message}")),
         }
     }
@@ -109,20 +166,62 @@ impl Authenticating {
     /// aside.
     pub(crate) fn admit(&mut self, api: ApiKey, version: i16, request: &RequestKind) -> Verdict {
         match (&mut self.stage, request) {
-            (Stage::Authenticated(_), RequestKind::SaslHandshake(_)) => {
+            // Authenticating again: the same mechanism only.
+            (
+                Stage::Authenticated {
+                    principal,
+                    mechanism,
+                    until: Some(_),
+                },
+                RequestKind::SaslHandshake(r),
+            ) => {
+                let mut response = SaslHandshakeResponse::default();
+                response.mechanisms = mechanisms();
+                match Mechanism::named(&r.mechanism) {
+                    Some(asked) if asked == *mechanism => {
+                        self.stage = Stage::Tokens {
+                            exchange: Exchange::new(asked),
+                            bare: version == 0,
+                            again: Some(principal.clone()),
+                        };
+                    }
+                    Some(asked) => {
+                        self.stage = Stage::OtherMechanism(format!(
+                            "SASL mechanism '{}' requested by client is not supported for \
+                             re-authentication of mechanism '{}'",
+                            asked.name(),
+                            mechanism.name()
+                        ));
+                    }
+                    None => {
+                        response.error_code = ResponseError::UnsupportedSaslMechanism.code();
+                        return answer(ResponseKind::SaslHandshake(response), true);
+                    }
+                }
+                answer(ResponseKind::SaslHandshake(response), false)
+            }
+            (Stage::Authenticated { .. }, RequestKind::SaslHandshake(_)) => {
                 let mut r = SaslHandshakeResponse::default();
                 r.error_code = ResponseError::IllegalSaslState.code();
                 r.mechanisms = mechanisms();
                 answer(ResponseKind::SaslHandshake(r), false)
             }
-            (Stage::Authenticated(_), RequestKind::SaslAuthenticate(_)) => answer(
+            (Stage::Authenticated { .. }, RequestKind::SaslAuthenticate(_)) => answer(
                 authenticate_error(
                     ResponseError::IllegalSaslState,
                     "SaslAuthenticate request received after successful authentication",
                 ),
                 false,
             ),
-            (Stage::Authenticated(_), _) => Verdict::Serve,
+            (
+                Stage::Authenticated {
+                    until: Some(until), ..
+                },
+                _,
+            ) if Instant::now() >= *until => Verdict::Close(format!(
+                "{api:?} after the session expired, the client not having authenticated again"
+            )),
+            (Stage::Authenticated { .. }, _) => Verdict::Serve,
             (Stage::Handshake, RequestKind::SaslHandshake(r)) => {
                 let mut response = SaslHandshakeResponse::default();
                 response.mechanisms = mechanisms();
@@ -131,6 +230,7 @@ impl Authenticating {
                         self.stage = Stage::Tokens {
                             exchange: Exchange::new(mechanism),
                             bare: version == 0,
+                            again: None,
                         };
                         answer(ResponseKind::SaslHandshake(response), false)
                     }
@@ -144,19 +244,33 @@ impl Authenticating {
                 Stage::Tokens {
                     exchange,
                     bare: false,
+                    ..
                 },
                 RequestKind::SaslAuthenticate(r),
-            ) => match exchange.step(&r.auth_bytes, self.credentials.as_ref()) {
-                Step::Continue(token) => answer(authenticated(token), false),
-                Step::Done { token, user } => {
-                    self.stage = Stage::Authenticated(logged_in(&user));
-                    answer(authenticated(token), false)
+            ) => {
+                let mechanism = exchange.mechanism();
+                match exchange.step(&r.auth_bytes, self.credentials.as_ref()) {
+                    Step::Continue(token) => answer(authenticated(token, 0), false),
+                    Step::Done { token, user } => match self.logged_in(&user, mechanism) {
+                        Ok(lifetime) => answer(authenticated(token, lifetime), false),
+                        Err(why) => answer(
+                            authenticate_error(ResponseError::SaslAuthenticationFailed, &why),
+                            true,
+                        ),
+                    },
+                    Step::Failed(message) => answer(
+                        authenticate_error(ResponseError::SaslAuthenticationFailed, &message),
+                        true,
+                    ),
                 }
-                Step::Failed(message) => answer(
-                    authenticate_error(ResponseError::SaslAuthenticationFailed, &message),
-                    true,
-                ),
-            },
+            }
+            (Stage::OtherMechanism(why), RequestKind::SaslAuthenticate(_)) => answer(
+                authenticate_error(ResponseError::SaslAuthenticationFailed, why),
+                true,
+            ),
+            (Stage::OtherMechanism(_), _) => {
+                Verdict::Close(format!("{api:?} during a refused re-authentication"))
+            }
             (Stage::Handshake, _) => {
                 Verdict::Close(format!("{api:?} before a SaslHandshake on a SASL listener"))
             }
@@ -166,12 +280,6 @@ impl Authenticating {
             )),
         }
     }
-}
-
-/// The principal of `user`, who has just logged in.
-fn logged_in(user: &str) -> Principal {
-    tracing::debug!(user, "authenticated");
-    Principal::user(user)
 }
 
 fn answer(response: ResponseKind, close: bool) -> Verdict {
@@ -188,13 +296,14 @@ fn mechanisms() -> Vec<StrBytes> {
         .collect()
 }
 
-fn authenticated(token: Vec<u8>) -> ResponseKind {
+/// A step's answer, with the session's lifetime in ms once the client
+/// has logged in (0: it does not run out).
+fn authenticated(token: Vec<u8>, lifetime_ms: i64) -> ResponseKind {
     let mut r = SaslAuthenticateResponse::default();
     r.auth_bytes = Bytes::from(token);
     // Null, as Kafka sends it (the codec's default is empty).
     r.error_message = None;
-    // No session expires: clients need not authenticate again.
-    r.session_lifetime_ms = 0;
+    r.session_lifetime_ms = lifetime_ms;
     ResponseKind::SaslAuthenticate(r)
 }
 
@@ -223,6 +332,93 @@ mod tests {
         fn scram(&self, _: Mechanism, _: &str) -> Option<ScramSecret> {
             None
         }
+    }
+
+    /// Alice and Bob, whose logins last `0` (a PLAIN server whose
+    /// sessions run out).
+    struct Expiring(std::time::Duration);
+
+    impl Credentials for Expiring {
+        fn plain(&self, user: &str, password: &str) -> bool {
+            matches!((user, password), ("alice", "secret") | ("bob", "bobs"))
+        }
+
+        fn scram(&self, _: Mechanism, _: &str) -> Option<ScramSecret> {
+            None
+        }
+
+        fn session_lifetime(&self) -> Option<std::time::Duration> {
+            Some(self.0)
+        }
+    }
+
+    fn lifetime(v: &Verdict) -> i64 {
+        match v {
+            Verdict::Answer { response, .. } => match response.as_ref() {
+                ResponseKind::SaslAuthenticate(r) => r.session_lifetime_ms,
+                _ => -1,
+            },
+            _ => -1,
+        }
+    }
+
+    #[test]
+    fn a_session_that_runs_out_is_renewed_by_the_same_user_and_mechanism() {
+        let mut a = Authenticating::new(Arc::new(Expiring(std::time::Duration::from_secs(60))));
+        a.admit(ApiKey::SaslHandshake, 1, &handshake("PLAIN"));
+        let login = a.admit(ApiKey::SaslAuthenticate, 2, &token(b"\0alice\0secret"));
+        assert_eq!(lifetime(&login), 60_000);
+        assert!(!a.take_reauthenticated());
+        // Again, between other requests.
+        assert_eq!(
+            code(&a.admit(ApiKey::SaslHandshake, 1, &handshake("PLAIN"))),
+            Some((0, false))
+        );
+        assert!(matches!(
+            a.admit(ApiKey::Metadata, 12, &metadata()),
+            Verdict::Close(_)
+        ));
+        let mut a = Authenticating::new(Arc::new(Expiring(std::time::Duration::from_secs(60))));
+        a.admit(ApiKey::SaslHandshake, 1, &handshake("PLAIN"));
+        a.admit(ApiKey::SaslAuthenticate, 2, &token(b"\0alice\0secret"));
+        a.admit(ApiKey::SaslHandshake, 1, &handshake("PLAIN"));
+        let again = a.admit(ApiKey::SaslAuthenticate, 2, &token(b"\0alice\0secret"));
+        assert_eq!((code(&again), lifetime(&again)), (Some((0, false)), 60_000));
+        assert!(a.take_reauthenticated());
+        assert!(matches!(
+            a.admit(ApiKey::Metadata, 12, &metadata()),
+            Verdict::Serve
+        ));
+
+        // Someone else, or another mechanism, is refused and the
+        // connection closed.
+        a.admit(ApiKey::SaslHandshake, 1, &handshake("PLAIN"));
+        let bob = a.admit(ApiKey::SaslAuthenticate, 2, &token(b"\0bob\0bobs"));
+        let failed = ResponseError::SaslAuthenticationFailed.code();
+        assert_eq!(code(&bob), Some((failed, true)));
+        let mut a = Authenticating::new(Arc::new(Expiring(std::time::Duration::from_secs(60))));
+        a.admit(ApiKey::SaslHandshake, 1, &handshake("PLAIN"));
+        a.admit(ApiKey::SaslAuthenticate, 2, &token(b"\0alice\0secret"));
+        let other = a.admit(ApiKey::SaslHandshake, 1, &handshake("SCRAM-SHA-256"));
+        assert_eq!(code(&other), Some((0, false)));
+        let refused = a.admit(ApiKey::SaslAuthenticate, 2, &token(b"n,,n=alice,r=abc"));
+        assert_eq!(code(&refused), Some((failed, true)));
+    }
+
+    #[test]
+    fn a_session_run_out_closes_its_connection_at_the_next_request() {
+        let mut a = Authenticating::new(Arc::new(Expiring(std::time::Duration::ZERO)));
+        a.admit(ApiKey::SaslHandshake, 1, &handshake("PLAIN"));
+        a.admit(ApiKey::SaslAuthenticate, 2, &token(b"\0alice\0secret"));
+        assert!(matches!(
+            a.admit(ApiKey::Metadata, 12, &metadata()),
+            Verdict::Close(_)
+        ));
+        // Authenticating again is still allowed.
+        assert_eq!(
+            code(&a.admit(ApiKey::SaslHandshake, 1, &handshake("PLAIN"))),
+            Some((0, false))
+        );
     }
 
     fn handshake(mechanism: &'static str) -> RequestKind {

@@ -161,6 +161,13 @@ pub trait Credentials: Send + Sync {
 
     /// `user`'s credential for a SCRAM `mechanism`, if it has one.
     fn scram(&self, mechanism: Mechanism, user: &str) -> Option<ScramSecret>;
+
+    /// How long a login lasts on its connection before the client must
+    /// authenticate again there (Kafka's `connections.max.reauth.ms`,
+    /// KIP-368); `None`, the default: for the connection's life.
+    fn session_lifetime(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// What a step of an exchange leads to.

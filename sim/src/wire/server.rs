@@ -80,6 +80,9 @@ pub struct WireStats {
     /// SASL authentications refused (a mechanism not served, or an
     /// exchange that failed), each closing its connection.
     pub failed_authentications: AtomicU64,
+    /// Clients that authenticated again on their connection, their
+    /// session running out (KIP-368).
+    pub reauthentications: AtomicU64,
     /// Responses the service built that did not encode (a bug: reported
     /// as a violation by the server).
     pub unencodable: AtomicU64,
@@ -380,6 +383,9 @@ async fn connection<S: Service>(
         if let Some(authenticating) = bare {
             match authenticating.bare_token(&frame) {
                 Ok(token) => {
+                    if authenticating.take_reauthenticated() {
+                        stats.reauthentications.fetch_add(1, Ordering::Relaxed);
+                    }
                     let mut bytes = Vec::with_capacity(4 + token.len());
                     bytes.extend_from_slice(&(token.len() as u32).to_be_bytes());
                     bytes.extend_from_slice(&token);
@@ -410,6 +416,12 @@ async fn connection<S: Service>(
                         tracing::warn!(%peer, %local, "connection closed: {why}");
                         break;
                     } else if let Verdict::Answer { response, close } = verdict {
+                        if authenticating
+                            .as_mut()
+                            .is_some_and(|a| a.take_reauthenticated())
+                        {
+                            stats.reauthentications.fetch_add(1, Ordering::Relaxed);
+                        }
                         let bytes =
                             encode_response(api, version, correlation_id, &response).map(Some);
                         if close {

@@ -102,6 +102,12 @@
         (idempotently, acks=all) and list the topics; alice reads TOPIC in
         "readers" and in "others"; admin deletes alice's ACLs and alice
         produces again. Prints one JSON line of what each step got.
+    confluent_client.py reauth BOOTSTRAP TOPIC SECONDS
+        Against SASL_PLAINTEXT listeners whose logins run out, as user
+        alice (password alice-pw): produce to TOPIC with acks=all by
+        SCRAM-SHA-256 for SECONDS, a record every 20 ms, then read them
+        all back in a group by PLAIN. Prints one JSON line: how many
+        records were acknowledged and read, and the errors.
     confluent_client.py steady BOOTSTRAP TOPIC SECONDS GROUP
         For SECONDS, an idempotent producer writes TOPIC while a consumer
         in GROUP (auto-commit, every 5 s by default) reads it; then the
@@ -708,6 +714,39 @@ def scram(bootstrap):
                       "all": described_all, "some": described_some}))
 
 
+def reauth(bootstrap, topic, seconds):
+    def auth(mechanism):
+        return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanisms": mechanism, "sasl.username": "alice",
+                "sasl.password": "alice-pw"}
+
+    errors, acked = [], []
+    p = Producer({**auth("SCRAM-SHA-256"), "acks": "all"})
+    deadline = time.time() + seconds
+    n = 0
+    while time.time() < deadline:
+        p.produce(topic, f"r-{n}".encode(),
+                  on_delivery=lambda err, m: errors.append(err.name()) if err
+                  else acked.append(m.value()))
+        n += 1
+        p.poll(0.02)
+    p.flush(30)
+    c = Consumer({**auth("PLAIN"), "group.id": "reauth-readers",
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    read, deadline = set(), time.time() + 30
+    while len(read) < len(acked) and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            errors.append(m.error().name())
+        else:
+            read.add(m.value())
+    c.close()
+    print(json.dumps({"acked": len(acked), "read": len(read & set(acked)), "errors": errors}))
+
+
 def acls(bootstrap, topic, secret):
     from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
                                        AclPermissionType, ResourcePatternType, ResourceType)
@@ -1196,6 +1235,8 @@ if __name__ == "__main__":
         stored(bootstrap, topic, sys.argv[4])
     elif mode == "scram":
         scram(bootstrap)
+    elif mode == "reauth":
+        reauth(bootstrap, topic, float(sys.argv[4]))
     elif mode == "acls":
         acls(bootstrap, topic, sys.argv[4])
     elif mode == "sasl":
