@@ -1756,6 +1756,11 @@ fn delete_records_waits_until_every_live_replica_has_deleted() {
     r.replica_id = BrokerId(-1);
     r.topics = vec![t];
     assert_eq!(c.call(&r, 5).topics[0].partitions[0].offset, 2);
+    // A produce's answer gives the log's start offset too.
+    let more = produce_request("trimmed", &[(0, records[0].clone())], -1, 5_000);
+    let answer = c.call(&more, PRODUCE_V);
+    let p = &answer.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset, p.log_start_offset), (0, 4, 2));
     // A timeout shorter than the followers' fetch: REQUEST_TIMED_OUT, and
     // no low watermark (-1), as Kafka answers.
     let (error, low, took) = delete_records(&mut c, "trimmed", -1, 100);

@@ -49,6 +49,9 @@ pub struct Appended {
     /// The leader's append time its batches were stamped with (a
     /// `LogAppendTime` topic's; for a resent batch, the first time's).
     pub log_append_time: Option<i64>,
+    /// The log's start offset when it was appended, which a produce's
+    /// answer gives (Kafka's `LogAppendInfo.logStartOffset`).
+    pub log_start: i64,
 }
 
 /// Why an append was refused.
@@ -444,6 +447,7 @@ impl PartitionLog {
                         end,
                         duplicate: true,
                         log_append_time: self.append_time_at(base),
+                        log_start: self.log_start,
                     })
                 }
                 Err(SequenceError::OutOfOrder) => return Err(AppendError::OutOfOrderSequence),
@@ -460,6 +464,7 @@ impl PartitionLog {
             end,
             duplicate: false,
             log_append_time: rules.stamp,
+            log_start: self.log_start,
         })
     }
 

@@ -138,7 +138,17 @@ type UnknownTopic = (Option<String>, Uuid, i16);
 
 /// A produced partition's index, and its base offset and log append time
 /// (-1 but for a `LogAppendTime` topic), or why it was refused.
-type PartitionAnswer = (i32, Result<(i64, i64), Refused>);
+type PartitionAnswer = (i32, Result<Written, Refused>);
+
+/// Where an append went, as a produce's answer gives it: the first
+/// offset, the append time (-1: the producer's own timestamps) and the
+/// log's start offset.
+#[derive(Debug, Clone, Copy)]
+struct Written {
+    base: i64,
+    log_append_time: i64,
+    log_start: i64,
+}
 
 /// Why a partition's produce was refused: the error code and, for a batch
 /// whose records were refused, the message (from Produce v8) and each
@@ -798,9 +808,10 @@ impl BrokerService {
                         p.index = index;
                         p.log_append_time_ms = -1;
                         match result {
-                            Ok((base, log_append_time)) => {
-                                p.base_offset = base;
-                                p.log_append_time_ms = log_append_time;
+                            Ok(written) => {
+                                p.base_offset = written.base;
+                                p.log_append_time_ms = written.log_append_time;
+                                p.log_start_offset = written.log_start;
                             }
                             Err(e) => {
                                 Checks::bump(&checks.produce_errors);
@@ -890,7 +901,7 @@ impl BrokerService {
         acks: i16,
         parked: &mut Vec<ProducePart>,
         moved: &mut Vec<Arc<Partition>>,
-    ) -> Result<(i64, i64), Refused> {
+    ) -> Result<Written, Refused> {
         let p = self.partition(topic, index)?;
         // Kafka checks the framing before it asks for the partition's
         // leader.
@@ -924,7 +935,11 @@ impl BrokerService {
                 error: None,
             });
         }
-        Ok((base, appended.log_append_time.unwrap_or(-1)))
+        Ok(Written {
+            base,
+            log_append_time: appended.log_append_time.unwrap_or(-1),
+            log_start: appended.log_start,
+        })
     }
 
     /// The append itself, under the partition's lock: where it went, the
