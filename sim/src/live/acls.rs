@@ -105,6 +105,7 @@ impl BrokerService {
         Checks::bump(&self.checks().admin_requests);
         let mut response = DescribeAclsResponse::default();
         if let Some(authorizer) = self.authorizer() {
+            response.error_message = None;
             let filter = filter_of!(r);
             if let Err(reason) = filter.validate() {
                 (response.error_code, response.error_message) = invalid(reason);
@@ -162,6 +163,7 @@ impl BrokerService {
                     permission: c.permission_type,
                 };
                 let mut result = AclCreationResult::default();
+                result.error_message = None;
                 if let Err(reason) = authorizer.create(acl) {
                     (result.error_code, result.error_message) = invalid(reason);
                 }
@@ -182,6 +184,7 @@ impl BrokerService {
         response.filter_results = (r.filters.iter())
             .map(|f| {
                 let mut result = DeleteAclsFilterResult::default();
+                result.error_message = None;
                 let filter = filter_of!(f);
                 if let Err(reason) = filter.validate() {
                     (result.error_code, result.error_message) = invalid(reason);
@@ -190,6 +193,7 @@ impl BrokerService {
                 result.matching_acls = (authorizer.delete(&filter).into_iter())
                     .map(|acl| {
                         let mut matching = DeleteAclsMatchingAcl::default();
+                        matching.error_message = None;
                         matching.resource_type = acl.resource_type;
                         matching.resource_name = StrBytes::from_string(acl.name);
                         matching.pattern_type = acl.pattern;

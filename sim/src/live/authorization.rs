@@ -219,6 +219,7 @@ macro_rules! configs_altered {
         amend!($kind, |response| {
             response.responses.extend(denied.into_iter().map(|c| {
                 let mut out = <$result>::default();
+                out.error_message = None;
                 let checked =
                     config_resource(&$a, code::ALTER_CONFIGS, c.resource_type, &c.resource_name);
                 out.error_code = checked.err().map_or(0, error);
@@ -946,6 +947,7 @@ fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
                 }
                 response.topics.extend(denied.into_iter().map(|t| {
                     let mut out = create_topics_response::CreatableTopicResult::default();
+                    out.error_message = None;
                     out.name = t.name;
                     out.error_code = error(TOPIC_DENIED);
                     out.num_partitions = -1;
@@ -1038,6 +1040,7 @@ fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
         ),
         RequestKind::DescribeAcls(_) if !a.cluster(code::DESCRIBE) => {
             let mut response = DescribeAclsResponse::default();
+            response.error_message = None;
             response.error_code = error(CLUSTER_DENIED);
             refuse(ResponseKind::DescribeAcls(response))
         }
@@ -1046,6 +1049,7 @@ fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
             response.results = (r.creations.iter())
                 .map(|_| {
                     let mut out = create_acls_response::AclCreationResult::default();
+                    out.error_message = None;
                     out.error_code = error(CLUSTER_DENIED);
                     out
                 })
@@ -1057,6 +1061,7 @@ fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
             response.filter_results = (r.filters.iter())
                 .map(|_| {
                     let mut out = delete_acls_response::DeleteAclsFilterResult::default();
+                    out.error_message = None;
                     out.error_code = error(CLUSTER_DENIED);
                     out
                 })
@@ -1069,6 +1074,7 @@ fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
         }),
         RequestKind::DescribeUserScramCredentials(_) if !a.cluster(code::DESCRIBE) => {
             let mut response = DescribeUserScramCredentialsResponse::default();
+            response.error_message = None;
             response.error_code = error(CLUSTER_DENIED);
             refuse(ResponseKind::DescribeUserScramCredentials(response))
         }
@@ -1080,6 +1086,7 @@ fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
                 .map(|user| {
                     let mut out =
                         alter_user_scram_credentials_response::AlterUserScramCredentialsResult::default();
+                    out.error_message = None;
                     out.user = user;
                     out.error_code = error(CLUSTER_DENIED);
                     out
@@ -1089,6 +1096,7 @@ fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
         }
         RequestKind::DescribeClientQuotas(_) if !a.cluster(code::DESCRIBE_CONFIGS) => {
             let mut response = DescribeClientQuotasResponse::default();
+            response.error_message = None;
             response.error_code = error(CLUSTER_DENIED);
             refuse(ResponseKind::DescribeClientQuotas(response))
         }
@@ -1097,6 +1105,7 @@ fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
             response.entries = (r.entries.iter())
                 .map(|e| {
                     let mut out = alter_client_quotas_response::EntryData::default();
+                    out.error_message = None;
                     out.error_code = error(CLUSTER_DENIED);
                     out.entity = (e.entity.iter())
                         .map(|entity| {
@@ -1126,6 +1135,7 @@ fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
                     topic.partition_result = (t.partitions.iter())
                         .map(|&p| {
                             let mut out = elect_leaders_response::PartitionResult::default();
+                            out.error_message = None;
                             out.partition_id = p;
                             out.error_code = error(CLUSTER_DENIED);
                             out
@@ -1138,11 +1148,13 @@ fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
         }
         RequestKind::AlterPartitionReassignments(_) if !a.cluster(code::ALTER) => {
             let mut response = AlterPartitionReassignmentsResponse::default();
+            response.error_message = None;
             response.error_code = error(CLUSTER_DENIED);
             refuse(ResponseKind::AlterPartitionReassignments(response))
         }
         RequestKind::ListPartitionReassignments(_) if !a.cluster(code::DESCRIBE) => {
             let mut response = ListPartitionReassignmentsResponse::default();
+            response.error_message = None;
             response.error_code = error(CLUSTER_DENIED);
             refuse(ResponseKind::ListPartitionReassignments(response))
         }

@@ -552,6 +552,7 @@ impl BrokerService {
         r: DescribeClientQuotasRequest,
     ) -> DescribeClientQuotasResponse {
         let mut response = DescribeClientQuotasResponse::default();
+        response.error_message = None;
         match self.cluster.client_quotas.describe(&r) {
             Ok(entries) => response.entries = Some(entries),
             Err((code, message)) => {

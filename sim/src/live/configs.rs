@@ -270,6 +270,9 @@ impl BrokerService {
             .into_iter()
             .map(|resource| {
                 let mut out = DescribeConfigsResult::default();
+                // Null on success, as Kafka sends it (the codec's default
+                // is empty).
+                out.error_message = None;
                 out.resource_type = resource.resource_type;
                 let name = resource.resource_name.to_string();
                 // Only a topic's applied settings and a group's can change.

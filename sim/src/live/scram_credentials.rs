@@ -99,6 +99,7 @@ impl ScramCredentials {
         });
         for (name, outcome) in asked {
             let mut result = AlterUserScramCredentialsResult::default();
+            result.error_message = None;
             match outcome {
                 Ok(Change::Delete(mechanism)) => {
                     // It exists: the check made sure.
@@ -156,6 +157,7 @@ impl ScramCredentials {
             .into_iter()
             .map(|(name, twice)| {
                 let mut result = DescribeUserScramCredentialsResult::default();
+                result.error_message = None;
                 let found = users.get(&name);
                 if twice {
                     result.error_code = ResponseError::DuplicateResource.code();
@@ -281,6 +283,7 @@ impl BrokerService {
         r: DescribeUserScramCredentialsRequest,
     ) -> DescribeUserScramCredentialsResponse {
         let mut response = DescribeUserScramCredentialsResponse::default();
+        response.error_message = None;
         response.results = self.cluster.scram.describe(&r);
         response
     }
