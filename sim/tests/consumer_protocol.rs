@@ -158,7 +158,10 @@ fn described(addr: SocketAddr) -> (String, Vec<(String, i32)>) {
     let members = g
         .members
         .iter()
-        .map(|m| (m.member_id.to_string(), m.member_epoch))
+        .map(|m| {
+            assert_eq!(m.client_host.as_str(), "/127.0.0.1", "{m:?}");
+            (m.member_id.to_string(), m.member_epoch)
+        })
         .collect();
     (g.group_state.to_string(), members)
 }

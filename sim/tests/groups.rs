@@ -249,6 +249,8 @@ fn admin_tools_list_and_describe_the_groups_a_broker_coordinates() {
                 "wire-test",
                 "the JoinGroup's client id"
             );
+            // Where it connected from, as Kafka writes it.
+            assert_eq!(m.client_host.as_str(), "/127.0.0.1");
             (
                 m.member_id.to_string(),
                 m.member_metadata.clone(),

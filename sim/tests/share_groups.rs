@@ -128,6 +128,7 @@ fn a_parked_share_fetch_is_woken_and_an_unacknowledged_lock_runs_out() {
     assert_eq!((g.error_code, g.group_state.as_str()), (0, "Stable"));
     assert_eq!(g.members.len(), 1);
     assert_eq!(g.members[0].member_id.as_str(), "member-1");
+    assert_eq!(g.members[0].client_host.as_str(), "/127.0.0.1");
     assert_eq!(
         g.members[0].assignment.topic_partitions[0]
             .topic_name

@@ -101,7 +101,7 @@ impl BrokerService {
         &self,
         r: ConsumerGroupHeartbeatRequest,
         version: i16,
-        client_id: &str,
+        (client_id, client_host): (&str, &str),
     ) -> ConsumerGroupHeartbeatResponse {
         Checks::bump(&self.cluster.checks.group_requests);
         let mut response = ConsumerGroupHeartbeatResponse::default();
@@ -162,6 +162,7 @@ impl BrokerService {
                 .topic_partitions
                 .map(|t| partitions(t.into_iter().map(|t| (t.topic_id, t.partitions)))),
             client_id: client_id.to_string(),
+            client_host: client_host.to_string(),
         };
         let mut actions = Vec::new();
         let answer = {
@@ -291,9 +292,7 @@ impl BrokerService {
                         d.rack_id = m.rack_id.as_deref().map(text);
                         d.member_epoch = m.epoch;
                         d.client_id = text(&m.client_id);
-                        // The front does not tell the services who is
-                        // connected; Kafka gives "/address".
-                        d.client_host = text("");
+                        d.client_host = text(&m.client_host);
                         d.subscribed_topic_names =
                             m.topic_names.iter().map(|n| TopicName(text(n))).collect();
                         d.subscribed_topic_regex = m.topic_regex.as_ref().map(|r| text(&r.source));

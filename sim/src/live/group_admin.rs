@@ -122,9 +122,7 @@ impl BrokerService {
                         d.member_id = text(member_id);
                         d.client_id = text(&m.client_id);
                         d.group_instance_id = m.instance_id.as_deref().map(text);
-                        // The front does not tell the services who is
-                        // connected; Kafka gives "/address".
-                        d.client_host = text("");
+                        d.client_host = text(&m.client_host);
                         if let Some(protocol) = protocol {
                             d.member_metadata = m.metadata(protocol);
                             d.member_assignment = m.assignment.clone();

@@ -215,7 +215,7 @@ impl BrokerService {
         &self,
         r: JoinGroupRequest,
         version: i16,
-        client_id: &str,
+        (client_id, client_host): (&str, &str),
     ) -> JoinGroupResponse {
         let mut response = JoinGroupResponse::default();
         if version >= 7 {
@@ -378,6 +378,7 @@ impl BrokerService {
                 .entry(member_id.clone())
                 .or_insert_with(|| Member {
                     client_id: client_id.to_string(),
+                    client_host: client_host.to_string(),
                     instance_id: instance.clone(),
                     session_timeout: session,
                     rebalance_timeout: rebalance,

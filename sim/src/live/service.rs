@@ -297,7 +297,12 @@ impl BrokerService {
                 response.throttle_time_ms = mutating.finish(&throttle);
                 Some(ResponseKind::DeleteTopics(response)).into()
             }
-            other => self.respond(header, other).await.into(),
+            other => {
+                // Where the client connects from, as Kafka's group
+                // coordinators write it for DescribeGroups.
+                let host = (principal.host()).map_or_else(String::new, |h| format!("/{h}"));
+                self.respond(header, other, &host).await.into()
+            }
         };
         if let (Some(amend), Some(response)) = (amend, answer.response.as_mut()) {
             amend(response);
@@ -306,11 +311,12 @@ impl BrokerService {
     }
 
     /// The answer to any request no quota but the request time's applies
-    /// to.
+    /// to, from a client connected from `host` (`/address`, or empty).
     async fn respond(
         self: Arc<Self>,
         header: RequestHeader,
         request: RequestKind,
+        host: &str,
     ) -> Option<ResponseKind> {
         let version = header.request_api_version;
         match request {
@@ -328,7 +334,7 @@ impl BrokerService {
                     .unwrap_or("consumer")
                     .to_string();
                 Some(ResponseKind::JoinGroup(
-                    self.join_group(r, version, &client).await,
+                    self.join_group(r, version, (&client, host)).await,
                 ))
             }
             RequestKind::SyncGroup(r) => {
@@ -351,7 +357,7 @@ impl BrokerService {
             RequestKind::ConsumerGroupHeartbeat(r) => {
                 let client = header.client_id.as_deref().unwrap_or("consumer");
                 Some(ResponseKind::ConsumerGroupHeartbeat(
-                    self.consumer_group_heartbeat(r, version, client),
+                    self.consumer_group_heartbeat(r, version, (client, host)),
                 ))
             }
             RequestKind::ConsumerGroupDescribe(r) => Some(ResponseKind::ConsumerGroupDescribe(
@@ -360,7 +366,7 @@ impl BrokerService {
             RequestKind::ShareGroupHeartbeat(r) => {
                 let client = header.client_id.as_deref().unwrap_or("consumer");
                 Some(ResponseKind::ShareGroupHeartbeat(
-                    self.share_group_heartbeat(r, client),
+                    self.share_group_heartbeat(r, (client, host)),
                 ))
             }
             RequestKind::ShareGroupDescribe(r) => Some(ResponseKind::ShareGroupDescribe(

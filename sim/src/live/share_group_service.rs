@@ -50,7 +50,7 @@ impl BrokerService {
     pub(crate) fn share_group_heartbeat(
         &self,
         r: ShareGroupHeartbeatRequest,
-        client_id: &str,
+        (client_id, client_host): (&str, &str),
     ) -> ShareGroupHeartbeatResponse {
         Checks::bump(&self.cluster.checks.group_requests);
         let mut response = ShareGroupHeartbeatResponse::default();
@@ -87,6 +87,7 @@ impl BrokerService {
                 .subscribed_topic_names
                 .map(|names| names.into_iter().map(|n| n.0.to_string()).collect()),
             client_id: client_id.to_string(),
+            client_host: client_host.to_string(),
         };
         let session_timeout = groups
             .config_ms(&id, "share.session.timeout.ms")
@@ -208,7 +209,7 @@ impl BrokerService {
                         d.rack_id = m.rack_id.as_deref().map(text);
                         d.member_epoch = m.epoch;
                         d.client_id = text(&m.client_id);
-                        d.client_host = text("");
+                        d.client_host = text(&m.client_host);
                         d.subscribed_topic_names =
                             m.topic_names.iter().map(|n| TopicName(text(n))).collect();
                         d.assignment = assignment(&m.assigned);

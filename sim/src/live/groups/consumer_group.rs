@@ -37,6 +37,8 @@ pub enum MemberState {
 /// A member of a consumer-protocol group.
 pub struct ConsumerMember {
     pub client_id: String,
+    /// `/address`, as DescribeGroups gives it (empty where unknown).
+    pub client_host: String,
     pub instance_id: Option<String>,
     pub rack_id: Option<String>,
     pub rebalance_timeout: Duration,
@@ -81,6 +83,7 @@ pub struct Beat {
     /// The partitions it owns, by topic id.
     pub owned: Option<Partitions>,
     pub client_id: String,
+    pub client_host: String,
 }
 
 /// What a heartbeat is answered.
@@ -294,6 +297,7 @@ impl ConsumerGroup {
         // A static member that said it was leaving for a while is back.
         m.away = false;
         m.client_id = beat.client_id;
+        m.client_host = beat.client_host;
         if let Some(rack) = beat.rack_id {
             m.rack_id = Some(rack);
         }
@@ -354,6 +358,7 @@ impl ConsumerGroup {
         };
         let mut member = ConsumerMember {
             client_id: beat.client_id.clone(),
+            client_host: beat.client_host.clone(),
             instance_id: beat.instance_id.clone(),
             rack_id: None,
             rebalance_timeout,

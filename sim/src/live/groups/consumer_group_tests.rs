@@ -46,6 +46,7 @@ fn join(member: &str) -> Beat {
         assignor: None,
         owned: Some(Partitions::new()),
         client_id: "test".to_string(),
+        client_host: String::new(),
     }
 }
 

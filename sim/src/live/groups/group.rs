@@ -42,6 +42,9 @@ impl GroupState {
 pub struct Member {
     /// The client id of its JoinGroup, for DescribeGroups.
     pub client_id: String,
+    /// Where its JoinGroup came from, as DescribeGroups gives it
+    /// (`/address`, as Kafka writes it; empty where unknown).
+    pub client_host: String,
     /// Its `group.instance.id`, if it is a static member.
     pub instance_id: Option<String>,
     pub session_timeout: Duration,

@@ -835,6 +835,7 @@ mod tests {
                 assignor: None,
                 owned: Some(Partitions::new()),
                 client_id: "test".to_string(),
+                client_host: String::new(),
             };
             let timeout = Duration::from_secs(45);
             let topics = consumer_group::TopicsView::new();

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 /// One member of a share group.
 pub struct ShareMember {
     pub client_id: String,
+    /// `/address`, as ShareGroupDescribe gives it (empty where unknown).
+    pub client_host: String,
     pub rack_id: Option<String>,
     pub topic_names: BTreeSet<String>,
     pub epoch: i32,
@@ -46,6 +48,7 @@ pub struct ShareBeat {
     /// `None`: unchanged since the last heartbeat.
     pub topic_names: Option<Vec<String>>,
     pub client_id: String,
+    pub client_host: String,
 }
 
 /// What a heartbeat is answered.
@@ -96,6 +99,7 @@ impl ShareGroup {
                     id.clone(),
                     ShareMember {
                         client_id: beat.client_id,
+                        client_host: beat.client_host,
                         rack_id: beat.rack_id,
                         topic_names,
                         epoch: self.epoch,
@@ -209,6 +213,7 @@ mod tests {
             rack_id: None,
             topic_names: topics.map(|t| t.iter().map(|s| s.to_string()).collect()),
             client_id: "test".to_string(),
+            client_host: String::new(),
         }
     }
 
