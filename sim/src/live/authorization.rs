@@ -178,6 +178,16 @@ macro_rules! groups_described {
     };
 }
 
+/// The refusal of a request of `$kind` about one group, with nothing but
+/// its error set.
+macro_rules! group_refused {
+    ($kind:ident, $response:ty) => {{
+        let mut response = <$response>::default();
+        response.error_code = error(GROUP_DENIED);
+        refuse(ResponseKind::$kind(response))
+    }};
+}
+
 /// ShareFetch and ShareAcknowledge (`$kind`), whose requests and responses
 /// have the same shape: READ on the share group, or the whole request is
 /// refused; then READ on each topic (named by id), or its partitions are
@@ -507,29 +517,19 @@ fn groups(asker: &Asker, version: i16, request: &mut RequestKind) -> Option<Gate
             refuse(ResponseKind::JoinGroup(response))
         }
         RequestKind::SyncGroup(r) if !read(&r.group_id) => {
-            let mut response = SyncGroupResponse::default();
-            response.error_code = error(GROUP_DENIED);
-            refuse(ResponseKind::SyncGroup(response))
+            group_refused!(SyncGroup, SyncGroupResponse)
         }
         RequestKind::Heartbeat(r) if !read(&r.group_id) => {
-            let mut response = HeartbeatResponse::default();
-            response.error_code = error(GROUP_DENIED);
-            refuse(ResponseKind::Heartbeat(response))
+            group_refused!(Heartbeat, HeartbeatResponse)
         }
         RequestKind::LeaveGroup(r) if !read(&r.group_id) => {
-            let mut response = LeaveGroupResponse::default();
-            response.error_code = error(GROUP_DENIED);
-            refuse(ResponseKind::LeaveGroup(response))
+            group_refused!(LeaveGroup, LeaveGroupResponse)
         }
         RequestKind::ConsumerGroupHeartbeat(r) if !read(&r.group_id) => {
-            let mut response = ConsumerGroupHeartbeatResponse::default();
-            response.error_code = error(GROUP_DENIED);
-            refuse(ResponseKind::ConsumerGroupHeartbeat(response))
+            group_refused!(ConsumerGroupHeartbeat, ConsumerGroupHeartbeatResponse)
         }
         RequestKind::ShareGroupHeartbeat(r) if !read(&r.group_id) => {
-            let mut response = ShareGroupHeartbeatResponse::default();
-            response.error_code = error(GROUP_DENIED);
-            refuse(ResponseKind::ShareGroupHeartbeat(response))
+            group_refused!(ShareGroupHeartbeat, ShareGroupHeartbeatResponse)
         }
         RequestKind::OffsetCommit(r) => {
             let whole = !read(&r.group_id);

@@ -369,7 +369,7 @@ mod tests {
         let login = a.admit(ApiKey::SaslAuthenticate, 2, &token(b"\0alice\0secret"));
         assert_eq!(lifetime(&login), 60_000);
         assert!(!a.take_reauthenticated());
-        // Again, between other requests.
+        // Authenticating again: nothing else is served until it is done.
         assert_eq!(
             code(&a.admit(ApiKey::SaslHandshake, 1, &handshake("PLAIN"))),
             Some((0, false))
