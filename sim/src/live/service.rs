@@ -297,12 +297,7 @@ impl BrokerService {
                 response.throttle_time_ms = mutating.finish(&throttle);
                 Some(ResponseKind::DeleteTopics(response)).into()
             }
-            other => {
-                // Where the client connects from, as Kafka's group
-                // coordinators write it for DescribeGroups.
-                let host = (principal.host()).map_or_else(String::new, |h| format!("/{h}"));
-                self.respond(header, other, &host).await.into()
-            }
+            other => self.respond(header, other, principal.host()).await.into(),
         };
         if let (Some(amend), Some(response)) = (amend, answer.response.as_mut()) {
             amend(response);
@@ -311,14 +306,17 @@ impl BrokerService {
     }
 
     /// The answer to any request no quota but the request time's applies
-    /// to, from a client connected from `host` (`/address`, or empty).
+    /// to, from a client connected from `peer`, if known.
     async fn respond(
         self: Arc<Self>,
         header: RequestHeader,
         request: RequestKind,
-        host: &str,
+        peer: Option<std::net::IpAddr>,
     ) -> Option<ResponseKind> {
         let version = header.request_api_version;
+        // Where a group member connects from, as Kafka's group
+        // coordinators write it for DescribeGroups; made only for them.
+        let host = || peer.map_or_else(String::new, |h| format!("/{h}"));
         match request {
             RequestKind::Metadata(r) => Some(ResponseKind::Metadata(self.metadata(r, version))),
             RequestKind::ListOffsets(r) => {
@@ -334,7 +332,7 @@ impl BrokerService {
                     .unwrap_or("consumer")
                     .to_string();
                 Some(ResponseKind::JoinGroup(
-                    self.join_group(r, version, (&client, host)).await,
+                    self.join_group(r, version, (&client, &host())).await,
                 ))
             }
             RequestKind::SyncGroup(r) => {
@@ -357,7 +355,7 @@ impl BrokerService {
             RequestKind::ConsumerGroupHeartbeat(r) => {
                 let client = header.client_id.as_deref().unwrap_or("consumer");
                 Some(ResponseKind::ConsumerGroupHeartbeat(
-                    self.consumer_group_heartbeat(r, version, (client, host)),
+                    self.consumer_group_heartbeat(r, version, (client, &host())),
                 ))
             }
             RequestKind::ConsumerGroupDescribe(r) => Some(ResponseKind::ConsumerGroupDescribe(
@@ -366,7 +364,7 @@ impl BrokerService {
             RequestKind::ShareGroupHeartbeat(r) => {
                 let client = header.client_id.as_deref().unwrap_or("consumer");
                 Some(ResponseKind::ShareGroupHeartbeat(
-                    self.share_group_heartbeat(r, (client, host)),
+                    self.share_group_heartbeat(r, (client, &host())),
                 ))
             }
             RequestKind::ShareGroupDescribe(r) => Some(ResponseKind::ShareGroupDescribe(
