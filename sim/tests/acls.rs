@@ -67,6 +67,12 @@ fn server(allow_everyone_if_no_acl_found: bool) -> Server {
     .expect("the server starts")
 }
 
+/// Stops `server`, whose checks must all have held.
+fn passes(server: Server) {
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
+
 fn login(addr: SocketAddr, user: &str) -> Client {
     Client::connect_plain(addr, user, &format!("{user}-pw")).expect("logged in")
 }
@@ -249,8 +255,7 @@ fn acls_are_created_described_and_deleted_by_super_users_only() {
         describe_all(&mut admin, None, ANY).1,
         [("*".to_string(), 1)]
     );
-    let report = server.stop();
-    assert!(report.violations.is_empty(), "{}", report.human());
+    passes(server);
 }
 
 #[test]
@@ -371,8 +376,7 @@ fn each_request_is_answered_as_the_acls_allow() {
         metadata(&mut alice, Some(&["orders"])),
         [("orders".into(), 0)]
     );
-    let report = server.stop();
-    assert!(report.violations.is_empty(), "{}", report.human());
+    passes(server);
 }
 
 #[test]
@@ -403,8 +407,7 @@ fn with_allow_everyone_if_no_acl_found_only_named_resources_are_closed() {
             )
         ]
     );
-    let report = server.stop();
-    assert!(report.violations.is_empty(), "{}", report.human());
+    passes(server);
 }
 
 #[test]
@@ -550,6 +553,5 @@ fn admin_and_transaction_requests_are_answered_as_the_acls_allow() {
         1 << DESCRIBE
     );
     assert_eq!(alice.call(&cluster, 1).cluster_authorized_operations, 0);
-    let report = server.stop();
-    assert!(report.violations.is_empty(), "{}", report.human());
+    passes(server);
 }

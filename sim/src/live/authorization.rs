@@ -178,6 +178,30 @@ macro_rules! groups_described {
     };
 }
 
+/// The topics of `$denied` (a request's, each with a `name` and its
+/// `partitions`, each with a `partition_index`) as a response's `$topic`s,
+/// every partition answered `$e`, with `$field`s set as well.
+macro_rules! topics_refused {
+    ($denied:expr, $topic:ty, $partition:ty, $e:expr $(, $field:ident = $value:expr)*) => {
+        ($denied.into_iter())
+            .map(|t| {
+                let mut topic = <$topic>::default();
+                topic.name = t.name;
+                topic.partitions = (t.partitions.iter())
+                    .map(|p| {
+                        let mut out = <$partition>::default();
+                        out.partition_index = p.partition_index;
+                        out.error_code = error($e);
+                        $(out.$field = $value;)*
+                        out
+                    })
+                    .collect();
+                topic
+            })
+            .collect::<Vec<_>>()
+    };
+}
+
 /// The refusal of a request of `$kind` about one group, with nothing but
 /// its error set.
 macro_rules! group_refused {
@@ -328,22 +352,14 @@ fn data_plane(asker: &Asker, version: i16, request: &mut RequestKind) -> Option<
         RequestKind::ListOffsets(r) => {
             let denied = refused(&mut r.topics, |t| a.topic(code::DESCRIBE, &t.name));
             amend!(ListOffsets, |response| {
-                response.topics.extend(denied.into_iter().map(|t| {
-                    let mut topic = list_offsets_response::ListOffsetsTopicResponse::default();
-                    topic.name = t.name;
-                    topic.partitions = (t.partitions.iter())
-                        .map(|p| {
-                            let mut out =
-                                list_offsets_response::ListOffsetsPartitionResponse::default();
-                            out.partition_index = p.partition_index;
-                            out.error_code = error(TOPIC_DENIED);
-                            out.timestamp = -1;
-                            out.offset = -1;
-                            out
-                        })
-                        .collect();
-                    topic
-                }))
+                response.topics.extend(topics_refused!(
+                    denied,
+                    list_offsets_response::ListOffsetsTopicResponse,
+                    list_offsets_response::ListOffsetsPartitionResponse,
+                    TOPIC_DENIED,
+                    timestamp = -1,
+                    offset = -1
+                ))
             })
         }
         RequestKind::Metadata(r) => metadata(a, version, r),
@@ -539,23 +555,12 @@ fn groups(asker: &Asker, version: i16, request: &mut RequestKind) -> Option<Gate
                 refused(&mut r.topics, |t| a.topic(code::READ, &t.name))
             };
             let e = if whole { GROUP_DENIED } else { TOPIC_DENIED };
-            let topics: Vec<_> = (denied.into_iter())
-                .map(|t| {
-                    let mut topic = offset_commit_response::OffsetCommitResponseTopic::default();
-                    topic.name = t.name;
-                    topic.topic_id = t.topic_id;
-                    topic.partitions = (t.partitions.iter())
-                        .map(|p| {
-                            let mut out =
-                                offset_commit_response::OffsetCommitResponsePartition::default();
-                            out.partition_index = p.partition_index;
-                            out.error_code = error(e);
-                            out
-                        })
-                        .collect();
-                    topic
-                })
-                .collect();
+            let topics: Vec<_> = topics_refused!(
+                denied,
+                offset_commit_response::OffsetCommitResponseTopic,
+                offset_commit_response::OffsetCommitResponsePartition,
+                e
+            );
             if whole {
                 let mut response = OffsetCommitResponse::default();
                 response.topics = topics;
@@ -572,20 +577,12 @@ fn groups(asker: &Asker, version: i16, request: &mut RequestKind) -> Option<Gate
             }
             let denied = refused(&mut r.topics, |t| a.topic(code::READ, &t.name));
             amend!(OffsetDelete, |response| {
-                response.topics.extend(denied.into_iter().map(|t| {
-                    let mut topic = offset_delete_response::OffsetDeleteResponseTopic::default();
-                    topic.name = t.name;
-                    topic.partitions = (t.partitions.iter())
-                        .map(|p| {
-                            let mut out =
-                                offset_delete_response::OffsetDeleteResponsePartition::default();
-                            out.partition_index = p.partition_index;
-                            out.error_code = error(TOPIC_DENIED);
-                            out
-                        })
-                        .collect();
-                    topic
-                }))
+                response.topics.extend(topics_refused!(
+                    denied,
+                    offset_delete_response::OffsetDeleteResponseTopic,
+                    offset_delete_response::OffsetDeleteResponsePartition,
+                    TOPIC_DENIED
+                ))
             })
         }
         RequestKind::FindCoordinator(r) => {
@@ -839,22 +836,12 @@ fn transactions(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
                 None => refused(&mut r.topics, |t| a.topic(code::READ, &t.name)),
             };
             let e = whole.unwrap_or(TOPIC_DENIED);
-            let topics: Vec<_> = (denied.into_iter())
-                .map(|t| {
-                    let mut topic = txn_offset_commit_response::TxnOffsetCommitResponseTopic::default();
-                    topic.name = t.name;
-                    topic.partitions = (t.partitions.iter())
-                        .map(|p| {
-                            let mut out =
-                                txn_offset_commit_response::TxnOffsetCommitResponsePartition::default();
-                            out.partition_index = p.partition_index;
-                            out.error_code = error(e);
-                            out
-                        })
-                        .collect();
-                    topic
-                })
-                .collect();
+            let topics: Vec<_> = topics_refused!(
+                denied,
+                txn_offset_commit_response::TxnOffsetCommitResponseTopic,
+                txn_offset_commit_response::TxnOffsetCommitResponsePartition,
+                e
+            );
             if whole.is_some() {
                 let mut response = TxnOffsetCommitResponse::default();
                 response.topics = topics;
@@ -995,21 +982,13 @@ fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
         RequestKind::DeleteRecords(r) => {
             let denied = refused(&mut r.topics, |t| a.topic(code::DELETE, &t.name));
             amend!(DeleteRecords, |response| {
-                response.topics.extend(denied.into_iter().map(|t| {
-                    let mut topic = delete_records_response::DeleteRecordsTopicResult::default();
-                    topic.name = t.name;
-                    topic.partitions = (t.partitions.iter())
-                        .map(|p| {
-                            let mut out =
-                                delete_records_response::DeleteRecordsPartitionResult::default();
-                            out.partition_index = p.partition_index;
-                            out.low_watermark = -1;
-                            out.error_code = error(TOPIC_DENIED);
-                            out
-                        })
-                        .collect();
-                    topic
-                }))
+                response.topics.extend(topics_refused!(
+                    denied,
+                    delete_records_response::DeleteRecordsTopicResult,
+                    delete_records_response::DeleteRecordsPartitionResult,
+                    TOPIC_DENIED,
+                    low_watermark = -1
+                ))
             })
         }
         RequestKind::DescribeConfigs(_) => amend!(DescribeConfigs, |response| {
