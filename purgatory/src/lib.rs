@@ -321,6 +321,7 @@ mod recent_key_sets;
 mod reused_buffer;
 mod spare_cells;
 mod thread_stripe;
+mod ticks;
 mod timer_queue;
 #[allow(unsafe_code)]
 mod unchecked;

@@ -18,6 +18,7 @@ use crate::hints::Hints;
 use crate::metrics::{Counters, HeldBytes, PurgatoryMetrics};
 use crate::outcome::Outcome;
 use crate::spare_cells::SpareCells;
+use crate::ticks::Ticks;
 use crate::timer_queue::{CellRef, TimerKind, TimerQueue};
 use crate::unchecked::hand_back::OnLastUse;
 use crate::unchecked::{lane, prefetch};
@@ -31,7 +32,6 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use timing_wheel::{Clock, TickScale};
 
 /// Parks delayed operations under keys and answers each exactly once.
 ///
@@ -61,8 +61,8 @@ pub(crate) enum Reader {
 pub(crate) struct Shared<K, O> {
     name: String,
     kind: TimerKind,
-    clock: Arc<dyn Clock>,
-    scale: TickScale,
+    /// The clock, in ticks.
+    ticks: Ticks,
     timer: TimerQueue<K, O>,
     watchers: Watchers<K, O>,
     counters: Counters,
@@ -143,7 +143,7 @@ where
         }
         // The timeout runs from here, as a Kafka timer task's delay runs from
         // its `add`; an operation answered at once reads no clock.
-        let deadline = shared.scale.tick_after(shared.clock.now(), timeout);
+        let deadline = shared.ticks.tick_after(timeout);
         // `start` also serves an expiry, a cancel or a shutdown that came in
         // during the setup; only a condition that held counts as completed
         // at once. (No handle exists yet, so nobody else forces `Completed`.)
@@ -238,7 +238,7 @@ where
     /// This is how time moves with [`Driver::Manual`]; with `Driver::Thread`
     /// it is seldom needed, but harmless.
     pub fn advance_clock(&self) -> usize {
-        let now = self.shared.scale.now_tick(self.shared.clock.now());
+        let now = self.shared.ticks.now_tick();
         let mut due = Vec::new();
         self.shared
             .timer
@@ -255,9 +255,9 @@ where
         let tick = self.shared.timer.next_expiration()?;
         Some(
             self.shared
-                .scale
+                .ticks
                 .instant_of(tick)
-                .unwrap_or_else(|| self.shared.clock.now() + Duration::from_secs(86_400 * 365)),
+                .unwrap_or_else(|| self.shared.ticks.now() + Duration::from_secs(86_400 * 365)),
         )
     }
 
@@ -591,7 +591,7 @@ where
         if cell.state.is_done() {
             return false;
         }
-        let deadline = self.scale.tick_after(self.clock.now(), timeout);
+        let deadline = self.ticks.tick_after(timeout);
         // `None`: the timer let go of it; the new deadline is not in force.
         let Some(wake) = self.timer.reschedule(cell, deadline, timeout) else {
             return false;

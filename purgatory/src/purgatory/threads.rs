@@ -190,7 +190,7 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     O: DelayedOperation,
 {
-    let watch = watch(shared.scale.tick());
+    let watch = watch(shared.ticks.tick());
     let mut due: ReusedBuffer<CellRef<K, O>> = ReusedBuffer::default();
     loop {
         if shared.shutting_down.load(Ordering::SeqCst) {
@@ -206,7 +206,7 @@ where
                 shared.at_clock.leave();
                 return;
             }
-            let now = shared.scale.now_tick(shared.clock.now());
+            let now = shared.ticks.now_tick();
             let next = shared.timer.expire(now, &mut due, true, &mut buffers);
             if !due.is_empty() {
                 break;
@@ -214,10 +214,8 @@ where
             // An insert with an earlier deadline after `expire` recorded
             // the wake-up time unparks us; an unpark before we park makes
             // park return at once, so none is missed.
-            match next.and_then(|tick| shared.scale.instant_of(tick)) {
-                Some(at) => {
-                    std::thread::park_timeout(at.saturating_duration_since(shared.clock.now()))
-                }
+            match next.and_then(|tick| shared.ticks.until(tick)) {
+                Some(wait) => std::thread::park_timeout(wait),
                 None => std::thread::park(),
             }
         }
@@ -229,7 +227,7 @@ where
             shared.at_clock.wake_all();
         }
         due.note_len();
-        let until = Instant::now() + shared.scale.tick();
+        let until = Instant::now() + shared.ticks.tick();
         let mut batch = due.drain(..);
         shared.drive_until(&mut batch, Request::Force(Outcome::Expired), until);
         if batch.len() > 0 {

@@ -43,6 +43,10 @@
 //!   VM, 6 alternating pairs): 0.859-0.918 -> 0.723-0.749 µs per request
 //!   in the low case (docs/performance.md). Model-checked with loom
 //!   (`tests/loom_watch_list.rs`).
+//! - [`monotonic`] (Linux): the monotonic clock read in nanoseconds
+//!   through the C library, for the deadline each submission computes,
+//!   rather than as an `Instant` that std's arithmetic then takes apart
+//!   (figures in docs/performance.md).
 //! - [`prefetch`]: cache-line hints before a completion takes its locks, and
 //!   for the cells a batch of completions comes to next;
 //!   the intrinsic is `unsafe` only for its target feature.
@@ -58,6 +62,8 @@ pub(crate) mod handover;
 pub(crate) mod lane;
 #[cfg(test)]
 pub(crate) mod lane_tests;
+#[cfg(target_os = "linux")]
+pub(crate) mod monotonic;
 #[cfg(target_os = "linux")]
 pub(crate) mod pi_mutex;
 pub(crate) mod prefetch;
