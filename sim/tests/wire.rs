@@ -448,6 +448,29 @@ fn librdkafkas_all_topics_metadata_request_lists_every_topic() {
     passes(server);
 }
 
+/// Metadata v0 has no null list: an empty one asks for every topic
+/// there, and for none from v1 on.
+#[test]
+fn an_empty_metadata_v0_request_lists_every_topic() {
+    let server = server(Duration::ZERO, &[("orders", 2), ("payments", 1)]);
+    let mut c = Client::connect(server.addrs()[0]);
+    let mut empty = MetadataRequest::default();
+    empty.topics = Some(Vec::new());
+    let listed = |c: &mut Client, version: i16| -> Vec<String> {
+        c.send(&empty, version);
+        let (_, answer) = c.recv::<MetadataRequest>(version);
+        let mut names: Vec<String> = (answer.topics.iter())
+            .map(|t| t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(listed(&mut c, 0), ["orders", "payments"]);
+    assert!(listed(&mut c, 1).is_empty());
+    assert!(listed(&mut c, 12).is_empty());
+    passes(server);
+}
+
 /// Asked, a broker without an authorizer tells a client it may do
 /// everything, on each topic named in the answer (found or not) and (v8
 /// to v10) on the cluster; not asked, the schema's "not asked".

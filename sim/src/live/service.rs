@@ -214,6 +214,16 @@ fn found_epoch(log: &PartitionLog, timestamp: i64, offset: i64) -> i32 {
     log.epochs.epoch_at(offset).unwrap_or(-1)
 }
 
+/// Metadata v0 has no null topic list: there an empty list asks for every
+/// topic, as the null one does from v1 (Kafka's `isAllTopics`).
+fn every_topic_in_metadata_v0(request: &mut RequestKind, version: i16) {
+    if let RequestKind::Metadata(r) = request {
+        if version == 0 && r.topics.as_ref().is_some_and(Vec::is_empty) {
+            r.topics = None;
+        }
+    }
+}
+
 pub(crate) fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
 }
@@ -258,6 +268,7 @@ impl BrokerService {
     ) -> Answer {
         let version = header.request_api_version;
         let mut request = request;
+        every_topic_in_metadata_v0(&mut request, version);
         let amend = match self.gate(&principal, version, &mut request) {
             Gate::Refuse(response) => return Some(*response).into(),
             Gate::Pass(amend) => amend,
