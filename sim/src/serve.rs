@@ -215,6 +215,11 @@ impl Server {
             ),
             ("re-authentications".to_string(), get(&s.reauthentications)),
         ];
+        if let Some(authorizer) = &self.cluster.authorizer {
+            let (allowed, denied) = authorizer.decisions();
+            counts.push(("ACL checks allowed".to_string(), allowed));
+            counts.push(("ACL checks denied".to_string(), denied));
+        }
         counts.extend(self.cluster.checks.summary());
         let mut violations = self.cluster.checks.violations(self.cluster.pending());
         if get(&s.unencodable) > 0 {

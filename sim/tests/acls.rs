@@ -67,10 +67,14 @@ fn server(allow_everyone_if_no_acl_found: bool) -> Server {
     .expect("the server starts")
 }
 
-/// Stops `server`, whose checks must all have held.
+/// Stops `server`, whose checks must all have held, and which must have
+/// both allowed and denied some of what was asked.
 fn passes(server: Server) {
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
+    for decision in ["ACL checks allowed", "ACL checks denied"] {
+        assert!(report.count(decision) > Some(0), "{}", report.human());
+    }
 }
 
 fn login(addr: SocketAddr, user: &str) -> Client {

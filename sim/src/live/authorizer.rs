@@ -19,6 +19,7 @@
 
 use parking_lot::RwLock;
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Kafka's codes for what an ACL names.
 pub(crate) mod code {
@@ -235,6 +236,12 @@ pub(crate) struct Authorizer {
     super_users: BTreeSet<String>,
     allow_if_no_acl: bool,
     acls: RwLock<BTreeSet<Acl>>,
+    /// Checks answered yes and no ([`authorize`](Self::authorize) and
+    /// [`authorize_any`](Self::authorize_any) calls), as Kafka's
+    /// authorizer counts them: a listing filtered to what a principal
+    /// may describe counts a no for each resource left out.
+    allowed: AtomicU64,
+    denied: AtomicU64,
 }
 
 impl Authorizer {
@@ -243,7 +250,21 @@ impl Authorizer {
             super_users,
             allow_if_no_acl,
             acls: RwLock::new(BTreeSet::new()),
+            allowed: AtomicU64::new(0),
+            denied: AtomicU64::new(0),
         }
+    }
+
+    /// How many checks were answered yes and no so far.
+    pub(crate) fn decisions(&self) -> (u64, u64) {
+        let get = |count: &AtomicU64| count.load(Ordering::Relaxed);
+        (get(&self.allowed), get(&self.denied))
+    }
+
+    fn counted(&self, allowed: bool) -> bool {
+        let count = if allowed { &self.allowed } else { &self.denied };
+        count.fetch_add(1, Ordering::Relaxed);
+        allowed
     }
 
     /// Whether `who` may do `operation` on the resource `name` of
@@ -255,6 +276,11 @@ impl Authorizer {
         resource_type: i8,
         name: &str,
     ) -> bool {
+        self.counted(self.decide(who, operation, resource_type, name))
+    }
+
+    /// [`authorize`](Self::authorize), uncounted.
+    fn decide(&self, who: &Requester, operation: i8, resource_type: i8, name: &str) -> bool {
         if self.super_users.contains(&who.principal) {
             return true;
         }
@@ -279,8 +305,12 @@ impl Authorizer {
     /// `resource_type`, whichever (Kafka's `authorizeByResourceType`): an
     /// ALLOW for it that no DENY of the same operation covers entirely.
     pub(crate) fn authorize_any(&self, who: &Requester, operation: i8, resource_type: i8) -> bool {
+        self.counted(self.decide_any(who, operation, resource_type))
+    }
+
+    fn decide_any(&self, who: &Requester, operation: i8, resource_type: i8) -> bool {
         // A resource no ACL names at all, when that allows everyone.
-        if self.authorize(who, operation, resource_type, "hardcode") {
+        if self.decide(who, operation, resource_type, "hardcode") {
             return true;
         }
         let acls = self.acls.read();
@@ -311,11 +341,12 @@ impl Authorizer {
     }
 
     /// The operations `who` may do on the resource, as bits of their
-    /// codes (Kafka's authorized operations fields).
+    /// codes (Kafka's authorized operations fields); not counted among
+    /// the checks, being a description rather than a request's check.
     pub(crate) fn operations(&self, who: &Requester, resource_type: i8, name: &str) -> i32 {
         supported(resource_type)
             .iter()
-            .filter(|&&operation| self.authorize(who, operation, resource_type, name))
+            .filter(|&&operation| self.decide(who, operation, resource_type, name))
             .fold(0, |bits, &operation| bits | (1 << operation))
     }
 
@@ -472,6 +503,21 @@ mod tests {
             acl(TOPIC, "*", LITERAL, "User:*", WRITE, DENY),
         ]);
         assert!(!everywhere.authorize_any(&alice, WRITE, TOPIC));
+    }
+
+    #[test]
+    fn each_check_is_counted_once_and_descriptions_not_at_all() {
+        let alice = who("alice");
+        let a = authorizer(&[acl(TOPIC, "orders", LITERAL, "User:alice", WRITE, ALLOW)]);
+        assert!(a.authorize(&alice, WRITE, TOPIC, "orders"));
+        assert!(!a.authorize(&alice, READ, TOPIC, "orders"));
+        assert!(!a.authorize(&who("bob"), WRITE, TOPIC, "orders"));
+        assert_eq!(a.decisions(), (1, 2));
+        assert!(a.authorize_any(&alice, WRITE, TOPIC));
+        assert!(!a.authorize_any(&alice, READ, GROUP));
+        assert_eq!(a.decisions(), (2, 3));
+        assert_ne!(a.operations(&alice, TOPIC, "orders"), 0);
+        assert_eq!(a.decisions(), (2, 3));
     }
 
     #[test]
