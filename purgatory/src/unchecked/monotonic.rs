@@ -34,8 +34,9 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         let (to, last) = (Instant::now(), nanos().unwrap());
         let elapsed = Duration::from_nanos(last - first);
-        // `first..last` holds `from..to`, by a few microseconds at most.
+        // `first..last` holds `from..to`: by a few microseconds, unless
+        // the thread was preempted between two reads.
         assert!(elapsed >= to - from, "{elapsed:?} {:?}", to - from);
-        assert!(elapsed - (to - from) < Duration::from_millis(5));
+        assert!(elapsed - (to - from) < Duration::from_millis(100));
     }
 }
