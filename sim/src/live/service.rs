@@ -23,7 +23,7 @@ use super::throttling::{holds_answer, millis, strict_from, Mutating};
 use super::topic_config;
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::{LiveCluster, LiveConfig};
-use crate::wire::{Answer, Principal, Service, Throttle};
+use crate::wire::{host_address, Answer, Principal, Service, Throttle};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
@@ -327,7 +327,7 @@ impl BrokerService {
         let version = header.request_api_version;
         // Where a group member connects from, as Kafka's group
         // coordinators write it for DescribeGroups; made only for them.
-        let host = || peer.map_or_else(String::new, |h| format!("/{h}"));
+        let host = || peer.map_or_else(String::new, |h| format!("/{}", host_address(h)));
         match request {
             RequestKind::Metadata(r) => Some(ResponseKind::Metadata(self.metadata(r, version))),
             RequestKind::ListOffsets(r) => {

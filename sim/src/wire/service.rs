@@ -104,6 +104,31 @@ impl Principal {
     pub fn host(&self) -> Option<std::net::IpAddr> {
         self.host
     }
+
+    /// That address written as a Kafka broker writes it (Java's
+    /// `InetAddress.getHostAddress`), which ACL hosts are matched
+    /// against and group members' hosts are shown as: an IPv4 address
+    /// mapped into IPv6 as the IPv4 address, any other IPv6 address as
+    /// its eight groups in hexadecimal, none elided (`0:0:0:0:0:0:0:1`,
+    /// where Rust writes `::1`).
+    pub fn host_address(&self) -> Option<String> {
+        self.host.map(host_address)
+    }
+}
+
+/// `host` written as a Kafka broker writes it: see
+/// [`Principal::host_address`].
+pub fn host_address(host: std::net::IpAddr) -> String {
+    match host {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => (v6.segments().iter())
+                .map(|group| format!("{group:x}"))
+                .collect::<Vec<_>>()
+                .join(":"),
+        },
+        v4 => v4.to_string(),
+    }
 }
 
 /// What a call answers.
@@ -303,4 +328,27 @@ pub fn encode_response(
     let size = i32::try_from(buf.len() - 4).map_err(|_| "response over 2 GiB".to_string())?;
     buf[..4].copy_from_slice(&size.to_be_bytes());
     Ok(buf.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn addresses_are_written_as_java_writes_them() {
+        let v4 = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7));
+        assert_eq!(host_address(v4), "10.0.0.7");
+        assert_eq!(
+            host_address(IpAddr::V6(Ipv6Addr::LOCALHOST)),
+            "0:0:0:0:0:0:0:1"
+        );
+        let v6: IpAddr = "fe80::1:ab0".parse().unwrap();
+        assert_eq!(host_address(v6), "fe80:0:0:0:0:0:1:ab0");
+        let mapped = IpAddr::V6(Ipv4Addr::new(127, 0, 0, 1).to_ipv6_mapped());
+        assert_eq!(host_address(mapped), "127.0.0.1");
+        let principal = Principal::user("alice").from_host(IpAddr::V6(Ipv6Addr::LOCALHOST));
+        assert_eq!(principal.host_address().as_deref(), Some("0:0:0:0:0:0:0:1"));
+        assert_eq!(Principal::user("alice").host_address(), None);
+    }
 }

@@ -212,7 +212,7 @@ impl BrokerService {
             cluster: Arc::clone(&self.cluster),
             who: Requester {
                 principal: format!("User:{}", principal.name()),
-                host: (principal.host()).map_or_else(|| "*".to_string(), |h| h.to_string()),
+                host: principal.host_address().unwrap_or_else(|| "*".to_string()),
             },
         };
         data_plane(&asker, version, request)
