@@ -7,7 +7,7 @@
 //! unless the whole program is optimised at once, that normalises a
 //! `Duration` on the way) and 128-bit nanosecond arithmetic; from the
 //! clock's nanoseconds it is a subtraction, an addition and a division.
-//! In `purgatory_perf` that took 71 to 106 instructions off each
+//! In `purgatory_perf` that took 63 to 106 instructions off each
 //! submission (docs/performance.md). All of the purgatory's ticks (the
 //! deadlines, the present, how long to sleep) come from the one reading,
 //! so they agree with each other whatever clock `Instant` reads; instants
