@@ -44,11 +44,18 @@ fn s(text: &str) -> StrBytes {
 }
 
 /// One broker with users admin (a super user), alice and bob, and topics
-/// `orders` and `secret`.
+/// `orders` and `secret`, on 127.0.0.1.
 fn server(allow_everyone_if_no_acl_found: bool) -> Server {
+    server_on(
+        "127.0.0.1:0".parse().unwrap(),
+        allow_everyone_if_no_acl_found,
+    )
+}
+
+fn server_on(listen: SocketAddr, allow_everyone_if_no_acl_found: bool) -> Server {
     let users = ["admin", "alice", "bob"];
     Server::start(ServeOptions {
-        listen: "127.0.0.1:0".parse().unwrap(),
+        listen,
         advertise: None,
         live: LiveConfig {
             sasl_users: users
@@ -557,5 +564,35 @@ fn admin_and_transaction_requests_are_answered_as_the_acls_allow() {
         1 << DESCRIBE
     );
     assert_eq!(alice.call(&cluster, 1).cluster_authorized_operations, 0);
+    passes(server);
+}
+
+/// An ACL's host is the client's address as a Kafka broker writes it:
+/// over IPv6 loopback that is `0:0:0:0:0:0:0:1`, and `::1` matches no
+/// client. (Skipped where the machine has no IPv6 loopback.)
+#[test]
+fn over_ipv6_an_acl_names_the_host_as_kafka_writes_it() {
+    let listen: SocketAddr = "[::1]:0".parse().unwrap();
+    if std::net::TcpListener::bind(listen).is_err() {
+        eprintln!("no IPv6 loopback here: skipped");
+        return;
+    }
+    let server = server_on(listen, false);
+    let addr = server.addrs()[0];
+    let mut admin = login(addr, "admin");
+    let mut alice = login(addr, "alice");
+    let from = |host: &str| {
+        let mut c = acl(TOPIC, "orders", LITERAL, "User:alice", WRITE, ALLOW);
+        c.host = s(host);
+        c
+    };
+    let denied = code(ResponseError::TopicAuthorizationFailed);
+    assert_eq!(create(&mut admin, vec![from("::1")]), [0]);
+    assert_eq!(
+        produce(&mut alice, &["orders"]),
+        [("orders".into(), denied)]
+    );
+    assert_eq!(create(&mut admin, vec![from("0:0:0:0:0:0:0:1")]), [0]);
+    assert_eq!(produce(&mut alice, &["orders"]), [("orders".into(), 0)]);
     passes(server);
 }
