@@ -30,7 +30,8 @@ pub(crate) struct Ticks {
 
 /// The monotonic clock in nanoseconds: `origin` is a reading taken just
 /// before the scale's start, so a tick counted from it is never earlier
-/// than the same tick counted from the start.
+/// than the same tick counted from the start; `tick` is the scale's tick
+/// as u64 nanoseconds, which the submission divides by.
 #[derive(Debug, Clone, Copy)]
 struct Direct {
     origin: u64,

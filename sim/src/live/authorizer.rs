@@ -237,9 +237,11 @@ pub(crate) struct Authorizer {
     allow_if_no_acl: bool,
     acls: RwLock<BTreeSet<Acl>>,
     /// Checks answered yes and no ([`authorize`](Self::authorize) and
-    /// [`authorize_any`](Self::authorize_any) calls), as Kafka's
-    /// authorizer counts them: a listing filtered to what a principal
-    /// may describe counts a no for each resource left out.
+    /// [`authorize_any`](Self::authorize_any) calls), for the report: a
+    /// listing filtered to what a principal may describe counts a no for
+    /// each resource left out. (Kafka's authorizer logs its checks to its
+    /// audit log instead, denials of what was not asked for by name left
+    /// out.)
     allowed: AtomicU64,
     denied: AtomicU64,
 }

@@ -23,7 +23,7 @@ use super::throttling::{holds_answer, millis, strict_from, Mutating};
 use super::topic_config;
 use super::topics::{valid_topic_name, Partition, Topic};
 use super::{LiveCluster, LiveConfig};
-use crate::wire::{host_address, Answer, Principal, Service, Throttle};
+use crate::wire::{Answer, Principal, Service, Throttle};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
@@ -308,7 +308,7 @@ impl BrokerService {
                 response.throttle_time_ms = mutating.finish(&throttle);
                 Some(ResponseKind::DeleteTopics(response)).into()
             }
-            other => self.respond(header, other, principal.host()).await.into(),
+            other => self.respond(header, other, &principal).await.into(),
         };
         if let (Some(amend), Some(response)) = (amend, answer.response.as_mut()) {
             amend(response);
@@ -317,17 +317,17 @@ impl BrokerService {
     }
 
     /// The answer to any request no quota but the request time's applies
-    /// to, from a client connected from `peer`, if known.
+    /// to, from `principal`.
     async fn respond(
         self: Arc<Self>,
         header: RequestHeader,
         request: RequestKind,
-        peer: Option<std::net::IpAddr>,
+        principal: &Principal,
     ) -> Option<ResponseKind> {
         let version = header.request_api_version;
         // Where a group member connects from, as Kafka's group
         // coordinators write it for DescribeGroups; made only for them.
-        let host = || peer.map_or_else(String::new, |h| format!("/{}", host_address(h)));
+        let host = || (principal.host_address()).map_or_else(String::new, |h| format!("/{h}"));
         match request {
             RequestKind::Metadata(r) => Some(ResponseKind::Metadata(self.metadata(r, version))),
             RequestKind::ListOffsets(r) => {

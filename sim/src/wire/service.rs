@@ -118,7 +118,7 @@ impl Principal {
 
 /// `host` written as a Kafka broker writes it: see
 /// [`Principal::host_address`].
-pub fn host_address(host: std::net::IpAddr) -> String {
+fn host_address(host: std::net::IpAddr) -> String {
     match host {
         std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => v4.to_string(),
