@@ -18,5 +18,5 @@ pub use consumer::{decode_assignment, subscribed_topics};
 pub use frame::{FrameError, DEFAULT_MAX_REQUEST_BYTES};
 pub use server::{serve, Limits, Listener, Stop, WireStats};
 pub use service::{
-    decode_request, encode_response, Answer, BadRequest, Principal, Service, Throttle,
+    decode_request, encode_response, Answer, BadRequest, Features, Principal, Service, Throttle,
 };

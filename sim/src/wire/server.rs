@@ -408,7 +408,11 @@ async fn connection<S: Service>(
                         _ => Verdict::Serve,
                     };
                     if api == ApiKey::ApiVersions {
-                        let body = ResponseKind::ApiVersions(api_versions(&apis, true));
+                        let body = ResponseKind::ApiVersions(api_versions(
+                            &apis,
+                            Some(version),
+                            service.features(),
+                        ));
                         let _ =
                             tx.send(encode_response(api, version, correlation_id, &body).map(Some));
                     } else if let Verdict::Close(why) = verdict {
@@ -493,7 +497,7 @@ async fn connection<S: Service>(
                     // Answered at v0, so that any client can read which
                     // versions there are.
                     stats.unsupported_versions.fetch_add(1, Ordering::Relaxed);
-                    let body = ResponseKind::ApiVersions(api_versions(&apis, false));
+                    let body = ResponseKind::ApiVersions(api_versions(&apis, None, None));
                     let _ = tx.send(
                         encode_response(ApiKey::ApiVersions, 0, correlation_id, &body).map(Some),
                     );

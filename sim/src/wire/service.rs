@@ -4,11 +4,13 @@
 use super::sasl::Credentials;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
 };
-use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use parking_lot::Mutex;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,6 +64,27 @@ pub trait Service: Send + Sync + 'static {
     fn credentials(&self) -> Option<Arc<dyn Credentials>> {
         None
     }
+
+    /// The feature flags ApiVersions announces (KIP-584); `None`, the
+    /// default, announces none.
+    fn features(&self) -> Option<Features> {
+        None
+    }
+}
+
+/// What a broker announces of its feature flags (KIP-584) in ApiVersions
+/// from v3: each feature it supports, with the levels it can run, and each
+/// finalized for the whole cluster, at its level, with the epoch of the
+/// last change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Features {
+    /// Name, lowest and highest level supported.
+    pub supported: Vec<(String, i16, i16)>,
+    /// Name and finalized level; a feature at level 0 is off and not
+    /// listed.
+    pub finalized: Vec<(String, i16)>,
+    /// Rises with each change of a finalized level.
+    pub epoch: i64,
 }
 
 /// Who a connection's requests come from: the user it authenticated as
@@ -187,9 +210,9 @@ impl Throttle {
     }
 }
 
-/// Versions of ApiVersions the front answers (v3 and later are flexible;
-/// v4 differs from v3 only in what a client may expect of the features,
-/// which this front lists none of).
+/// Versions of ApiVersions the front answers (v3 and later are flexible
+/// and carry the features; v4 differs from v3 only in that a supported
+/// feature may start at level 0).
 const API_VERSIONS: (i16, i16) = (0, 4);
 
 /// Why a frame is not a request the service can be asked.
@@ -289,13 +312,51 @@ pub(crate) fn advertised(apis: &[(ApiKey, i16, i16)]) -> Vec<(ApiKey, i16, i16)>
 }
 
 /// The front's own answer to ApiVersions, at `version` (`None`: the
-/// requested version is not supported, answered at v0 as Kafka does).
-pub(crate) fn api_versions(apis: &[(ApiKey, i16, i16)], supported: bool) -> ApiVersionsResponse {
+/// requested version is not supported, answered at v0 as Kafka does),
+/// with the service's `features`.
+pub(crate) fn api_versions(
+    apis: &[(ApiKey, i16, i16)],
+    version: Option<i16>,
+    features: Option<Features>,
+) -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
-    if !supported {
+    let Some(version) = version else {
         response.error_code = ResponseError::UnsupportedVersion.code();
+        response.api_keys = api_keys(apis);
+        return response;
+    };
+    response.api_keys = api_keys(apis);
+    if let Some(features) = features {
+        // Before v4, a client may fail to read a supported feature that
+        // starts at level 0, so Kafka leaves those out (KAFKA-17492).
+        response.supported_features = (features.supported.into_iter())
+            .filter(|&(_, lo, _)| version >= 4 || lo > 0)
+            .map(|(name, lo, hi)| {
+                let mut key = SupportedFeatureKey::default();
+                key.name = StrBytes::from_string(name);
+                key.min_version = lo;
+                key.max_version = hi;
+                key
+            })
+            .collect();
+        response.finalized_features = (features.finalized.into_iter())
+            .filter(|&(_, level)| level != 0)
+            .map(|(name, level)| {
+                let mut key = FinalizedFeatureKey::default();
+                key.name = StrBytes::from_string(name);
+                key.min_version_level = level;
+                key.max_version_level = level;
+                key
+            })
+            .collect();
+        response.finalized_features_epoch = features.epoch;
     }
-    response.api_keys = advertised(apis)
+    response
+}
+
+/// Each advertised API with its versions, as ApiVersions lists them.
+fn api_keys(apis: &[(ApiKey, i16, i16)]) -> Vec<ApiVersion> {
+    advertised(apis)
         .into_iter()
         .map(|(api, lo, hi)| {
             let mut v = ApiVersion::default();
@@ -304,8 +365,7 @@ pub(crate) fn api_versions(apis: &[(ApiKey, i16, i16)], supported: bool) -> ApiV
             v.max_version = hi;
             v
         })
-        .collect();
-    response
+        .collect()
 }
 
 /// Encodes a response frame: size, header, body.
