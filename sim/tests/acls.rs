@@ -425,10 +425,11 @@ fn with_allow_everyone_if_no_acl_found_only_named_resources_are_closed() {
 fn admin_and_transaction_requests_are_answered_as_the_acls_allow() {
     use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
     use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
     use kafka_protocol::messages::{
-        AddPartitionsToTxnRequest, CreateTopicsRequest, DeleteTopicsRequest,
+        AddPartitionsToTxnRequest, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
         DescribeClusterRequest, DescribeGroupsRequest, FindCoordinatorRequest, ProducerId,
-        TransactionalId,
+        TransactionalId, UpdateFeaturesRequest,
     };
     const CLUSTER: i8 = 4;
     const TRANSACTIONAL_ID: i8 = 5;
@@ -564,6 +565,26 @@ fn admin_and_transaction_requests_are_answered_as_the_acls_allow() {
         1 << DESCRIBE
     );
     assert_eq!(alice.call(&cluster, 1).cluster_authorized_operations, 0);
+
+    // UpdateFeatures needs ALTER on the cluster: refused to bob, who may
+    // only describe it, and the level stays; done for a super user.
+    let mut update = UpdateFeaturesRequest::default();
+    let mut off = FeatureUpdateKey::default();
+    off.feature = s("group.version");
+    off.upgrade_type = 2; // a safe downgrade, to 0
+    update.feature_updates = vec![off];
+    let refused = bob.call(&update, 1);
+    assert_eq!(
+        (refused.error_code, refused.results.len()),
+        (code(ResponseError::ClusterAuthorizationFailed), 0)
+    );
+    let group_version = |c: &mut Client| {
+        let v = c.call(&ApiVersionsRequest::default(), 4);
+        (v.finalized_features.iter()).any(|f| f.name.as_str() == "group.version")
+    };
+    assert!(group_version(&mut bob));
+    assert_eq!(admin.call(&update, 1).error_code, 0);
+    assert!(!group_version(&mut bob));
     passes(server);
 }
 

@@ -979,6 +979,39 @@ fn kafka_python_creates_a_topic_produces_idempotently_consumes_in_a_group_and_cl
     idempotent_and_deleted(server, &r, "from-python");
 }
 
+/// kafka-python's feature admin calls (KIP-584): describe_features from
+/// ApiVersions, and update_features refusing a downgrade that does not
+/// say so, validating one, making it and upgrading again.
+#[test]
+fn kafka_python_describes_and_updates_the_features() {
+    if !kafka_python() {
+        return;
+    }
+    let server = start(LiveConfig::default(), &[]);
+    let r = python_client(
+        "kafka_python_client.py",
+        &["features", &bootstrap(&server), "-"],
+    );
+    let on = serde_json::json!({"metadata.version": [22, 22], "group.version": [1, 1]});
+    let off = serde_json::json!({"metadata.version": [22, 22], "group.version": null});
+    let ok = serde_json::json!({"group.version": "OK"});
+    assert_eq!(
+        r,
+        serde_json::json!({
+            "supported": {"metadata.version": [22, 22], "group.version": [0, 1]},
+            "before": on,
+            "plain_downgrade": "InvalidUpdateVersionError",
+            "checked": ok,
+            "after_check": on,
+            "downgrade": ok,
+            "off": off,
+            "upgrade": ok,
+            "on": on,
+        })
+    );
+    passes(server);
+}
+
 /// kafka-python's transaction admin calls: ListTransactions at every
 /// broker (each id at its coordinator only), DescribeTransactions, and
 /// DescribeProducers with where an open transaction began, before and

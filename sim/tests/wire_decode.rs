@@ -997,6 +997,19 @@ mod well_formed {
                         r.markers = vec![m.clone(), m];
                         frame(api, version, &r)
                     }
+                    ApiKey::UpdateFeatures => {
+                        use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+                        let mut u = FeatureUpdateKey::default();
+                        u.feature = StrBytes::from_static_str("group.version");
+                        // The upgrade type and validate_only from v1.
+                        if version >= 1 {
+                            u.upgrade_type = 2;
+                        }
+                        let mut r = kafka_protocol::messages::UpdateFeaturesRequest::default();
+                        r.feature_updates = vec![u.clone(), u];
+                        r.validate_only = version >= 1;
+                        frame(api, version, &r)
+                    }
                     _ => unreachable!(),
                 };
                 let decoded = decode_request(bytes, &APIS);

@@ -27,6 +27,7 @@ mod delete_records;
 mod describe_cluster;
 mod describe_topic_partitions;
 mod elect_leaders;
+mod features;
 mod fetch_sessions;
 mod group_admin;
 mod group_service;
@@ -287,6 +288,8 @@ pub struct LiveCluster {
     pub(crate) authorizer: Option<authorizer::Authorizer>,
     /// Users' SCRAM credentials.
     pub(crate) scram: scram_credentials::ScramCredentials,
+    /// The finalized feature levels (KIP-584).
+    pub(crate) features: features::FeatureLevels,
     /// The client quotas set.
     pub(crate) client_quotas: client_quotas::ClientQuotas,
     /// The controller's meter of partition mutations, for their quota.
@@ -397,6 +400,7 @@ impl LiveCluster {
             txns,
             shares,
             scram,
+            features: Default::default(),
             client_quotas: Default::default(),
             mutations: Default::default(),
             endpoints: RwLock::new(Vec::new()),

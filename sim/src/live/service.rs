@@ -74,7 +74,7 @@ pub struct BrokerService {
 /// client's), and EndTxn v5 and TxnOffsetCommit v5, the second version of
 /// transactions (KIP-890), which clients run only where a broker's features
 /// announce it; they run the first here.
-pub const APIS: [(ApiKey, i16, i16); 52] = [
+pub const APIS: [(ApiKey, i16, i16); 53] = [
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
@@ -123,6 +123,7 @@ pub const APIS: [(ApiKey, i16, i16); 52] = [
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::ListConfigResources, 0, 1),
+    (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::ShareGroupHeartbeat, 1, 1),
     (ApiKey::ShareGroupDescribe, 1, 1),
     (ApiKey::ShareFetch, 1, 1),
@@ -255,6 +256,10 @@ impl Service for BrokerService {
     fn credentials(&self) -> Option<Arc<dyn crate::wire::sasl::Credentials>> {
         self.sasl_credentials()
     }
+
+    fn features(&self) -> Option<crate::wire::Features> {
+        Some(self.features_announced())
+    }
 }
 
 impl BrokerService {
@@ -269,6 +274,10 @@ impl BrokerService {
         let version = header.request_api_version;
         let mut request = request;
         every_topic_in_metadata_v0(&mut request, version);
+        // Before anything else, as Kafka's brokers check it.
+        if let Some(refused) = self.consumer_protocol_off(&request) {
+            return Some(refused).into();
+        }
         let amend = match self.gate(&principal, version, &mut request) {
             Gate::Refuse(response) => return Some(*response).into(),
             Gate::Pass(amend) => amend,
@@ -451,6 +460,12 @@ impl BrokerService {
                 Checks::bump(&self.checks().admin_requests);
                 Some(ResponseKind::AlterUserScramCredentials(
                     self.alter_user_scram_credentials(r),
+                ))
+            }
+            RequestKind::UpdateFeatures(r) => {
+                Checks::bump(&self.checks().admin_requests);
+                Some(ResponseKind::UpdateFeatures(
+                    self.update_features(&r, version),
                 ))
             }
             RequestKind::ListConfigResources(r) => Some(ResponseKind::ListConfigResources(

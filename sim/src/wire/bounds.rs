@@ -575,6 +575,16 @@ pub(crate) fn check(api: ApiKey, version: i16, flexible: bool, body: &[u8]) -> R
                 w.tags()
             })?;
         }
+        ApiKey::UpdateFeatures => {
+            w.skip(4)?; // timeout_ms
+                        // Name, level, then allow_downgrade (v0) or upgrade_type.
+            let min = w.min_len(2) + 2 + 1 + w.min_tags();
+            w.array(min, |w| {
+                w.string()?;
+                w.skip(2 + 1)?;
+                w.tags()
+            })?;
+        }
         ApiKey::ShareGroupHeartbeat => {
             w.string()?; // group_id
             w.string()?; // member_id
@@ -702,6 +712,17 @@ mod tests {
         let mut body = good;
         body.extend_from_slice(&[0x80, 0x80, 0x04, 0]);
         assert!(check(ApiKey::ShareFetch, 1, true, &body).is_err());
+    }
+
+    #[test]
+    fn update_features_counts_are_checked() {
+        // v1: timeout, one update ("g", level 0, a safe downgrade, no
+        // tags), validate_only, tags.
+        let mut good = vec![0, 0, 0xea, 0x60, 2, 2, b'g', 0, 0, 2, 0, 0, 0];
+        assert!(check(ApiKey::UpdateFeatures, 1, true, &good).is_ok());
+        // 2^28 updates in a few bytes.
+        good.splice(4..5, [0x80, 0x80, 0x80, 0x80, 0x01]);
+        assert!(check(ApiKey::UpdateFeatures, 1, true, &good).is_err());
     }
 
     #[test]

@@ -38,6 +38,11 @@ defaults (its producer is idempotent unless told otherwise).
         with a wrong password for 3 s. Prints one JSON line: how many
         records each mechanism had acknowledged, how many were read, and
         the error of the wrong password's try.
+    kafka_python_client.py features BOOTSTRAP -
+        Describe the cluster's features, try to take group.version to 0
+        without saying it is a downgrade, check a safe downgrade with
+        validate_only, make it, then upgrade again, describing the
+        finalized levels after each step. Prints one JSON line.
 
 Needs kafka-python 3 or later (its admin client answers in dicts, and
 its producer is idempotent by default). Exits 0 when it ran.
@@ -315,6 +320,33 @@ def sasl(bootstrap, topic, user, password):
     print(json.dumps(out))
 
 
+def features(bootstrap):
+    """What describe_features reports, before and after update_features
+    turns group.version off and on again, and the error of a downgrade
+    that does not say it is one."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+
+    def finalized():
+        return {name: f.get("finalized") for name, f in admin.describe_features().items()}
+
+    out = {"supported": {n: f["supported"] for n, f in admin.describe_features().items()}}
+    out["before"] = finalized()
+    try:
+        admin.update_features({"group.version": 0})
+        out["plain_downgrade"] = None
+    except Exception as e:
+        out["plain_downgrade"] = type(e).__name__
+    out["checked"] = admin.update_features(
+        {"group.version": ("SAFE_DOWNGRADE", 0)}, validate_only=True)
+    out["after_check"] = finalized()
+    out["downgrade"] = admin.update_features({"group.version": ("SAFE_DOWNGRADE", 0)})
+    out["off"] = finalized()
+    out["upgrade"] = admin.update_features({"group.version": 1})
+    out["on"] = finalized()
+    admin.close()
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
     mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "all":
@@ -327,5 +359,7 @@ if __name__ == "__main__":
         reassign(bootstrap, topic)
     elif mode == "sasl":
         sasl(bootstrap, topic, *sys.argv[4].split(":", 1))
+    elif mode == "features":
+        features(bootstrap)
     else:
         sys.exit(f"unknown mode {mode}")

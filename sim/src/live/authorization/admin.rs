@@ -1,5 +1,6 @@
 //! The admin APIs: topics, configs, ACLs, quotas, credentials,
-//! reassignments, elections, log dirs and the cluster's description.
+//! reassignments, elections, log dirs, features and the cluster's
+//! description.
 
 use super::*;
 
@@ -26,7 +27,7 @@ macro_rules! configs_altered {
 }
 
 /// Topics, configs, ACLs, quotas, credentials, reassignments, elections,
-/// log dirs and the cluster's description.
+/// log dirs, features and the cluster's description.
 pub(super) fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
     let a = asker.clone();
     Some(match request {
@@ -215,6 +216,14 @@ pub(super) fn admin(asker: &Asker, request: &mut RequestKind) -> Option<Gate> {
             let mut response = ListConfigResourcesResponse::default();
             response.error_code = error(CLUSTER_DENIED);
             refuse(ResponseKind::ListConfigResources(response))
+        }
+        // Kafka's controller answers the error alone, with no result per
+        // feature.
+        RequestKind::UpdateFeatures(_) if !a.cluster(code::ALTER) => {
+            let mut response = UpdateFeaturesResponse::default();
+            response.error_message = None;
+            response.error_code = error(CLUSTER_DENIED);
+            refuse(ResponseKind::UpdateFeatures(response))
         }
         RequestKind::ElectLeaders(r) if !a.cluster(code::ALTER) => {
             let mut response = ElectLeadersResponse::default();
