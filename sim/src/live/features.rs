@@ -3,9 +3,9 @@
 //! UpdateFeatures, with the checks of Kafka's controller
 //! (`FeatureControlManager`).
 //!
-//! Two features are known here. `metadata.version` is fixed at 4.0-IV0
-//! (22), the level of the Kafka whose APIs these brokers serve; there is
-//! no metadata log to upgrade or downgrade. `group.version` 1 turns the
+//! Two features are known here. `metadata.version` is fixed at 22
+//! (4.0-IV0, Kafka 4.0's production level, whose brokers' rules this
+//! front follows); there is no metadata log to upgrade or downgrade. `group.version` 1 turns the
 //! consumer group protocol (KIP-848) on, as in Kafka 4.0, and 0 turns it
 //! off: ConsumerGroupHeartbeat and ConsumerGroupDescribe are then answered
 //! UNSUPPORTED_VERSION, as Kafka's brokers answer them. Kafka's other
@@ -90,7 +90,9 @@ impl FeatureLevels {
     /// or none of them: the first refused names the error for the whole
     /// request (INVALID_UPDATE_VERSION), as Kafka's controller answers.
     /// `controller` is the node named as the controller, for the
-    /// messages. From v2 the answer has no result per feature.
+    /// messages. From v2 the answer has no result per feature. A v0
+    /// request's `allow_downgrade` is ignored, as Kafka's controller
+    /// ignores it: v0 only upgrades.
     pub fn update(
         &self,
         r: &UpdateFeaturesRequest,
