@@ -203,8 +203,14 @@ impl BrokerService {
     /// answer it, for the heartbeat and for each group described.
     pub(crate) fn consumer_protocol_off(&self, request: &RequestKind) -> Option<ResponseKind> {
         let unsupported = ResponseError::UnsupportedVersion.code();
+        // Other requests pass without reading the levels.
+        let on = || self.cluster.features.consumer_protocol();
         match request {
-            _ if self.cluster.features.consumer_protocol() => None,
+            RequestKind::ConsumerGroupHeartbeat(_) | RequestKind::ConsumerGroupDescribe(_)
+                if on() =>
+            {
+                None
+            }
             RequestKind::ConsumerGroupHeartbeat(_) => {
                 let mut response = ConsumerGroupHeartbeatResponse::default();
                 response.error_code = unsupported;
