@@ -193,11 +193,6 @@ fn check(
 }
 
 impl BrokerService {
-    /// What ApiVersions announces of the cluster's features.
-    pub(crate) fn features_announced(&self) -> Features {
-        self.cluster.features.announced()
-    }
-
     /// The answer to a consumer group protocol request while
     /// `group.version` is 0: UNSUPPORTED_VERSION, as Kafka's brokers
     /// answer it, for the heartbeat and for each group described.

@@ -258,7 +258,7 @@ impl Service for BrokerService {
     }
 
     fn features(&self) -> Option<crate::wire::Features> {
-        Some(self.features_announced())
+        Some(self.cluster.features.announced())
     }
 }
 

@@ -320,12 +320,11 @@ pub(crate) fn api_versions(
     features: Option<Features>,
 ) -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
+    response.api_keys = api_keys(apis);
     let Some(version) = version else {
         response.error_code = ResponseError::UnsupportedVersion.code();
-        response.api_keys = api_keys(apis);
         return response;
     };
-    response.api_keys = api_keys(apis);
     if let Some(features) = features {
         // Before v4, a client may fail to read a supported feature that
         // starts at level 0, so Kafka leaves those out (KAFKA-17492).
