@@ -1,8 +1,8 @@
 //! The consumer group protocol (KIP-848) over the wire, with the test
 //! client: partitions handed over only once given up, a member fenced at
 //! its rebalance timeout or its session timeout (both delayed operations
-//! in the coordinator's purgatory), commits at the member epoch, and the
-//! two kinds of group kept apart.
+//! in the coordinator's purgatory), commits at the member epoch, and
+//! groups of other protocol types kept apart.
 
 use broker_sim::live::{GroupConfig, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
@@ -272,21 +272,23 @@ fn commits_and_offset_fetches_are_checked_against_the_member_epoch() {
 }
 
 #[test]
-fn classic_and_consumer_groups_keep_to_their_kind() {
+fn groups_of_other_protocol_types_keep_to_their_kind() {
     let server = server(Duration::from_secs(30));
     let addr = coordinator(&server, GROUP);
     let mut a = Member::new(addr, "member-a");
     a.join(Duration::from_secs(30));
-    // A classic member is refused by a consumer group with members.
+    // A classic member of another protocol type (Kafka Connect's, say) is
+    // refused by a consumer group with members. (One of the consumer
+    // protocol type joins it: tests/mixed_groups.rs.)
     let mut p = JoinGroupRequestProtocol::default();
-    p.name = s("range");
-    p.metadata = Bytes::from_static(b"subscription");
+    p.name = s("sessioned");
+    p.metadata = Bytes::from_static(b"worker");
     let mut j = JoinGroupRequest::default();
     j.group_id = GroupId(s(GROUP));
     j.session_timeout_ms = 10_000;
     j.rebalance_timeout_ms = 10_000;
     j.member_id = s("");
-    j.protocol_type = s("consumer");
+    j.protocol_type = s("connect");
     j.protocols = vec![p];
     let joined = Client::connect(addr).call(&j, 5);
     assert_eq!(
@@ -329,7 +331,8 @@ fn classic_and_consumer_groups_keep_to_their_kind() {
     assert_eq!(a.send(leave).error_code, 0);
     let joined = Client::connect(addr).call(&j, 5);
     assert_eq!(joined.error_code, ResponseError::MemberIdRequired.code());
-    // And a consumer-protocol member is refused by a classic group.
+    // And a consumer-protocol member is refused by a classic group of
+    // another protocol type.
     j.member_id = joined.member_id.clone();
     let joined = Client::connect(addr).call(&j, 5);
     assert_eq!(joined.error_code, 0);

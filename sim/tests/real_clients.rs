@@ -1601,7 +1601,7 @@ fn two_confluent_consumers_in_a_group_process_every_record_once_across_a_rebalan
     if !confluent() {
         return;
     }
-    let (generation, _) = two_confluent_consumers("range", "pair");
+    let (generation, _) = two_confluent_consumers(["range"; 2], "pair");
     assert!(
         generation >= 2,
         "a rebalance happened (generation {generation})"
@@ -1613,7 +1613,7 @@ fn cooperative_consumers_keep_their_partitions_and_hand_over_the_rest_in_two_rou
     if !confluent() {
         return;
     }
-    let (generation, first) = two_confluent_consumers("cooperative-sticky", "sticky");
+    let (generation, first) = two_confluent_consumers(["cooperative-sticky"; 2], "sticky");
     // One round in which the first member gives up what the second is to
     // get, and one in which the second gets it.
     assert!(
@@ -1644,9 +1644,34 @@ fn consumer_protocol_members_are_assigned_by_the_coordinator_and_hand_over_incre
     // librdkafka with `group.protocol=consumer` (KIP-848): no JoinGroup or
     // SyncGroup, the coordinator's assignor, partitions moved one epoch at
     // a time, and no partition owned twice (a check of every run).
-    let (epoch, first) = two_confluent_consumers("consumer", "kip848");
+    let (epoch, first) = two_confluent_consumers(["consumer"; 2], "kip848");
     assert!(epoch >= 2, "the second member raised the epoch ({epoch})");
     // The first member gave up only what went to the second.
+    gave_up_only_what_moved(&first);
+}
+
+#[test]
+fn a_classic_group_moves_to_the_consumer_protocol_one_member_at_a_time_and_back() {
+    if !confluent() {
+        return;
+    }
+    // A cooperative classic consumer, then one of the consumer protocol in
+    // the same group: the group turns consumer-protocol with the first
+    // keeping its partitions, the coordinator splits them, and when the
+    // second leaves the group turns classic again. Every record once.
+    let (_, first) = two_confluent_consumers(["cooperative-sticky", "consumer"], "migrating");
+    gave_up_only_what_moved(&first);
+}
+
+#[test]
+fn a_consumer_protocol_group_takes_a_classic_member() {
+    if !confluent() {
+        return;
+    }
+    // The other way round: an eager classic consumer joins a group of the
+    // consumer protocol, is assigned its share by the coordinator, and
+    // leaves with LeaveGroup. Every record once.
+    let (_, first) = two_confluent_consumers(["consumer", "range"], "joining");
     gave_up_only_what_moved(&first);
 }
 
@@ -1859,17 +1884,18 @@ fn exactly_once_processing_outputs_each_record_once_across_crashes_of_its_broker
     passes(server);
 }
 
-/// Two confluent-kafka consumers of `strategy` in group `group`: the first
-/// reads 200 records alone, the second joins, 200 more are produced. Checks
+/// Two confluent-kafka consumers in group `group`, of the first and the
+/// second of `strategies` (`consumer` for the consumer group protocol): the
+/// first reads 200 records alone, the second joins, 200 more are produced. Checks
 /// that each record is processed exactly once between them and that both
 /// processed some; returns the group's generation and the first member's
 /// stderr (its assignments).
-fn two_confluent_consumers(strategy: &str, group: &str) -> (i32, String) {
+fn two_confluent_consumers(strategies: [&str; 2], group: &str) -> (i32, String) {
     let server = start(quick_groups(), &[("grouped", 4)]);
     let bootstrap = bootstrap(&server);
     let first = confluent_client(&["produce", &bootstrap, "grouped", "200", "a"]);
     assert_eq!(first["acked"], 200, "{first}");
-    let consumer = |seconds: &str| {
+    let consumer = |seconds: &str, strategy: &str| {
         Command::new("python3")
             .args([
                 client_script(),
@@ -1885,10 +1911,10 @@ fn two_confluent_consumers(strategy: &str, group: &str) -> (i32, String) {
             .spawn()
             .expect("python3 runs")
     };
-    let a = consumer("14");
+    let a = consumer("14", strategies[0]);
     std::thread::sleep(Duration::from_secs(4));
     // The second member joins: the partitions are split between them.
-    let b = consumer("9");
+    let b = consumer("9", strategies[1]);
     std::thread::sleep(Duration::from_secs(4));
     let second = confluent_client(&["produce", &bootstrap, "grouped", "200", "b"]);
     assert_eq!(second["acked"], 200, "{second}");
@@ -1917,7 +1943,7 @@ fn two_confluent_consumers(strategy: &str, group: &str) -> (i32, String) {
         "each record processed exactly once between the two; the first's stderr: {a_said}"
     );
     let generation = match server.cluster().group_view(group) {
-        Some((_, generation, _)) if strategy != "consumer" => generation,
+        Some((_, generation, _)) if strategies[0] != "consumer" => generation,
         _ => server.cluster().consumer_group_view(group).unwrap().1,
     };
     passes(server);

@@ -7,7 +7,8 @@ use super::acls::allowed;
 use super::checks::Checks;
 use super::group_service::text;
 use super::groups::{
-    Beat, ConsumerGroup, GroupState, Partitions, Refusal, TopicRegex, Topics, ASSIGNORS,
+    fence, Beat, BeatAnswer, ConsumerGroup, GroupState, Partitions, Refusal, TopicRegex, Topics,
+    ASSIGNORS, LEAVE,
 };
 use super::service::BrokerService;
 use super::LiveCluster;
@@ -165,6 +166,8 @@ impl BrokerService {
             client_host: client_host.to_string(),
         };
         let mut actions = Vec::new();
+        let mut upgraded = Vec::new();
+        let leaving = r.member_epoch == LEAVE;
         let answer = {
             let mut g = group.lock();
             if g.deleted {
@@ -172,34 +175,73 @@ impl BrokerService {
                 return response;
             }
             if g.consumer.is_none() {
-                let classic_in_use = !g.members.is_empty()
-                    || g.state != GroupState::Empty
-                    || g.join_in_purgatory
-                    || g.share.as_ref().is_some_and(|s| !s.members.is_empty());
-                if classic_in_use || r.member_epoch != 0 {
+                let share_in_use = g.share.as_ref().is_some_and(|s| !s.members.is_empty());
+                let classic_in_use =
+                    !g.members.is_empty() || g.state != GroupState::Empty || g.join_in_purgatory;
+                if share_in_use || r.member_epoch != 0 {
                     let message = format!("Group {id} is not a consumer group.");
                     return refused(
                         response,
                         Refusal::new(ResponseError::GroupIdNotFound, message),
                     );
                 }
-                // An empty classic or share group (or a new one) turns
-                // consumer.
-                g.share = None;
-                g.consumer = Some(ConsumerGroup::default());
-                g.protocol_type = Some("consumer".to_string());
-                g.protocol = None;
+                if classic_in_use && !g.members.is_empty() {
+                    // A classic group with members turns consumer-protocol,
+                    // its members keeping their assignments.
+                    match g.upgrade(&*self.cluster, &mut actions) {
+                        Some(answers) => upgraded = answers,
+                        None => {
+                            let message = format!(
+                                "Cannot upgrade the classic group {id} to a consumer group: it \
+                                 does not use the consumer protocol, or a member's subscription \
+                                 or assignment does not decode."
+                            );
+                            return refused(
+                                response,
+                                Refusal::new(ResponseError::GroupIdNotFound, message),
+                            );
+                        }
+                    }
+                } else if classic_in_use {
+                    let message = format!("Group {id} is not a consumer group.");
+                    return refused(
+                        response,
+                        Refusal::new(ResponseError::GroupIdNotFound, message),
+                    );
+                } else {
+                    // An empty classic or share group (or a new one) turns
+                    // consumer.
+                    g.share = None;
+                    g.consumer = Some(ConsumerGroup::default());
+                    g.protocol_type = Some("consumer".to_string());
+                    g.protocol = None;
+                }
             }
             let c = g.consumer.as_mut().expect("set above");
             let session_timeout = groups
                 .config_ms(&id, "consumer.session.timeout.ms")
                 .unwrap_or(groups.cfg.consumer_session_timeout);
-            let answer = c.heartbeat(beat, &*self.cluster, session_timeout, &mut actions);
-            if c.owned_twice() {
-                Checks::bump(&self.cluster.checks.assigned_twice);
+            if leaving && c.turns_classic_without(&beat.member_id) {
+                // Its last member of the consumer protocol leaving, a
+                // group of classic members turns classic again.
+                let answer = BeatAnswer {
+                    member_id: beat.member_id.clone(),
+                    epoch: LEAVE,
+                    assignment: None,
+                };
+                fence(&mut g, &beat.member_id, &mut actions);
+                Ok(answer)
+            } else {
+                let answer = c.heartbeat(beat, &*self.cluster, session_timeout, &mut actions);
+                if c.owned_twice() {
+                    Checks::bump(&self.cluster.checks.assigned_twice);
+                }
+                answer
             }
-            answer
         };
+        for (tx, answer) in upgraded {
+            let _ = tx.send(answer);
+        }
         groups.run(&id, actions);
         match answer {
             Err(refusal) => refused(response, refusal),
@@ -298,8 +340,8 @@ impl BrokerService {
                         d.subscribed_topic_regex = m.topic_regex.as_ref().map(|r| text(&r.source));
                         d.assignment = assignment(Some(&m.assigned));
                         d.target_assignment = assignment(c.target.get(member_id));
-                        // 1: a member of the consumer protocol.
-                        d.member_type = 1;
+                        // 0: a classic member, 1: one of the consumer protocol.
+                        d.member_type = if m.classic.is_some() { 0 } else { 1 };
                         d
                     })
                     .collect();

@@ -5,7 +5,10 @@
 //! answer NOT_COORDINATOR.
 
 use super::checks::Checks;
-use super::groups::{Action, CommittedOffset, DelayedSync, Group, GroupState, JoinResult, Member};
+use super::groups::{
+    Action, ClassicJoin, ClassicJoined, CommittedOffset, DelayedSync, Group, GroupState,
+    JoinResult, Member,
+};
 use super::service::BrokerService;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -279,15 +282,50 @@ impl BrokerService {
             if g.share.take().is_some() {
                 g.protocol_type = None;
             }
-            if let Some(c) = &g.consumer {
-                if !c.members.is_empty() {
-                    return fail(
-                        response,
-                        code(ResponseError::InconsistentGroupProtocol),
-                        &r.member_id,
-                    );
+            if let Some(c) = g.consumer.as_mut().filter(|c| !c.members.is_empty()) {
+                // A classic member of a consumer-protocol group: answered at once.
+                let join = ClassicJoin {
+                    member_id: r.member_id.to_string(),
+                    instance_id: instance.clone(),
+                    protocol_type: r.protocol_type.to_string(),
+                    protocols: r
+                        .protocols
+                        .iter()
+                        .map(|p| (p.name.to_string(), p.metadata.clone()))
+                        .collect(),
+                    session_timeout: session,
+                    rebalance_timeout: rebalance,
+                    client_id: client_id.to_string(),
+                    client_host: client_host.to_string(),
+                    requires_known_id: version >= 4,
+                };
+                let answer = c.classic_join(join, &*self.cluster, &mut actions);
+                if c.owned_twice() {
+                    Checks::bump(&self.cluster.checks.assigned_twice);
                 }
-                g.consumer = None;
+                drop(g);
+                groups.run(&id, actions);
+                return match answer {
+                    Err(refusal) => fail(response, refusal.error.code(), &r.member_id),
+                    Ok(ClassicJoined::IdRequired(member)) => {
+                        fail(response, code(ResponseError::MemberIdRequired), &member)
+                    }
+                    Ok(ClassicJoined::Joined {
+                        member_id,
+                        epoch,
+                        protocol,
+                    }) => {
+                        response.member_id = text(&member_id);
+                        response.generation_id = epoch;
+                        response.protocol_name = Some(text(&protocol));
+                        if version >= 7 {
+                            response.protocol_type = Some(text("consumer"));
+                        }
+                        response
+                    }
+                };
+            }
+            if g.consumer.take().is_some() {
                 g.protocol_type = None;
             }
             // An empty group takes the newcomer's protocol type; one with
@@ -501,6 +539,30 @@ impl BrokerService {
         let mut actions = Vec::new();
         let wait = {
             let mut g = group.lock();
+            if let Some(c) = g.consumer.as_mut() {
+                let asked = (r.protocol_type.as_deref(), r.protocol_name.as_deref());
+                let generation = r.generation_id;
+                let answer = c.classic_sync(
+                    &member,
+                    instance.as_deref(),
+                    generation,
+                    asked,
+                    &mut actions,
+                );
+                drop(g);
+                groups.run(&id, actions);
+                match answer {
+                    Ok(assignment) => {
+                        response.assignment = assignment;
+                        if version >= 5 {
+                            response.protocol_type = r.protocol_type;
+                            response.protocol_name = r.protocol_name;
+                        }
+                    }
+                    Err(refusal) => response.error_code = refusal.error.code(),
+                }
+                return response;
+            }
             let (protocol_type, protocol) = (g.protocol_type.clone(), g.protocol.clone());
             if version >= 5 {
                 response.protocol_type = protocol_type.as_deref().map(text);
@@ -605,6 +667,17 @@ impl BrokerService {
         };
         let session = {
             let mut g = group.lock();
+            if let Some(c) = g.consumer.as_mut() {
+                let mut actions = Vec::new();
+                let (member, instance) = (r.member_id.as_str(), r.group_instance_id.as_deref());
+                let answer = c.classic_heartbeat(member, instance, r.generation_id, &mut actions);
+                drop(g);
+                self.cluster.groups.run(&id, actions);
+                if let Err(refusal) = answer {
+                    response.error_code = refusal.error.code();
+                }
+                return response;
+            }
             let (generation, state) = (g.generation, g.state);
             let instance = r.group_instance_id.as_deref();
             let m = match g.validate(r.member_id.as_str(), instance) {
@@ -692,6 +765,13 @@ impl BrokerService {
     ) -> i16 {
         let (member, session) = {
             let mut g = group.lock();
+            if let Some(c) = g.consumer.as_mut() {
+                let mut actions = Vec::new();
+                let left = c.classic_leave(member, instance, &mut actions);
+                drop(g);
+                self.cluster.groups.run(id, actions);
+                return left.map_or_else(|refusal| refusal.error.code(), |_| 0);
+            }
             let member = match (member, instance) {
                 ("", Some(instance)) => match g.static_members.get(instance) {
                     Some(holder) => holder.clone(),

@@ -646,6 +646,33 @@ pub(crate) fn consumer_assignment(bytes: &[u8]) -> Result<(), Refused> {
     Ok(())
 }
 
+/// The same for a consumer-protocol subscription (a JoinGroup protocol's
+/// metadata), version by version: topics and user data, then owned
+/// partitions (v1), the generation (v2) and the rack (v3).
+pub(crate) fn consumer_subscription(bytes: &[u8]) -> Result<(), Refused> {
+    let mut w = Walk {
+        rest: bytes,
+        flexible: false,
+    };
+    let w = &mut w;
+    let version = w.int(2)?;
+    w.strings()?;
+    w.bytes()?;
+    if version >= 1 {
+        w.array(2 + 4, |w| {
+            w.string()?;
+            w.array(4, |w| w.skip(4))
+        })?;
+    }
+    if version >= 2 {
+        w.skip(4)?;
+    }
+    if version >= 3 {
+        w.string()?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

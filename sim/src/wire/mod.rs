@@ -14,7 +14,9 @@ pub mod sasl;
 mod server;
 mod service;
 
-pub use consumer::{decode_assignment, subscribed_topics};
+pub use consumer::{
+    decode_assignment, decode_subscription, encode_assignment, subscribed_topics, Subscription,
+};
 pub use frame::{FrameError, DEFAULT_MAX_REQUEST_BYTES};
 pub use server::{serve, Limits, Listener, Stop, WireStats};
 pub use service::{

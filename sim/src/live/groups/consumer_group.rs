@@ -14,8 +14,9 @@
 //! operations in the coordinator's sessions purgatory.
 
 use super::assignors::{self, Partitions, Spec};
+use super::classic_members::ClassicMeta;
 use super::group::Action;
-use super::ops::SessionCompleter;
+use super::ops::{MemberTimer, SessionCompleter};
 use kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -58,7 +59,8 @@ pub struct ConsumerMember {
     pub away: bool,
     /// Its session: expires `session_timeout` after its last heartbeat.
     pub session: Option<SessionCompleter>,
-    /// Its rebalance timeout, while it has partitions to give up.
+    /// Its rebalance timeout: while it has partitions to give up, or, for
+    /// a classic member, while it must rejoin or sync.
     pub revocation: Option<SessionCompleter>,
     /// When it was last heard from.
     pub last_beat: Instant,
@@ -66,6 +68,9 @@ pub struct ConsumerMember {
     /// keeps it when it joins again, so a timer of an earlier joining
     /// that fires late must not touch this one.
     pub incarnation: u64,
+    /// Set for a member that speaks the classic protocol (JoinGroup,
+    /// SyncGroup, Heartbeat) in this group.
+    pub classic: Option<ClassicMeta>,
 }
 
 /// A ConsumerGroupHeartbeat, its fields read (`None`: not sent, "no
@@ -156,6 +161,15 @@ pub struct ConsumerGroup {
     incarnations: u64,
 }
 
+impl ConsumerGroup {
+    /// A new member's incarnation: never 0, which a classic group's
+    /// members' timers carry.
+    pub(super) fn next_incarnation(&mut self) -> u64 {
+        self.incarnations += 1;
+        self.incarnations
+    }
+}
+
 /// A regex subscription, compiled once: it matches whole topic names, as
 /// Kafka's RE2/J `matches` does.
 pub struct TopicRegex {
@@ -178,6 +192,33 @@ impl TopicRegex {
 }
 
 impl ConsumerMember {
+    /// Whether `timer` is the rebalance timeout it runs now: the one for
+    /// the epoch whose partitions it is giving up, or, for a classic
+    /// member, its current wait for a rejoin or a SyncGroup.
+    pub fn rebalance_timer_is(&self, timer: MemberTimer) -> bool {
+        match timer {
+            MemberTimer::Session => false,
+            MemberTimer::Revocation { epoch } => {
+                self.epoch == epoch && self.state == MemberState::UnrevokedPartitions
+            }
+            MemberTimer::Rejoin { deadline } => self
+                .classic
+                .as_ref()
+                .is_some_and(|c| c.awaiting.is_some() && c.deadline == deadline),
+        }
+    }
+
+    /// A request's epoch against its own: STALE_MEMBER_EPOCH if they
+    /// differ, or ILLEGAL_GENERATION for a classic member, to which the
+    /// epoch is its generation.
+    fn check_epoch(&self, epoch: i32) -> Result<(), i16> {
+        match (epoch == self.epoch, self.classic.is_some()) {
+            (true, _) => Ok(()),
+            (false, true) => Err(ResponseError::IllegalGeneration.code()),
+            (false, false) => Err(ResponseError::StaleMemberEpoch.code()),
+        }
+    }
+
     /// Whether it subscribes to the topic called `name`.
     fn subscribes(&self, name: &str) -> bool {
         self.topic_names.contains(name)
@@ -375,10 +416,8 @@ impl ConsumerGroup {
             session: None,
             revocation: None,
             last_beat: Instant::now(),
-            incarnation: {
-                self.incarnations += 1;
-                self.incarnations
-            },
+            incarnation: self.next_incarnation(),
+            classic: None,
         };
         if let Some(instance) = &beat.instance_id {
             if let Some(holder) = self.static_members.get(instance).cloned() {
@@ -419,7 +458,7 @@ impl ConsumerGroup {
             member: beat.member_id.clone(),
             incarnation: member.incarnation,
             timeout: session_timeout,
-            revoking_at: None,
+            timer: MemberTimer::Session,
         });
         self.members.insert(beat.member_id.clone(), member);
         Ok(())
@@ -469,7 +508,7 @@ impl ConsumerGroup {
 
     /// Every topic some member subscribes to, by name or by regex, that
     /// exists.
-    fn subscribed_topics(&self, topics: &dyn Topics) -> TopicsView {
+    pub(super) fn subscribed_topics(&self, topics: &dyn Topics) -> TopicsView {
         let mut out = TopicsView::new();
         // Names are looked up; only regexes need every topic.
         for m in self.members.values() {
@@ -496,7 +535,7 @@ impl ConsumerGroup {
 
     /// A new target assignment for the group epoch, over the subscribed
     /// topics.
-    fn assign(&mut self) {
+    pub(super) fn assign(&mut self) {
         let members: BTreeMap<String, BTreeSet<Uuid>> = self
             .members
             .iter()
@@ -521,7 +560,7 @@ impl ConsumerGroup {
     }
 
     /// The partitions the members but `except` own or are giving up.
-    fn owners(&self, except: &str) -> BTreeSet<(Uuid, i32)> {
+    pub(super) fn owners(&self, except: &str) -> BTreeSet<(Uuid, i32)> {
         self.members
             .iter()
             .filter(|(id, _)| id.as_str() != except)
@@ -532,7 +571,12 @@ impl ConsumerGroup {
     /// Moves `id` towards the target assignment as far as its heartbeat
     /// (`owned`) and the other members allow (Kafka's
     /// `CurrentAssignmentBuilder`).
-    fn reconcile(&mut self, id: &str, owned: Option<&Partitions>, actions: &mut Vec<Action>) {
+    pub(super) fn reconcile(
+        &mut self,
+        id: &str,
+        owned: Option<&Partitions>,
+        actions: &mut Vec<Action>,
+    ) {
         let target_epoch = self.assignment_epoch;
         let m = &self.members[id];
         let from_epoch = match m.state {
@@ -590,7 +634,11 @@ impl ConsumerGroup {
             m.epoch = new_epoch;
         }
         // A rebalance timeout runs while it has partitions to give up,
-        // anew for each epoch it must leave.
+        // anew for each epoch it must leave. (A classic member's runs
+        // while it must rejoin or sync instead.)
+        if m.classic.is_some() {
+            return;
+        }
         let revoking = m.state == MemberState::UnrevokedPartitions;
         let again = old_state != MemberState::UnrevokedPartitions || old_epoch != m.epoch;
         if !revoking || again {
@@ -603,7 +651,7 @@ impl ConsumerGroup {
                 member: id.to_string(),
                 incarnation: m.incarnation,
                 timeout: m.rebalance_timeout,
-                revoking_at: Some(m.epoch),
+                timer: MemberTimer::Revocation { epoch: m.epoch },
             });
         }
     }
@@ -627,13 +675,11 @@ impl ConsumerGroup {
             .members
             .get(member)
             .ok_or(ResponseError::UnknownMemberId.code())?;
-        if !transactional && version < 9 {
+        // A classic member commits with any version, at its generation.
+        if !transactional && version < 9 && m.classic.is_none() {
             return Err(ResponseError::UnsupportedVersion.code());
         }
-        if epoch != m.epoch {
-            return Err(ResponseError::StaleMemberEpoch.code());
-        }
-        Ok(())
+        m.check_epoch(epoch)
     }
 
     /// An OffsetFetch's check (v9 and later name the member): one naming
@@ -646,10 +692,7 @@ impl ConsumerGroup {
             .members
             .get(member)
             .ok_or(ResponseError::UnknownMemberId.code())?;
-        if epoch != m.epoch {
-            return Err(ResponseError::StaleMemberEpoch.code());
-        }
-        Ok(())
+        m.check_epoch(epoch)
     }
 
     /// Whether some partition is owned by two members at once: what the

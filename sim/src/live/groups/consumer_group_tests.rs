@@ -6,6 +6,7 @@ use super::consumer_group::{
     Beat, ConsumerGroup, MemberState, TopicRegex, TopicsView, LEAVE, LEAVE_STATIC,
 };
 use super::group::Action;
+use super::ops::MemberTimer;
 use kafka_protocol::error::ResponseError;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -98,7 +99,7 @@ impl Run {
                 matches!(
                     a,
                     Action::StartConsumerTimer {
-                        revoking_at: Some(_),
+                        timer: MemberTimer::Revocation { .. },
                         ..
                     }
                 )

@@ -4,7 +4,7 @@
 //! group's lock is released (the purgatories' callbacks take that lock).
 
 use super::consumer_group::ConsumerGroup;
-use super::ops::{JoinResult, SessionCompleter};
+use super::ops::{JoinResult, MemberTimer, SessionCompleter};
 use super::share_group::ShareGroup;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -152,15 +152,14 @@ pub enum Action {
     /// End a member's session (it left, or was dropped from a round), or
     /// a consumer-protocol member's rebalance timeout.
     EndSession(SessionCompleter),
-    /// Start a timer of a consumer-protocol member (of this `incarnation`
-    /// of it): its session, or, with `revoking_at`, its rebalance timeout,
-    /// which fences it unless it has given up its partitions (and left
-    /// that epoch) by then.
+    /// Start a timer of a member of a consumer-protocol or share group
+    /// (of this `incarnation` of it): its session, or a rebalance timeout
+    /// that fences it unless it has done what it must by then.
     StartConsumerTimer {
         member: String,
         incarnation: u64,
         timeout: Duration,
-        revoking_at: Option<i32>,
+        timer: MemberTimer,
     },
 }
 

@@ -16,6 +16,7 @@
 //! changes return [`Action`]s that run after the lock is released.
 
 mod assignors;
+mod classic_members;
 mod consumer_group;
 #[cfg(test)]
 mod consumer_group_tests;
@@ -24,9 +25,10 @@ mod ops;
 mod share_group;
 
 pub use assignors::{Partitions, ASSIGNORS};
-pub use consumer_group::{Beat, ConsumerGroup, MemberState, Refusal, TopicRegex, Topics};
+pub use classic_members::{ClassicJoin, ClassicJoined};
+pub use consumer_group::{Beat, BeatAnswer, ConsumerGroup, Refusal, TopicRegex, Topics, LEAVE};
 pub use group::{Action, CommittedOffset, Group, GroupState, Member, Offsets};
-pub use ops::{DelayedHeartbeat, DelayedJoin, DelayedSync, JoinResult};
+pub use ops::{DelayedHeartbeat, DelayedJoin, DelayedSync, JoinResult, MemberTimer};
 pub use share_group::{ShareBeat, ShareGroup};
 
 use super::checks::Checks;
@@ -129,6 +131,20 @@ fn purgatory<O: purgatory::DelayedOperation>(
 }
 
 /// Java's `String.hashCode`, which Kafka hashes group ids with.
+/// Fences `member` from the consumer-protocol group `g`: out, its
+/// partitions free, its timers ended. If every member left speaks the
+/// classic protocol, the group becomes a classic group again.
+pub(crate) fn fence(g: &mut Group, member: &str, actions: &mut Vec<Action>) {
+    let Some(c) = g.consumer.as_mut() else {
+        return;
+    };
+    if c.turns_classic_without(member) {
+        g.downgrade(member, actions);
+    } else {
+        actions.extend(c.remove(member).into_iter().map(Action::EndSession));
+    }
+}
+
 fn java_hash(s: &str) -> i32 {
     s.encode_utf16()
         .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
@@ -358,25 +374,25 @@ impl GroupCoordinator {
                     member,
                     incarnation,
                     timeout,
-                    revoking_at,
-                } => self.start_timer(group, (&member, incarnation), timeout, revoking_at),
+                    timer,
+                } => self.start_timer(group, (&member, incarnation), timeout, timer),
             }
         }
     }
 
     fn start_session(&self, group: &Arc<str>, member: &str, timeout: Duration) {
         // A classic member: its ids are never used twice.
-        self.start_timer(group, (member, 0), timeout, None);
+        self.start_timer(group, (member, 0), timeout, MemberTimer::Session);
     }
 
-    /// Puts a member's session (`revoking_at` unset) or rebalance timeout
-    /// in the sessions purgatory and hands the member its completer.
+    /// Puts a member's session or rebalance timeout in the sessions
+    /// purgatory and hands the member its completer.
     fn start_timer(
         &self,
         group: &Arc<str>,
         (member, incarnation): (&str, u64),
         timeout: Duration,
-        revoking_at: Option<i32>,
+        timer: MemberTimer,
     ) {
         let op = DelayedHeartbeat {
             coordinator: self.me.clone(),
@@ -385,7 +401,7 @@ impl GroupCoordinator {
             timeout,
             checks: Arc::clone(&self.checks),
             answered: false,
-            revoking_at,
+            timer,
             incarnation,
         };
         let key = session_key(group, member);
@@ -396,9 +412,10 @@ impl GroupCoordinator {
             let g = self.group(group);
             let mut g = g.lock();
             let gr = &mut *g;
-            let slot = match (gr.members.get_mut(member), revoking_at) {
-                (Some(m), None) => Some(&mut m.session),
-                (None, None) if gr.share.is_some() => gr
+            let slot = match (gr.members.get_mut(member), timer) {
+                // A classic group's member: incarnation 0.
+                (Some(m), MemberTimer::Session) if incarnation == 0 => Some(&mut m.session),
+                (None, MemberTimer::Session) if gr.share.is_some() => gr
                     .share
                     .as_mut()
                     .and_then(|s| s.members.get_mut(member))
@@ -410,18 +427,26 @@ impl GroupCoordinator {
                     .and_then(|c| c.members.get_mut(member))
                     .filter(|m| m.incarnation == incarnation)
                     .and_then(|m| {
-                        match revoking_at {
-                            None => Some(&mut m.session),
-                            // Only while it still has that epoch's partitions to give up.
-                            Some(epoch) => (m.epoch == epoch
-                                && m.state == MemberState::UnrevokedPartitions)
-                                .then_some(&mut m.revocation),
-                        }
+                        let slot = match timer {
+                            MemberTimer::Session => &mut m.session,
+                            _ if !m.rebalance_timer_is(timer) => return None,
+                            _ => &mut m.revocation,
+                        };
+                        Some(slot)
                     }),
-                (Some(_), Some(_)) => None,
+                (Some(_), _) => None,
             };
             match slot {
-                Some(slot) => *slot = Some(completer),
+                Some(slot) => {
+                    let old = slot.replace(completer);
+                    // A rebalance timeout it replaces (set up out of
+                    // order) ends; ending one is harmless, unlike a
+                    // session, whose end removes its member.
+                    if let Some(old) = old.filter(|_| timer != MemberTimer::Session) {
+                        drop(g);
+                        old.force_complete();
+                    }
+                }
                 // Gone (or done) while its timer was being set up.
                 None => {
                     drop(g);
@@ -431,32 +456,31 @@ impl GroupCoordinator {
         }
     }
 
-    /// A consumer-protocol member kept partitions it had to give up past
-    /// its rebalance timeout: it is fenced, unless it has moved on from
-    /// `epoch` meanwhile.
-    pub(crate) fn revocation_late(
+    /// A member of a consumer-protocol group did not do in time what its
+    /// rebalance timeout waited for (give up its partitions, or, for a
+    /// classic member, rejoin or sync): it is fenced, unless it has moved
+    /// on meanwhile.
+    pub(crate) fn rebalance_late(
         &self,
         id: &Arc<str>,
         member: &str,
         incarnation: u64,
-        epoch: i32,
+        timer: MemberTimer,
     ) {
         let group = self.group(id);
-        let timers = {
+        let mut actions = Vec::new();
+        {
             let mut g = group.lock();
             let Some(c) = g.consumer.as_mut() else {
                 return;
             };
             match c.members.get(member) {
-                Some(m)
-                    if m.incarnation == incarnation
-                        && m.epoch == epoch
-                        && m.state == MemberState::UnrevokedPartitions => {}
+                Some(m) if m.incarnation == incarnation && m.rebalance_timer_is(timer) => {}
                 _ => return,
             }
-            c.remove(member)
-        };
-        self.run(id, timers.into_iter().map(Action::EndSession).collect());
+            fence(&mut g, member, &mut actions);
+        }
+        self.run(id, actions);
     }
 
     /// Ends a rebalance round: drops the members that did not rejoin, moves
@@ -468,6 +492,11 @@ impl GroupCoordinator {
         {
             let mut g = group.lock();
             g.join_in_purgatory = false;
+            if g.consumer.is_some() {
+                // The group turned consumer-protocol during the round; its
+                // waiting members were answered then.
+                return;
+            }
             if matches!(outcome, Outcome::Shutdown | Outcome::Cancelled) {
                 let error = if outcome == Outcome::Shutdown {
                     ResponseError::CoordinatorNotAvailable
@@ -548,6 +577,11 @@ impl GroupCoordinator {
                 drop(g);
                 return self.share_member_gone(id, &group, (member, incarnation), expired);
             }
+            // A session of the member from before the group turned
+            // classic ends: the member's classic one goes on.
+            if incarnation != 0 {
+                return;
+            }
             let Some(m) = g.members.get_mut(member) else {
                 return;
             };
@@ -621,11 +655,12 @@ impl GroupCoordinator {
             let timeout = m.session_timeout - since;
             drop(g);
             let again = (member, incarnation);
-            return self.start_timer(id, again, timeout, None);
+            return self.start_timer(id, again, timeout, MemberTimer::Session);
         }
-        let timers = c.remove(member);
+        let mut actions = Vec::new();
+        fence(&mut g, member, &mut actions);
         drop(g);
-        self.run(id, timers.into_iter().map(Action::EndSession).collect());
+        self.run(id, actions);
     }
 
     /// Whether a member whose session `expired`, last heard from `since`
@@ -677,7 +712,7 @@ impl GroupCoordinator {
             m.session = None;
             let timeout = m.session_timeout - since;
             drop(g);
-            return self.start_timer(id, (member, incarnation), timeout, None);
+            return self.start_timer(id, (member, incarnation), timeout, MemberTimer::Session);
         }
         let timer = s.remove(member);
         drop(g);
@@ -872,7 +907,7 @@ mod tests {
         // The first joining's session and rebalance timeout, ending late,
         // find another joining and leave it be.
         c.member_gone(&g, "m", first, false);
-        c.revocation_late(&g, "m", first, epoch);
+        c.rebalance_late(&g, "m", first, MemberTimer::Revocation { epoch });
         assert_eq!(incarnation(&c, &g, "m"), Some(second));
         // Its own session's end removes it.
         c.member_gone(&g, "m", second, false);

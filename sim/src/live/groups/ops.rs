@@ -93,6 +93,11 @@ impl DelayedOperation for DelayedSync {
         };
         let group = c.group(&self.group);
         let g = group.lock();
+        if g.consumer.is_some() {
+            // The group turned consumer-protocol: its members rejoin.
+            self.result = Some((ResponseError::RebalanceInProgress.code(), Bytes::new()));
+            return true;
+        }
         if g.fenced(&self.member, self.instance.as_deref()) {
             self.result = Some((ResponseError::FencedInstanceId.code(), Bytes::new()));
             return true;
@@ -131,13 +136,27 @@ impl DelayedOperation for DelayedSync {
     }
 }
 
+/// What a member's timer in the sessions purgatory times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberTimer {
+    /// Its session.
+    Session,
+    /// A consumer-protocol member's rebalance timeout while it gives up
+    /// the partitions of this member epoch.
+    Revocation { epoch: i32 },
+    /// A classic member's rebalance timeout in a consumer-protocol group,
+    /// while it must rejoin or send its SyncGroup: the member's `deadline`
+    /// it is for.
+    Rejoin { deadline: u64 },
+}
+
 /// One member's session: it expires `session.timeout.ms` after the last
 /// heartbeat, each heartbeat pushing it back in O(1) (the purgatory's
 /// `reset_timeout`). Its end, by expiry or because the member left,
 /// removes the member and starts a rebalance. The same operation times a
-/// consumer-protocol member's rebalance timeout (`revoking_at`): ended by
-/// hand when the member gives its partitions up, it fences the member if
-/// it expires first.
+/// member's rebalance timeout in a consumer-protocol group ([`MemberTimer`]):
+/// ended by hand when the member does what it must (gives its partitions
+/// up, rejoins, syncs), it fences the member if it expires first.
 pub struct DelayedHeartbeat {
     pub coordinator: Weak<GroupCoordinator>,
     pub group: Arc<str>,
@@ -145,9 +164,8 @@ pub struct DelayedHeartbeat {
     pub timeout: Duration,
     pub checks: Arc<Checks>,
     pub answered: bool,
-    /// Set for a consumer-protocol member's rebalance timeout rather than
-    /// its session: the member epoch it must have left by then.
-    pub revoking_at: Option<i32>,
+    /// What it times.
+    pub timer: MemberTimer,
     /// The consumer-protocol member's incarnation this timer is for (0 for
     /// a classic member, whose ids are never used twice).
     pub incarnation: u64,
@@ -171,11 +189,11 @@ impl DelayedOperation for DelayedHeartbeat {
         if let Some(c) = self.coordinator.upgrade() {
             let expired = outcome == Outcome::Expired;
             let (group, member, incarnation) = (&self.group, &self.member, self.incarnation);
-            match self.revoking_at {
-                Some(epoch) if expired => c.revocation_late(group, member, incarnation, epoch),
-                // Given up in time (or the member is gone).
-                Some(_) => {}
-                None => c.member_gone(group, member, incarnation, expired),
+            match self.timer {
+                MemberTimer::Session => c.member_gone(group, member, incarnation, expired),
+                timer if expired => c.rebalance_late(group, member, incarnation, timer),
+                // Done in time (or the member is gone).
+                MemberTimer::Revocation { .. } | MemberTimer::Rejoin { .. } => {}
             }
         }
     }

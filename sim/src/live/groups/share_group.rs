@@ -8,7 +8,7 @@
 use super::assignors::Partitions;
 use super::consumer_group::{Refusal, Topics, LEAVE};
 use super::group::Action;
-use super::ops::SessionCompleter;
+use super::ops::{MemberTimer, SessionCompleter};
 use kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -114,7 +114,7 @@ impl ShareGroup {
                     member: id,
                     incarnation: self.incarnations,
                     timeout: session_timeout,
-                    revoking_at: None,
+                    timer: MemberTimer::Session,
                 });
                 Ok(ShareAnswer {
                     epoch: self.epoch,
