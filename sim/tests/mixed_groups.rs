@@ -84,6 +84,11 @@ struct Modern {
 
 impl Modern {
     fn join(addr: SocketAddr, id: &str) -> Modern {
+        Modern::join_as(addr, id, None)
+    }
+
+    /// Joins, as a static member if `instance` is given.
+    fn join_as(addr: SocketAddr, id: &str, instance: Option<&str>) -> Modern {
         let mut m = Modern {
             addr,
             id: id.to_string(),
@@ -92,6 +97,7 @@ impl Modern {
             topic_id: uuid::Uuid::nil(),
         };
         let mut r = m.request();
+        r.instance_id = instance.map(s);
         r.rebalance_timeout_ms = 30_000;
         r.subscribed_topic_names = Some(vec![TopicName(s(TOPIC))]);
         let got = m.answered(r);
@@ -155,6 +161,8 @@ impl Modern {
 struct Classic {
     addr: SocketAddr,
     id: String,
+    /// Its `group.instance.id`, for a static member.
+    instance: Option<String>,
     generation: i32,
     owned: Owned,
     rebalance: Duration,
@@ -180,6 +188,7 @@ impl Classic {
         Classic {
             addr,
             id: String::new(),
+            instance: None,
             generation: -1,
             owned: Owned::new(),
             rebalance,
@@ -196,6 +205,7 @@ impl Classic {
         j.session_timeout_ms = 10_000;
         j.rebalance_timeout_ms = self.rebalance.as_millis() as i32;
         j.member_id = s(&self.id);
+        j.group_instance_id = self.instance.as_deref().map(s);
         j.protocol_type = s("consumer");
         j.protocols = vec![p];
         let got = Client::connect(self.addr).call(&j, 7);
@@ -223,6 +233,7 @@ impl Classic {
         let mut r = SyncGroupRequest::default();
         r.group_id = GroupId(s(GROUP));
         r.member_id = s(&self.id);
+        r.group_instance_id = self.instance.as_deref().map(s);
         r.generation_id = self.generation;
         r.protocol_type = Some(s("consumer"));
         r.protocol_name = Some(s("range"));
@@ -252,6 +263,7 @@ impl Classic {
         let mut r = HeartbeatRequest::default();
         r.group_id = GroupId(s(GROUP));
         r.member_id = s(&self.id);
+        r.group_instance_id = self.instance.as_deref().map(s);
         r.generation_id = self.generation;
         Client::connect(self.addr).call(&r, 4).error_code
     }
@@ -532,6 +544,35 @@ fn the_last_consumer_member_fenced_at_its_session_turns_the_group_classic() {
     let joined = c.join();
     assert_eq!(joined.error_code, 0);
     assert_eq!(joined.leader.as_str(), c.id);
+    assert_eq!(a.beat(), ResponseError::GroupIdNotFound.code());
+    passes(server);
+}
+
+#[test]
+fn a_classic_static_member_taking_the_last_consumer_members_place_turns_the_group_classic() {
+    let server = server(Duration::from_secs(30));
+    let addr = coordinator(&server);
+    let mut a = Modern::join_as(addr, "member-a", Some("instance-a"));
+    let mut c = Classic::new(addr, Duration::from_secs(30));
+    assert_eq!(c.join().error_code, 0);
+    assert_eq!(a.beat(), 0);
+    assert_eq!(a.beat(), 0);
+    if c.heartbeat() != 0 {
+        assert_eq!(c.join().error_code, 0);
+    }
+    assert_eq!(c.sync(), 0);
+    assert_eq!((a.owned.len(), c.owned.len()), (2, 2));
+    // instance-a comes back as a classic consumer: it takes a's place and
+    // its partitions, and the group turns classic with no rebalance.
+    let mut back = Classic::new(addr, Duration::from_secs(30));
+    back.instance = Some("instance-a".to_string());
+    let joined = back.join_once();
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    assert_eq!(listed(addr), ("classic".into(), "Stable".into()));
+    assert_eq!(back.sync(), 0);
+    assert_eq!(back.owned, a.owned);
+    assert_eq!(c.heartbeat(), 0);
+    // The old member id is fenced.
     assert_eq!(a.beat(), ResponseError::GroupIdNotFound.code());
     passes(server);
 }

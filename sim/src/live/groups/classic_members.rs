@@ -609,6 +609,18 @@ impl ConsumerGroup {
         Some(c)
     }
 
+    /// Whether a classic static member joining under `instance` with no
+    /// member id turns this group classic: it takes the place of the
+    /// instance's member, and every other member speaks the classic
+    /// protocol (Kafka's `validateOnlineDowngradeWithReplacedMemberId`).
+    pub fn turns_classic_replacing(&self, instance: &str) -> bool {
+        self.static_members.get(instance).is_some_and(|holder| {
+            self.members
+                .iter()
+                .all(|(id, m)| id == holder || m.classic.is_some())
+        })
+    }
+
     /// Whether this group, fenced of `member`, is to become a classic
     /// group: `member` is in it, others are too, and all of those speak
     /// the classic protocol.
@@ -671,17 +683,20 @@ impl Group {
         Some(answers)
     }
 
-    /// A consumer-protocol group fenced of `leaving`, its last member of
-    /// the consumer protocol, becomes a classic group (Kafka's online
-    /// downgrade): Stable at the group epoch (not moved on by the fence,
-    /// so that the others' next heartbeats ask them to rejoin rather than
-    /// tell them their generation is gone), each member holding its target
-    /// assignment, then rebalancing; the members' timers give way to
-    /// classic sessions.
-    pub fn downgrade(&mut self, leaving: &str, actions: &mut Vec<Action>) {
+    /// A consumer-protocol group whose members all speak the classic
+    /// protocol once `leaving` is gone becomes a classic group (Kafka's
+    /// online downgrade): Stable at the group epoch (not moved on by the
+    /// fence, so that the others' next heartbeats ask them to rejoin
+    /// rather than tell them their generation is gone), each member
+    /// holding its target assignment, then rebalancing. With no one
+    /// `leaving` (a classic static member took the last consumer-protocol
+    /// member's place, and its partitions), it does not rebalance. The
+    /// members' timers give way to classic sessions.
+    pub fn downgrade(&mut self, leaving: Option<&str>, actions: &mut Vec<Action>) {
         let Some(mut c) = self.consumer.take() else {
             return;
         };
+        let leaving = leaving.unwrap_or_default();
         if let Some(instance) = c.members.get(leaving).and_then(|m| m.instance_id.clone()) {
             c.static_members.remove(&instance);
         }
@@ -733,7 +748,7 @@ impl Group {
         self.leader = self.members.keys().next().cloned();
         if self.members.is_empty() {
             self.state = GroupState::Empty;
-        } else {
+        } else if !leaving.is_empty() {
             self.prepare_rebalance(actions);
         }
     }

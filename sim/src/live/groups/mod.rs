@@ -139,7 +139,7 @@ pub(crate) fn fence(g: &mut Group, member: &str, actions: &mut Vec<Action>) {
         return;
     };
     if c.turns_classic_without(member) {
-        g.downgrade(member, actions);
+        g.downgrade(Some(member), actions);
     } else {
         actions.extend(c.remove(member).into_iter().map(Action::EndSession));
     }
