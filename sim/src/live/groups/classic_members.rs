@@ -110,6 +110,21 @@ pub enum ClassicJoined {
     },
 }
 
+/// Kafka's `throwIfGenerationIdUnmatched`: a classic member's generation
+/// is its member epoch.
+fn same_generation(id: &str, epoch: i32, generation: i32) -> Result<(), Refusal> {
+    if generation == epoch {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        ResponseError::IllegalGeneration,
+        format!(
+            "The request generation id {generation} is not equal to the member epoch {epoch} \
+             of member {id}."
+        ),
+    ))
+}
+
 /// Partitions by topic name as partitions by topic id, leaving out the
 /// topics the cluster does not have.
 fn by_id<'a>(
@@ -316,28 +331,12 @@ impl ConsumerGroup {
     /// A new classic member, its session started.
     fn add_classic(&mut self, member_id: &str, join: &ClassicJoin, actions: &mut Vec<Action>) {
         let incarnation = self.next_incarnation();
-        let member = ConsumerMember {
-            client_id: join.client_id.clone(),
-            client_host: join.client_host.clone(),
-            instance_id: join.instance_id.clone(),
-            rack_id: None,
-            rebalance_timeout: join.rebalance_timeout,
-            session_timeout: join.session_timeout,
-            topic_names: BTreeSet::new(),
-            topic_regex: None,
-            assignor: None,
-            epoch: 0,
-            previous_epoch: -1,
-            state: MemberState::Stable,
-            assigned: Partitions::new(),
-            revoking: Partitions::new(),
-            away: false,
-            session: None,
-            revocation: None,
-            last_beat: Instant::now(),
+        let member = ConsumerMember::new(
+            (&join.client_id, &join.client_host),
+            join.instance_id.clone(),
+            (join.rebalance_timeout, join.session_timeout),
             incarnation,
-            classic: None,
-        };
+        );
         if let Some(instance) = &join.instance_id {
             self.static_members
                 .insert(instance.clone(), member_id.to_string());
@@ -422,16 +421,7 @@ impl ConsumerGroup {
         let id = self.classic_member(member, instance)?;
         let m = &self.members[&id];
         let c = m.classic.as_ref().expect("a classic member");
-        if generation != m.epoch {
-            return Err(Refusal::new(
-                ResponseError::IllegalGeneration,
-                format!(
-                    "The request generation id {generation} is not equal to the member epoch {} \
-                     of member {id}.",
-                    m.epoch
-                ),
-            ));
-        }
+        same_generation(&id, m.epoch, generation)?;
         if protocol_type.is_some_and(|t| t != CONSUMER) {
             return Err(Refusal::new(
                 ResponseError::InconsistentGroupProtocol,
@@ -457,10 +447,7 @@ impl ConsumerGroup {
         }
         let assignment = encode_assignment(&by_name(&m.assigned, &self.subscribed), c.version());
         let m = self.members.get_mut(&id).expect("found above");
-        m.last_beat = Instant::now();
-        if let Some(s) = &m.session {
-            actions.push(Action::Beat(s.clone(), m.session_timeout));
-        }
+        m.heard(actions);
         let c = m.classic.as_mut().expect("a classic member");
         if c.awaiting == Some(Awaiting::Sync) {
             c.awaiting = None;
@@ -482,20 +469,8 @@ impl ConsumerGroup {
         let waiting = self.waiting_on_unreleased(&id);
         let epoch = self.epoch;
         let m = self.members.get_mut(&id).expect("found above");
-        if generation != m.epoch {
-            return Err(Refusal::new(
-                ResponseError::IllegalGeneration,
-                format!(
-                    "The request generation id {generation} is not equal to the member epoch {} \
-                     of member {id}.",
-                    m.epoch
-                ),
-            ));
-        }
-        m.last_beat = Instant::now();
-        if let Some(s) = &m.session {
-            actions.push(Action::Beat(s.clone(), m.session_timeout));
-        }
+        same_generation(&id, m.epoch, generation)?;
+        m.heard(actions);
         let rejoin = m.epoch < epoch
             || m.state == MemberState::UnrevokedPartitions
             || (m.state == MemberState::UnreleasedPartitions && !waiting);
@@ -569,37 +544,24 @@ impl ConsumerGroup {
             let subscription = decode_subscription(&metadata)?;
             let assignment = decode_assignment(&m.assignment)?;
             let assigned = by_id(assignment.iter().map(|(t, p)| (t.as_str(), *p)), topics);
-            let incarnation = c.next_incarnation();
-            c.members.insert(
-                id.clone(),
-                ConsumerMember {
-                    client_id: m.client_id.clone(),
-                    client_host: m.client_host.clone(),
-                    instance_id: m.instance_id.clone(),
-                    rack_id: subscription.rack,
-                    rebalance_timeout: m.rebalance_timeout,
-                    session_timeout: m.session_timeout,
-                    topic_names: subscription.topics.into_iter().collect(),
-                    topic_regex: None,
-                    assignor: None,
-                    epoch: g.generation,
-                    previous_epoch: g.generation,
-                    state: MemberState::Stable,
-                    assigned: assigned.clone(),
-                    revoking: Partitions::new(),
-                    away: false,
-                    session: None,
-                    revocation: None,
-                    last_beat: Instant::now(),
-                    incarnation,
-                    classic: Some(ClassicMeta {
-                        session_timeout: m.session_timeout,
-                        protocols: m.protocols.clone(),
-                        awaiting: None,
-                        deadline: 0,
-                    }),
-                },
+            let mut member = ConsumerMember::new(
+                (&m.client_id, &m.client_host),
+                m.instance_id.clone(),
+                (m.rebalance_timeout, m.session_timeout),
+                c.next_incarnation(),
             );
+            member.rack_id = subscription.rack;
+            member.topic_names = subscription.topics.into_iter().collect();
+            member.epoch = g.generation;
+            member.previous_epoch = g.generation;
+            member.assigned = assigned.clone();
+            member.classic = Some(ClassicMeta {
+                session_timeout: m.session_timeout,
+                protocols: m.protocols.clone(),
+                awaiting: None,
+                deadline: 0,
+            });
+            c.members.insert(id.clone(), member);
             c.target.insert(id.clone(), assigned);
             if let Some(instance) = &m.instance_id {
                 c.static_members.insert(instance.clone(), id.clone());

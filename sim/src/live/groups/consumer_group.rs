@@ -192,6 +192,46 @@ impl TopicRegex {
 }
 
 impl ConsumerMember {
+    /// A member that has just joined: epoch 0, subscribed to nothing yet,
+    /// owning nothing.
+    pub fn new(
+        (client_id, client_host): (&str, &str),
+        instance_id: Option<String>,
+        (rebalance_timeout, session_timeout): (Duration, Duration),
+        incarnation: u64,
+    ) -> ConsumerMember {
+        ConsumerMember {
+            client_id: client_id.to_string(),
+            client_host: client_host.to_string(),
+            instance_id,
+            rack_id: None,
+            rebalance_timeout,
+            session_timeout,
+            topic_names: BTreeSet::new(),
+            topic_regex: None,
+            assignor: None,
+            epoch: 0,
+            previous_epoch: -1,
+            state: MemberState::Stable,
+            assigned: Partitions::new(),
+            revoking: Partitions::new(),
+            away: false,
+            session: None,
+            revocation: None,
+            last_beat: Instant::now(),
+            incarnation,
+            classic: None,
+        }
+    }
+
+    /// A sign of life: its session starts again from now.
+    pub fn heard(&mut self, actions: &mut Vec<Action>) {
+        self.last_beat = Instant::now();
+        if let Some(s) = &self.session {
+            actions.push(Action::Beat(s.clone(), self.session_timeout));
+        }
+    }
+
     /// Whether `timer` is the rebalance timeout it runs now: the one for
     /// the epoch whose partitions it is giving up, or, for a classic
     /// member, its current wait for a rejoin or a SyncGroup.
@@ -397,28 +437,12 @@ impl ConsumerGroup {
                 "RebalanceTimeoutMs must be provided in first request.",
             ));
         };
-        let mut member = ConsumerMember {
-            client_id: beat.client_id.clone(),
-            client_host: beat.client_host.clone(),
-            instance_id: beat.instance_id.clone(),
-            rack_id: None,
-            rebalance_timeout,
-            session_timeout,
-            topic_names: BTreeSet::new(),
-            topic_regex: None,
-            assignor: None,
-            epoch: 0,
-            previous_epoch: -1,
-            state: MemberState::Stable,
-            assigned: Partitions::new(),
-            revoking: Partitions::new(),
-            away: false,
-            session: None,
-            revocation: None,
-            last_beat: Instant::now(),
-            incarnation: self.next_incarnation(),
-            classic: None,
-        };
+        let mut member = ConsumerMember::new(
+            (&beat.client_id, &beat.client_host),
+            beat.instance_id.clone(),
+            (rebalance_timeout, session_timeout),
+            self.next_incarnation(),
+        );
         if let Some(instance) = &beat.instance_id {
             if let Some(holder) = self.static_members.get(instance).cloned() {
                 let old = self
