@@ -3,7 +3,7 @@
 
 use broker_sim::config::{ClockChoice, Config, Fault, TimerChoice};
 use broker_sim::limits as l;
-use broker_sim::live::LiveConfig;
+use broker_sim::live::{GroupConfig, LiveConfig, MigrationPolicy};
 use broker_sim::random_faults::{as_flags, random_faults};
 use broker_sim::scenario::{scenario, SCENARIOS};
 use broker_sim::serve::{ServeOptions, Server};
@@ -105,6 +105,12 @@ struct Args {
     /// (Kafka's `allow.everyone.if.no.acl.found`).
     #[arg(long, requires = "authorizer")]
     allow_everyone_if_no_acl_found: bool,
+    /// With --serve: which conversions the group coordinator makes
+    /// between a classic group and a consumer-protocol group that have
+    /// members (Kafka's group.consumer.migration.policy): disabled,
+    /// upgrade, downgrade or bidirectional.
+    #[arg(long, value_name = "POLICY", default_value = "bidirectional", value_parser = |s: &str| s.parse::<MigrationPolicy>(), requires = "serve")]
+    group_migration_policy: MigrationPolicy,
     /// With --serve: serve the real clients only, without the scenario's
     /// simulated traffic beside them.
     #[arg(long, requires = "serve")]
@@ -394,6 +400,10 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
             super_users: args.super_users.iter().cloned().collect(),
             allow_everyone_if_no_acl_found: args.allow_everyone_if_no_acl_found,
         }),
+        groups: GroupConfig {
+            migration_policy: args.group_migration_policy,
+            ..GroupConfig::default()
+        },
         ..LiveConfig::default()
     };
     let opts = ServeOptions {

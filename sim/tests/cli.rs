@@ -113,6 +113,11 @@ fn serve_refuses_what_it_cannot_run() {
             vec!["--serve", "--authorizer", "--super-user", "User:"],
             "the name may not be empty",
         ),
+        (
+            vec!["--serve", "--group-migration-policy", "sideways"],
+            "one of disabled, upgrade, downgrade, bidirectional",
+        ),
+        (vec!["--group-migration-policy", "upgrade"], "--serve"),
     ] {
         let (code, _, err) = sim(&args);
         assert_eq!(code, 2, "{args:?}: {err}");

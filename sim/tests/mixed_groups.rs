@@ -4,7 +4,7 @@
 //! ConsumerGroupHeartbeat joins it and back when its last such member
 //! goes, and the classic members' rebalance timeouts in the purgatory.
 
-use broker_sim::live::{GroupConfig, LiveConfig};
+use broker_sim::live::{GroupConfig, LiveConfig, MigrationPolicy};
 use broker_sim::serve::{ServeOptions, Server};
 use broker_sim::wire::client::{commit_request, Client};
 use broker_sim::wire::{decode_assignment, encode_assignment, Limits};
@@ -35,6 +35,11 @@ fn s(v: &str) -> StrBytes {
 /// fenced after `session` without a heartbeat; classic sessions may be as
 /// short as 100 ms, and a classic group's first round does not wait.
 fn server(session: Duration) -> Server {
+    server_with(session, MigrationPolicy::Bidirectional)
+}
+
+/// The same, converting groups only as `policy` allows.
+fn server_with(session: Duration, policy: MigrationPolicy) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         advertise: None,
@@ -44,6 +49,7 @@ fn server(session: Duration) -> Server {
                 consumer_heartbeat_interval: Duration::from_millis(100),
                 initial_rebalance_delay: Duration::ZERO,
                 min_session_timeout: Duration::from_millis(100),
+                migration_policy: policy,
                 ..GroupConfig::default()
             },
             ..LiveConfig::default()
@@ -574,5 +580,45 @@ fn a_classic_static_member_taking_the_last_consumer_members_place_turns_the_grou
     assert_eq!(c.heartbeat(), 0);
     // The old member id is fenced.
     assert_eq!(a.beat(), ResponseError::GroupIdNotFound.code());
+    passes(server);
+}
+
+#[test]
+fn with_migration_disabled_groups_keep_their_kind_but_take_classic_members() {
+    let server = server_with(Duration::from_secs(30), MigrationPolicy::Disabled);
+    let addr = coordinator(&server);
+    // A classic group with a member refuses a consumer-protocol member.
+    let mut c = Classic::new(addr, Duration::from_secs(30));
+    assert_eq!(c.join().error_code, 0);
+    let all: Owned = (0..4).collect();
+    let id = c.id.clone();
+    assert_eq!(c.sync_with(&[(&id, &all)]), 0);
+    let mut r = ConsumerGroupHeartbeatRequest::default();
+    r.group_id = GroupId(s(GROUP));
+    r.member_id = s("member-a");
+    r.rebalance_timeout_ms = 30_000;
+    r.subscribed_topic_names = Some(vec![TopicName(s(TOPIC))]);
+    r.topic_partitions = Some(vec![]);
+    let refused: ConsumerGroupHeartbeatResponse = Client::connect(addr).call(&r, 1);
+    assert_eq!(refused.error_code, ResponseError::GroupIdNotFound.code());
+    assert_eq!(listed(addr).0, "classic");
+    // Once it is empty the group turns consumer-protocol, and a classic
+    // member still joins it (whatever the policy, as in Kafka).
+    let mut l = LeaveGroupRequest::default();
+    l.group_id = GroupId(s(GROUP));
+    l.member_id = s(&c.id);
+    assert_eq!(Client::connect(addr).call(&l, 2).error_code, 0);
+    let mut a = Modern::join(addr, "member-a");
+    let mut c = Classic::new(addr, Duration::from_secs(30));
+    assert_eq!(c.join().error_code, 0);
+    assert_eq!(c.sync(), 0);
+    // The consumer-protocol member leaves: the group stays consumer-protocol
+    // with its classic member, which takes everything.
+    assert_eq!(a.leave(), 0);
+    assert_eq!(listed(addr).0, "consumer");
+    assert_eq!(c.heartbeat(), ResponseError::RebalanceInProgress.code());
+    assert_eq!(c.join().error_code, 0);
+    assert_eq!(c.sync(), 0);
+    assert_eq!(c.owned, all);
     passes(server);
 }

@@ -129,6 +129,12 @@ impl BrokerService {
                 Kind::Int,
             ),
             (
+                "group.consumer.migration.policy",
+                cfg.groups.migration_policy.name().to_string(),
+                set,
+                Kind::String,
+            ),
+            (
                 "offsets.topic.num.partitions",
                 cfg.groups.offsets_partitions.to_string(),
                 set,

@@ -185,7 +185,8 @@ impl BrokerService {
                         Refusal::new(ResponseError::GroupIdNotFound, message),
                     );
                 }
-                if classic_in_use && !g.members.is_empty() {
+                let policy = groups.cfg.migration_policy;
+                if classic_in_use && !g.members.is_empty() && policy.upgrades() {
                     // A classic group with members turns consumer-protocol,
                     // its members keeping their assignments.
                     match g.upgrade(&*self.cluster, &mut actions) {
@@ -221,7 +222,8 @@ impl BrokerService {
             let session_timeout = groups
                 .config_ms(&id, "consumer.session.timeout.ms")
                 .unwrap_or(groups.cfg.consumer_session_timeout);
-            if leaving && c.turns_classic_without(&beat.member_id) {
+            let policy = groups.cfg.migration_policy;
+            if leaving && policy.downgrades() && c.turns_classic_without(&beat.member_id) {
                 // Its last member of the consumer protocol leaving, a
                 // group of classic members turns classic again.
                 let answer = BeatAnswer {
@@ -229,7 +231,7 @@ impl BrokerService {
                     epoch: LEAVE,
                     assignment: None,
                 };
-                fence(&mut g, &beat.member_id, &mut actions);
+                fence(&mut g, &beat.member_id, policy, &mut actions);
                 Ok(answer)
             } else {
                 let answer = c.heartbeat(beat, &*self.cluster, session_timeout, &mut actions);

@@ -299,10 +299,11 @@ impl BrokerService {
                     client_host: client_host.to_string(),
                     requires_known_id: version >= 4,
                 };
-                let replacing = instance
-                    .as_deref()
-                    .filter(|_| r.member_id.is_empty())
-                    .is_some_and(|i| c.turns_classic_replacing(i));
+                let replacing = groups.cfg.migration_policy.downgrades()
+                    && instance
+                        .as_deref()
+                        .filter(|_| r.member_id.is_empty())
+                        .is_some_and(|i| c.turns_classic_replacing(i));
                 let answer = c.classic_join(join, &*self.cluster, &mut actions);
                 if c.owned_twice() {
                     Checks::bump(&self.cluster.checks.assigned_twice);

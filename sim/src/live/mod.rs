@@ -64,7 +64,7 @@ mod write_txn_markers;
 
 pub use batch_records::RecordsError;
 pub use checks::Checks;
-pub use groups::{GroupConfig, GroupState};
+pub use groups::{GroupConfig, GroupState, MigrationPolicy};
 pub use log::{AppendError, AppendRules, Appended, MinInsync, PartitionLog, StoredBatch};
 pub use log_memory::default_log_memory;
 pub use producers::{ProducerBatch, Producers, SequenceError, Verdict};

@@ -41,6 +41,75 @@ use uuid::Uuid;
 /// The protocol type of every group that can hold both kinds of member.
 const CONSUMER: &str = "consumer";
 
+/// Which conversions between a classic group and a consumer-protocol group
+/// with members the coordinator makes (Kafka's
+/// `group.consumer.migration.policy`). A classic member joins a
+/// consumer-protocol group whatever the policy, as in Kafka.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MigrationPolicy {
+    /// Neither: the other protocol's member is refused by a group with
+    /// members, and a group left with classic members stays
+    /// consumer-protocol.
+    Disabled,
+    /// Classic to consumer-protocol only.
+    Upgrade,
+    /// Consumer-protocol to classic only.
+    Downgrade,
+    /// Both ways (Kafka's default).
+    #[default]
+    Bidirectional,
+}
+
+impl MigrationPolicy {
+    /// Kafka's names, in the order of the variants.
+    pub const NAMES: [&'static str; 4] = ["disabled", "upgrade", "downgrade", "bidirectional"];
+
+    /// A classic group with members turns consumer-protocol when a
+    /// ConsumerGroupHeartbeat joins it.
+    pub fn upgrades(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Upgrade | MigrationPolicy::Bidirectional
+        )
+    }
+
+    /// A consumer-protocol group left with classic members only turns
+    /// classic.
+    pub fn downgrades(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Downgrade | MigrationPolicy::Bidirectional
+        )
+    }
+
+    /// Its name, as Kafka's broker configs give it.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+impl std::str::FromStr for MigrationPolicy {
+    type Err = String;
+
+    /// One of [`NAMES`](Self::NAMES), in any case, as Kafka reads it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let all = [
+            MigrationPolicy::Disabled,
+            MigrationPolicy::Upgrade,
+            MigrationPolicy::Downgrade,
+            MigrationPolicy::Bidirectional,
+        ];
+        all.into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                format!(
+                    "`{s}` is not a migration policy: one of {}",
+                    Self::NAMES.join(", ")
+                )
+            })
+    }
+}
+
 /// What a classic member of a consumer-protocol group keeps of the
 /// classic protocol.
 pub struct ClassicMeta {

@@ -25,7 +25,7 @@ mod ops;
 mod share_group;
 
 pub use assignors::{Partitions, ASSIGNORS};
-pub use classic_members::{ClassicJoin, ClassicJoined};
+pub use classic_members::{ClassicJoin, ClassicJoined, MigrationPolicy};
 pub use consumer_group::{Beat, BeatAnswer, ConsumerGroup, Refusal, TopicRegex, Topics, LEAVE};
 pub use group::{Action, CommittedOffset, Group, GroupState, Member, Offsets};
 pub use ops::{DelayedHeartbeat, DelayedJoin, DelayedSync, JoinResult, MemberTimer};
@@ -63,6 +63,9 @@ pub struct GroupConfig {
     pub share_session_timeout: Duration,
     /// `group.share.heartbeat.interval.ms`.
     pub share_heartbeat_interval: Duration,
+    /// `group.consumer.migration.policy`: which conversions between the
+    /// two kinds of consumer group are made while they have members.
+    pub migration_policy: MigrationPolicy,
 }
 
 impl Default for GroupConfig {
@@ -76,6 +79,7 @@ impl Default for GroupConfig {
             consumer_heartbeat_interval: Duration::from_secs(5),
             share_session_timeout: Duration::from_secs(45),
             share_heartbeat_interval: Duration::from_secs(5),
+            migration_policy: MigrationPolicy::default(),
         }
     }
 }
@@ -133,12 +137,18 @@ fn purgatory<O: purgatory::DelayedOperation>(
 /// Java's `String.hashCode`, which Kafka hashes group ids with.
 /// Fences `member` from the consumer-protocol group `g`: out, its
 /// partitions free, its timers ended. If every member left speaks the
-/// classic protocol, the group becomes a classic group again.
-pub(crate) fn fence(g: &mut Group, member: &str, actions: &mut Vec<Action>) {
+/// classic protocol, the group becomes a classic group again, as `policy`
+/// allows.
+pub(crate) fn fence(
+    g: &mut Group,
+    member: &str,
+    policy: MigrationPolicy,
+    actions: &mut Vec<Action>,
+) {
     let Some(c) = g.consumer.as_mut() else {
         return;
     };
-    if c.turns_classic_without(member) {
+    if policy.downgrades() && c.turns_classic_without(member) {
         g.downgrade(Some(member), actions);
     } else {
         actions.extend(c.remove(member).into_iter().map(Action::EndSession));
@@ -478,7 +488,7 @@ impl GroupCoordinator {
                 Some(m) if m.incarnation == incarnation && m.rebalance_timer_is(timer) => {}
                 _ => return,
             }
-            fence(&mut g, member, &mut actions);
+            fence(&mut g, member, self.cfg.migration_policy, &mut actions);
         }
         self.run(id, actions);
     }
@@ -658,7 +668,7 @@ impl GroupCoordinator {
             return self.start_timer(id, again, timeout, MemberTimer::Session);
         }
         let mut actions = Vec::new();
-        fence(&mut g, member, &mut actions);
+        fence(&mut g, member, self.cfg.migration_policy, &mut actions);
         drop(g);
         self.run(id, actions);
     }
