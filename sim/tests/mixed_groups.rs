@@ -622,3 +622,31 @@ fn with_migration_disabled_groups_keep_their_kind_but_take_classic_members() {
     assert_eq!(c.owned, all);
     passes(server);
 }
+
+#[test]
+fn a_consumer_member_takes_a_classic_static_members_place_at_once() {
+    let server = server(Duration::from_secs(30));
+    let addr = coordinator(&server);
+    let mut a = Modern::join(addr, "member-a");
+    let mut c = Classic::new(addr, Duration::from_secs(30));
+    c.instance = Some("instance-c".to_string());
+    assert_eq!(c.join().error_code, 0);
+    assert_eq!(a.beat(), 0);
+    assert_eq!(a.beat(), 0);
+    if c.heartbeat() != 0 {
+        assert_eq!(c.join().error_code, 0);
+    }
+    assert_eq!(c.sync(), 0);
+    assert_eq!(c.owned.len(), 2);
+    // instance-c restarts on the consumer protocol: no wait for the
+    // classic member to leave, and its partitions come with the place.
+    let mut back = Modern::join_as(addr, "member-c2", Some("instance-c"));
+    assert_eq!(back.owned, c.owned);
+    assert_eq!(back.beat(), 0);
+    assert_eq!(c.heartbeat(), ResponseError::FencedInstanceId.code());
+    let (state, members) = described(addr);
+    assert_eq!(state, "Stable");
+    assert_eq!(members.len(), 2);
+    assert_eq!(members["member-c2"].0, 1);
+    passes(server);
+}

@@ -449,7 +449,10 @@ impl ConsumerGroup {
                     .members
                     .get(&holder)
                     .expect("a static member is a member");
-                if !old.away {
+                // A classic member's place is taken at once, as Kafka's
+                // coordinator does (a consumer moving to this protocol
+                // under its instance id).
+                if !old.away && old.classic.is_none() {
                     return Err(Refusal::new(
                         ResponseError::UnreleasedInstanceId,
                         format!("Static member {holder} with instance id {instance} is still in the group."),
