@@ -371,15 +371,7 @@ impl ConsumerGroup {
             timeout: join.rebalance_timeout,
             timer: MemberTimer::Rejoin { deadline },
         });
-        let subscribed = self.subscribed_topics(topics);
-        bump |= subscribed != self.subscribed;
-        if bump {
-            self.epoch += 1;
-            self.subscribed = subscribed;
-        }
-        if self.epoch > self.assignment_epoch {
-            self.assign();
-        }
+        self.move_on(bump, topics);
         let owned = by_id(
             subscription
                 .owned
@@ -426,13 +418,7 @@ impl ConsumerGroup {
         let Some(mut m) = self.members.remove(holder) else {
             return;
         };
-        actions.extend(
-            m.session
-                .take()
-                .into_iter()
-                .chain(m.revocation.take())
-                .map(Action::EndSession),
-        );
+        actions.extend(m.take_timers().map(Action::EndSession));
         if let Some(t) = self.target.remove(holder) {
             self.target.insert(new_id.to_string(), t);
         }
@@ -738,13 +724,7 @@ impl Group {
         self.pending_ids.clear();
         let now = Instant::now();
         for (id, mut m) in std::mem::take(&mut c.members) {
-            actions.extend(
-                m.session
-                    .take()
-                    .into_iter()
-                    .chain(m.revocation.take())
-                    .map(Action::EndSession),
-            );
+            actions.extend(m.take_timers().map(Action::EndSession));
             let Some(classic) = m.classic.filter(|_| id != leaving) else {
                 continue;
             };

@@ -224,6 +224,15 @@ impl ConsumerMember {
         }
     }
 
+    /// Takes its timers (its session and its rebalance timeout), for the
+    /// caller to end.
+    pub fn take_timers(&mut self) -> impl Iterator<Item = SessionCompleter> {
+        self.session
+            .take()
+            .into_iter()
+            .chain(self.revocation.take())
+    }
+
     /// A sign of life: its session starts again from now.
     pub fn heard(&mut self, actions: &mut Vec<Action>) {
         self.last_beat = Instant::now();
@@ -403,16 +412,7 @@ impl ConsumerGroup {
         if let Some(s) = &m.session {
             actions.push(Action::Beat(s.clone(), m.session_timeout));
         }
-        // The subscribed topics' partitions, as the cluster has them now.
-        let subscribed = self.subscribed_topics(topics);
-        bump |= subscribed != self.subscribed;
-        if bump {
-            self.epoch += 1;
-            self.subscribed = subscribed;
-        }
-        if self.epoch > self.assignment_epoch {
-            self.assign();
-        }
+        self.move_on(bump, topics);
         let before = self.members[&id].assigned.clone();
         self.reconcile(&id, beat.owned.as_ref(), actions);
         let m = &self.members[&id];
@@ -460,12 +460,7 @@ impl ConsumerGroup {
                 }
                 // It takes its old place back: epoch, partitions and all.
                 let mut old = self.members.remove(&holder).expect("just found");
-                if let Some(s) = old.session.take() {
-                    actions.push(Action::EndSession(s));
-                }
-                if let Some(r) = old.revocation.take() {
-                    actions.push(Action::EndSession(r));
-                }
+                actions.extend(old.take_timers().map(Action::EndSession));
                 if let Some(t) = self.target.remove(&holder) {
                     self.target.insert(beat.member_id.clone(), t);
                 }
@@ -526,11 +521,7 @@ impl ConsumerGroup {
         }
         self.target.remove(member);
         self.epoch += 1;
-        m.session
-            .take()
-            .into_iter()
-            .chain(m.revocation.take())
-            .collect()
+        m.take_timers().collect()
     }
 
     /// Every topic some member subscribes to, by name or by regex, that
@@ -560,9 +551,24 @@ impl ConsumerGroup {
         out
     }
 
+    /// After a member's request: the group epoch goes up if `bump` (its
+    /// membership or a subscription changed) or the subscribed topics'
+    /// partitions are no longer those the cluster has, and the target
+    /// assignment follows the group epoch.
+    pub(super) fn move_on(&mut self, bump: bool, topics: &dyn Topics) {
+        let subscribed = self.subscribed_topics(topics);
+        if bump || subscribed != self.subscribed {
+            self.epoch += 1;
+            self.subscribed = subscribed;
+        }
+        if self.epoch > self.assignment_epoch {
+            self.assign();
+        }
+    }
+
     /// A new target assignment for the group epoch, over the subscribed
     /// topics.
-    pub(super) fn assign(&mut self) {
+    fn assign(&mut self) {
         let members: BTreeMap<String, BTreeSet<Uuid>> = self
             .members
             .iter()
