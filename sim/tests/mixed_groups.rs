@@ -265,6 +265,23 @@ impl Classic {
         self.sync_with(&[])
     }
 
+    /// Heartbeats; refused (told to rejoin, or at a generation it never
+    /// joined), rejoins. Then syncs.
+    fn catch_up(&mut self) {
+        if self.heartbeat() != 0 {
+            assert_eq!(self.join().error_code, 0);
+        }
+        assert_eq!(self.sync(), 0);
+    }
+
+    /// LeaveGroup (v2).
+    fn leave(&self) -> i16 {
+        let mut l = LeaveGroupRequest::default();
+        l.group_id = GroupId(s(GROUP));
+        l.member_id = s(&self.id);
+        Client::connect(self.addr).call(&l, 2).error_code
+    }
+
     fn heartbeat(&self) -> i16 {
         let mut r = HeartbeatRequest::default();
         r.group_id = GroupId(s(GROUP));
@@ -453,14 +470,8 @@ fn a_classic_group_turns_consumer_when_a_consumer_member_joins() {
     // c2 rejoins under the id it was given; they all settle.
     for _ in 0..4 {
         assert_eq!(a.beat(), 0);
-        if c1.heartbeat() != 0 {
-            assert_eq!(c1.join().error_code, 0);
-            assert_eq!(c1.sync(), 0);
-        }
-        if c2.heartbeat() != 0 {
-            assert_eq!(c2.join().error_code, 0);
-            assert_eq!(c2.sync(), 0);
-        }
+        c1.catch_up();
+        c2.catch_up();
     }
     assert!(a.owned.is_disjoint(&c1.owned) && a.owned.is_disjoint(&c2.owned));
     assert!(c1.owned.is_disjoint(&c2.owned));
@@ -470,10 +481,7 @@ fn a_classic_group_turns_consumer_when_a_consumer_member_joins() {
     assert_eq!(owned.iter().sum::<usize>(), 4, "{members:?}");
     assert!(owned.iter().all(|n| *n >= 1), "{members:?}");
     // A classic LeaveGroup takes c2 out, with no conversion.
-    let mut l = LeaveGroupRequest::default();
-    l.group_id = GroupId(s(GROUP));
-    l.member_id = s(&c2.id);
-    assert_eq!(Client::connect(addr).call(&l, 2).error_code, 0);
+    assert_eq!(c2.leave(), 0);
     assert_eq!(listed(addr).0, "consumer");
     assert_eq!(described(addr).1.len(), 2);
     passes(server);
@@ -563,10 +571,7 @@ fn a_classic_static_member_taking_the_last_consumer_members_place_turns_the_grou
     assert_eq!(c.join().error_code, 0);
     assert_eq!(a.beat(), 0);
     assert_eq!(a.beat(), 0);
-    if c.heartbeat() != 0 {
-        assert_eq!(c.join().error_code, 0);
-    }
-    assert_eq!(c.sync(), 0);
+    c.catch_up();
     assert_eq!((a.owned.len(), c.owned.len()), (2, 2));
     // instance-a comes back as a classic consumer: it takes a's place and
     // its partitions, and the group turns classic with no rebalance.
@@ -604,10 +609,7 @@ fn with_migration_disabled_groups_keep_their_kind_but_take_classic_members() {
     assert_eq!(listed(addr).0, "classic");
     // Once it is empty the group turns consumer-protocol, and a classic
     // member still joins it (whatever the policy, as in Kafka).
-    let mut l = LeaveGroupRequest::default();
-    l.group_id = GroupId(s(GROUP));
-    l.member_id = s(&c.id);
-    assert_eq!(Client::connect(addr).call(&l, 2).error_code, 0);
+    assert_eq!(c.leave(), 0);
     let mut a = Modern::join(addr, "member-a");
     let mut c = Classic::new(addr, Duration::from_secs(30));
     assert_eq!(c.join().error_code, 0);
@@ -633,10 +635,7 @@ fn a_consumer_member_takes_a_classic_static_members_place_at_once() {
     assert_eq!(c.join().error_code, 0);
     assert_eq!(a.beat(), 0);
     assert_eq!(a.beat(), 0);
-    if c.heartbeat() != 0 {
-        assert_eq!(c.join().error_code, 0);
-    }
-    assert_eq!(c.sync(), 0);
+    c.catch_up();
     assert_eq!(c.owned.len(), 2);
     // instance-c restarts on the consumer protocol: no wait for the
     // classic member to leave, and its partitions come with the place.

@@ -111,9 +111,9 @@ impl std::str::FromStr for MigrationPolicy {
 }
 
 /// What a classic member of a consumer-protocol group keeps of the
-/// classic protocol.
+/// classic protocol. (Its session timeout, the one its JoinGroup asked
+/// for, is the member's own.)
 pub struct ClassicMeta {
-    pub session_timeout: Duration,
     /// (protocol name, metadata), in the member's order of preference.
     pub protocols: Vec<(String, Bytes)>,
     /// What its rebalance timeout (in the member's `revocation` slot)
@@ -194,6 +194,17 @@ fn same_generation(id: &str, epoch: i32, generation: i32) -> Result<(), Refusal>
     ))
 }
 
+/// FENCED_INSTANCE_ID: `holder` holds `instance` now, not `member`.
+fn fenced(member: &str, instance: &str, holder: &str) -> Refusal {
+    Refusal::new(
+        ResponseError::FencedInstanceId,
+        format!(
+            "Static member {member} with instance id {instance} is fenced by existing member \
+             {holder}."
+        ),
+    )
+}
+
 /// Partitions by topic name as partitions by topic id, leaving out the
 /// topics the cluster does not have.
 fn by_id<'a>(
@@ -244,15 +255,7 @@ impl ConsumerGroup {
                         format!("Member with instance id {instance} is not a member of the group."),
                     ))
                 }
-                Some(holder) if holder != member => {
-                    return Err(Refusal::new(
-                        ResponseError::FencedInstanceId,
-                        format!(
-                            "Static member {member} with instance id {instance} is fenced by \
-                             existing member {holder}."
-                        ),
-                    ))
-                }
+                Some(holder) if holder != member => return Err(fenced(member, instance, holder)),
                 Some(holder) => holder,
             },
         };
@@ -310,13 +313,7 @@ impl ConsumerGroup {
                     false
                 }
                 Some(holder) if holder != member_id => {
-                    return Err(Refusal::new(
-                        ResponseError::FencedInstanceId,
-                        format!(
-                            "Static member {member_id} with instance id {instance} is fenced \
-                             by existing member {holder}."
-                        ),
-                    ))
+                    return Err(fenced(&member_id, instance, &holder))
                 }
                 Some(_) => false,
                 None if unknown => true,
@@ -360,7 +357,6 @@ impl ConsumerGroup {
         }
         let deadline = m.classic.as_ref().map_or(0, |c| c.deadline) + 1;
         m.classic = Some(ClassicMeta {
-            session_timeout: join.session_timeout,
             protocols: join.protocols,
             awaiting: Some(Awaiting::Sync),
             deadline,
@@ -611,7 +607,6 @@ impl ConsumerGroup {
             member.previous_epoch = g.generation;
             member.assigned = assigned.clone();
             member.classic = Some(ClassicMeta {
-                session_timeout: m.session_timeout,
                 protocols: m.protocols.clone(),
                 awaiting: None,
                 deadline: 0,
@@ -735,7 +730,7 @@ impl Group {
             }
             actions.push(Action::StartSession {
                 member: id.clone(),
-                timeout: classic.session_timeout,
+                timeout: m.session_timeout,
             });
             self.members.insert(
                 id,
@@ -743,7 +738,7 @@ impl Group {
                     client_id: m.client_id,
                     client_host: m.client_host,
                     instance_id: m.instance_id,
-                    session_timeout: classic.session_timeout,
+                    session_timeout: m.session_timeout,
                     rebalance_timeout: m.rebalance_timeout,
                     protocols: classic.protocols,
                     joined: false,
