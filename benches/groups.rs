@@ -318,6 +318,7 @@ fn main() {
             },
             topics: vec![("orders".into(), 8)],
             limits: Limits::default(),
+            tls: None,
         })
         .expect("the server starts");
         let before = rss_bytes();

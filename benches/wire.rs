@@ -139,6 +139,7 @@ fn server(timer: TimerChoice, replication_factor: u32) -> Server {
             (PROBE.to_string(), 1),
         ],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

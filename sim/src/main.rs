@@ -7,6 +7,7 @@ use broker_sim::live::{GroupConfig, LiveConfig, MigrationPolicy};
 use broker_sim::random_faults::{as_flags, random_faults};
 use broker_sim::scenario::{scenario, SCENARIOS};
 use broker_sim::serve::{ServeOptions, Server};
+use broker_sim::wire::tls::{ClientAuth, Tls, TlsFiles};
 use broker_sim::wire::Limits;
 use broker_sim::{report, run};
 use clap::{Parser, ValueEnum};
@@ -89,6 +90,28 @@ struct Args {
     /// request. 0, the default: for the connection's life [0..=86400000].
     #[arg(long, default_value_t = 0, value_parser = |s: &str| l::SASL_REAUTH_MS.parse_u64(s), requires = "sasl_users")]
     sasl_reauth_ms: u64,
+    /// With --serve: the broker's TLS certificate, then the CA
+    /// certificates leading to its root, in a PEM file (Kafka's
+    /// ssl.keystore.location with ssl.keystore.type=PEM). With it every
+    /// listener is SSL, or SASL_SSL with --sasl-user.
+    #[arg(long, value_name = "PEM", requires_all = ["serve", "tls_key"])]
+    tls_cert: Option<std::path::PathBuf>,
+    /// With --tls-cert: the certificate's private key, in a PEM file
+    /// (PKCS #8, PKCS #1 or SEC 1; not encrypted).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// With --tls-cert: whether clients are asked for a certificate
+    /// (Kafka's ssl.client.auth): none, requested (a client that shows
+    /// none is User:ANONYMOUS) or required. A client's certificate makes
+    /// it the principal User:SUBJECT, its subject written as Kafka writes
+    /// it (CN=name,OU=unit,O=org), on an SSL listener.
+    #[arg(long, value_name = "AUTH", default_value = "none", value_parser = |s: &str| s.parse::<ClientAuth>(), requires = "tls_cert")]
+    tls_client_auth: ClientAuth,
+    /// With --tls-client-auth requested or required: the CA certificates
+    /// that client certificates must lead to, in a PEM file (Kafka's
+    /// ssl.truststore.location).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_client_ca: Option<std::path::PathBuf>,
     /// With --serve: check every request against ACLs, as Kafka's
     /// standard authorizer does. ACLs are added with CreateAcls (an admin
     /// client, as a super user); what no ACL allows is denied. Without it
@@ -406,6 +429,24 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
         },
         ..LiveConfig::default()
     };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let files = TlsFiles {
+                certificate_chain: cert.clone(),
+                private_key: key.clone(),
+                client_auth: args.tls_client_auth,
+                client_ca: args.tls_client_ca.clone(),
+            };
+            match Tls::load(&files) {
+                Ok(tls) => Some(tls),
+                Err(e) => {
+                    eprintln!("broker-sim: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        _ => None,
+    };
     let opts = ServeOptions {
         listen: args.listen,
         advertise: args.advertise.clone(),
@@ -415,6 +456,7 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
             max_request_bytes: args.max_request_bytes as usize,
             ..Limits::default()
         },
+        tls,
     };
     let log_memory = opts.live.log_memory;
     let server = match Server::start(opts) {
@@ -432,16 +474,27 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
             _ => println!("broker {id} listening on {addr}"),
         }
     }
+    let tls_said = match args.tls_client_auth {
+        ClientAuth::None => String::new(),
+        auth => format!("; client certificates {auth}"),
+    };
     if !args.sasl_users.is_empty() {
         let users: Vec<&str> = args.sasl_users.iter().map(|(u, _)| u.as_str()).collect();
         println!(
-            "listeners: SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), users {}{}",
+            "listeners: {} (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), users {}{}{}",
+            match args.tls_cert {
+                Some(_) => "SASL_SSL",
+                None => "SASL_PLAINTEXT",
+            },
             users.join(", "),
             match args.sasl_reauth_ms {
                 0 => String::new(),
                 ms => format!("; logins last {ms} ms"),
-            }
+            },
+            tls_said,
         );
+    } else if args.tls_cert.is_some() {
+        println!("listeners: SSL{tls_said}");
     }
     if args.authorizer {
         println!(

@@ -4,6 +4,7 @@
 
 use crate::advertised::{self, Advertised};
 use crate::live::{BrokerService, LiveCluster, LiveConfig};
+use crate::wire::tls::Tls;
 use crate::wire::{self, Limits, Listener, WireStats};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -28,6 +29,9 @@ pub struct ServeOptions {
     pub topics: Vec<(String, u32)>,
     /// Connection limits.
     pub limits: Limits,
+    /// TLS on every listener (`SSL`, or `SASL_SSL` with SASL users), or
+    /// plaintext.
+    pub tls: Option<Tls>,
 }
 
 /// A running server.
@@ -121,6 +125,7 @@ impl Server {
                     l,
                     service,
                     opts.limits,
+                    opts.tls.clone(),
                     Arc::clone(&stats),
                     stopped.clone(),
                     cluster.brokers[id].lives(),
@@ -214,6 +219,10 @@ impl Server {
                 get(&s.failed_authentications),
             ),
             ("re-authentications".to_string(), get(&s.reauthentications)),
+            (
+                "TLS handshakes failed".to_string(),
+                get(&s.failed_handshakes),
+            ),
         ];
         if let Some(authorizer) = &self.cluster.authorizer {
             let (allowed, denied) = authorizer.decisions();

@@ -70,6 +70,7 @@ fn server_on(listen: SocketAddr, allow_everyone_if_no_acl_found: bool) -> Server
         },
         topics: vec![("orders".into(), 2), ("secret".into(), 1)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

@@ -1,6 +1,7 @@
 //! The command line: exit codes and messages a user sees.
 
 mod common;
+mod pki;
 
 use common::sim;
 use std::io::{BufRead, BufReader, Read};
@@ -123,6 +124,94 @@ fn serve_refuses_what_it_cannot_run() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn serve_over_tls_says_so_and_refuses_files_it_cannot_use() {
+    let pki = pki::Authority::new("test CA");
+    let broker = pki.broker();
+    let client = pki.client("client", &[(rcgen::DnType::CommonName, "client")]);
+    let (cert, key, ca) = (
+        broker.cert.to_str().unwrap(),
+        broker.key.to_str().unwrap(),
+        pki.ca.to_str().unwrap(),
+    );
+    let missing = pki.path("missing.pem");
+    let missing = missing.to_str().unwrap();
+    let serve = ["--serve", "--listen", "127.0.0.1:0", "--no-sim-traffic"];
+    for (args, needle) in [
+        (vec!["--tls-cert", cert], "--tls-key"),
+        (vec!["--tls-key", key], "--tls-cert"),
+        (vec!["--tls-cert", missing, "--tls-key", key], missing),
+        (
+            vec!["--tls-cert", cert, "--tls-key", ca],
+            "wanted a PEM private key",
+        ),
+        (
+            vec![
+                "--tls-cert",
+                cert,
+                "--tls-key",
+                client.key.to_str().unwrap(),
+            ],
+            "TLS cannot be set up",
+        ),
+        (
+            vec![
+                "--tls-cert",
+                cert,
+                "--tls-key",
+                key,
+                "--tls-client-auth",
+                "required",
+            ],
+            "needs the CA certificates",
+        ),
+        (
+            vec!["--tls-cert", cert, "--tls-key", key, "--tls-client-ca", ca],
+            "none are asked for",
+        ),
+        (
+            vec![
+                "--tls-cert",
+                cert,
+                "--tls-key",
+                key,
+                "--tls-client-auth",
+                "sometimes",
+            ],
+            "one of none, requested, required",
+        ),
+    ] {
+        let args: Vec<&str> = serve.iter().copied().chain(args).collect();
+        let (code, _, err) = sim(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let tls = [
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        key,
+        "--tls-client-auth",
+        "requested",
+        "--tls-client-ca",
+        ca,
+        "--duration-s",
+        "0.5",
+    ];
+    let args: Vec<&str> = serve.iter().chain(&tls).copied().collect();
+    let (code, out, err) = sim(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("listeners: SSL; client certificates requested"),
+        "{out}"
+    );
+    let sasl = ["--sasl-user", "alice:secret"];
+    let args: Vec<&str> = serve.iter().chain(&tls).chain(&sasl).copied().collect();
+    let (code, out, err) = sim(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("listeners: SASL_SSL (PLAIN"), "{out}");
 }
 
 #[test]

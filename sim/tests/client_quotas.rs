@@ -39,6 +39,7 @@ fn server(topic: &str) -> Server {
         live: LiveConfig::one_broker(),
         topics: vec![(topic.to_string(), 1)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

@@ -47,6 +47,7 @@ fn server(session: Duration) -> Server {
         },
         topics: vec![("orders".into(), 4)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

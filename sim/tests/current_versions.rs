@@ -40,6 +40,7 @@ fn server(topics: &[(&str, u32)]) -> Server {
         live: LiveConfig::one_broker(),
         topics: topics.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

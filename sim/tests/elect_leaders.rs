@@ -30,6 +30,7 @@ fn server(live: LiveConfig) -> Server {
         live,
         topics: vec![("orders".into(), 3)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

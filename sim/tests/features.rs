@@ -26,6 +26,7 @@ fn server() -> Server {
         live: LiveConfig::default(),
         topics: vec![("orders".into(), 2)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

@@ -35,6 +35,7 @@ fn server() -> Server {
         },
         topics: vec![("orders".into(), 3)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

@@ -31,6 +31,7 @@ fn server() -> Server {
         live: LiveConfig::one_broker(),
         topics: vec![("orders".into(), 3)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

@@ -38,6 +38,7 @@ fn server(initial_delay: Duration) -> Server {
         },
         topics: vec![("orders".into(), 4)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }
@@ -774,6 +775,7 @@ fn a_member_waiting_in_a_join_round_longer_than_its_session_is_not_expired() {
         },
         topics: vec![],
         limits: Limits::default(),
+        tls: None,
     })
     .unwrap();
     let addr = coordinator(&server, "patient");

@@ -243,6 +243,7 @@ fn requests_with_fields_past_their_edges_are_answered_and_the_checks_hold() {
         },
         topics: vec![("held".to_string(), 2)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts");
     let addrs = server.addrs().to_vec();

@@ -44,6 +44,7 @@ fn server(follower_latency: Duration) -> Server {
         },
         topics: vec![("orders".into(), 1)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

@@ -29,6 +29,7 @@ fn server() -> Server {
         live: LiveConfig::default(),
         topics: vec![("orders".into(), 3)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

@@ -56,6 +56,7 @@ fn server_with(session: Duration, policy: MigrationPolicy) -> Server {
         },
         topics: vec![(TOPIC.into(), 4)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

@@ -39,6 +39,7 @@ fn server(faults: Vec<Fault>) -> Server {
         },
         topics: vec![("orders".into(), 3)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

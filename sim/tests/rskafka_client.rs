@@ -24,6 +24,7 @@ fn start(live: LiveConfig) -> Server {
         live,
         topics: Vec::new(),
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

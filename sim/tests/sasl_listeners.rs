@@ -31,6 +31,7 @@ fn sasl_server(topics: &[(&str, u32)]) -> Server {
         },
         topics: topics.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }
@@ -173,6 +174,7 @@ fn a_login_that_runs_out_is_renewed_on_its_connection_or_the_connection_closes()
         },
         topics: vec![("renewed".into(), 1)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts");
     let addr = server.addrs()[0];

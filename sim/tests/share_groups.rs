@@ -42,6 +42,7 @@ fn server(lock: Duration, session: Duration) -> Server {
         },
         topics: vec![("jobs".into(), 1)],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

@@ -49,6 +49,7 @@ fn server_with(live: LiveConfig) -> Server {
         live,
         topics: Vec::new(),
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts")
 }

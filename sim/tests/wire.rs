@@ -51,6 +51,7 @@ fn server_with(live: LiveConfig, topics: &[(&str, u32)], limits: Limits) -> Serv
         live,
         topics: topics.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
         limits,
+        tls: None,
     })
     .expect("the server starts")
 }
@@ -2386,6 +2387,7 @@ fn metadata_names_the_advertised_addresses() {
         live: LiveConfig::default(),
         topics: vec![],
         limits: Limits::default(),
+        tls: None,
     })
     .expect("the server starts");
     let port = server.addrs()[0].port();

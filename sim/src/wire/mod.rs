@@ -1,9 +1,10 @@
 //! The Kafka wire protocol in front of a broker: TCP listeners, framing,
 //! request decoding and response encoding with the `kafka-protocol` crate,
 //! responses in request order per connection with several requests in
-//! flight, ApiVersions, and SASL authentication where the service asks
-//! for it. What each request means is the [`Service`]'s:
-//! this module knows nothing of the simulated cluster behind it.
+//! flight, ApiVersions, TLS where the listeners are given a certificate,
+//! and SASL authentication where the service asks for it. What each
+//! request means is the [`Service`]'s: this module knows nothing of the
+//! simulated cluster behind it.
 
 mod authenticating;
 mod bounds;
@@ -13,6 +14,7 @@ mod frame;
 pub mod sasl;
 mod server;
 mod service;
+pub mod tls;
 
 pub use consumer::{
     decode_assignment, decode_subscription, encode_assignment, subscribed_topics, Subscription,

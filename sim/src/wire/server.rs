@@ -12,7 +12,9 @@
 //! says so on the connection's `Throttle`, and the wait is the service's
 //! (`Service::wait_throttle`). A connection the service does not admit
 //! (`Service::admit`: its address past its connection rate) is held for
-//! the time it says and closed unread.
+//! the time it says and closed unread. Over TLS, a connection's first
+//! bytes are its handshake (`tls.rs`), and its requests are read once it
+//! is done.
 //!
 //! Two signals end connections. A stop is orderly: nothing more is read,
 //! and each connection writes the answers it owes before it closes. A
@@ -25,8 +27,9 @@
 use super::authenticating::{Authenticating, Verdict, SASL_APIS};
 use super::frame::{read_frame, FrameError};
 use super::service::{
-    api_versions, decode_request, encode_response, Answer, BadRequest, Service, Throttle,
+    api_versions, decode_request, encode_response, Answer, BadRequest, Principal, Service, Throttle,
 };
+use super::tls::Tls;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
 use std::future::Future;
@@ -35,7 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
@@ -80,6 +83,10 @@ pub struct WireStats {
     /// SASL authentications refused (a mechanism not served, or an
     /// exchange that failed), each closing its connection.
     pub failed_authentications: AtomicU64,
+    /// TLS handshakes that failed or ran out of time (a client that does
+    /// not trust the broker's certificate, shows none where one is
+    /// required, or does not speak TLS), each closing its connection.
+    pub failed_handshakes: AtomicU64,
     /// Clients that authenticated again on their connection, their
     /// session running out (KIP-368).
     pub reauthentications: AtomicU64,
@@ -137,11 +144,13 @@ async fn comes_up(lives: &mut Lives) -> bool {
 /// service answers every parked request on its own shutdown). While the
 /// broker is down (`lives`) the listener is closed and its connections
 /// are shut at once (see the module docs); when it restarts, the listener
-/// binds its address again.
+/// binds its address again. With `tls`, each connection begins with a TLS
+/// handshake (see [`Tls`]).
 pub async fn serve<S: Service>(
     listener: Listener,
     service: Arc<S>,
     limits: Limits,
+    tls: Option<Tls>,
     stats: Arc<WireStats>,
     mut stop: Stop,
     mut lives: Lives,
@@ -170,7 +179,7 @@ pub async fn serve<S: Service>(
                             if hold.is_zero() {
                                 let _ = stream.set_nodelay(true);
                                 let signals = (stop.clone(), lives.clone(), life);
-                                connections.spawn(connection(stream, Arc::clone(&service), limits, Arc::clone(&stats), signals));
+                                connections.spawn(connection(stream, tls.clone(), Arc::clone(&service), limits, Arc::clone(&stats), signals));
                             } else {
                                 // Refused: closed unread once the hold is
                                 // over (or at a stop), as Kafka does.
@@ -280,8 +289,15 @@ const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
 /// client would otherwise wait for it for ever).
 type Pending = oneshot::Receiver<Result<Option<Bytes>, String>>;
 
+/// How long a client has to complete its TLS handshake. A Kafka broker
+/// lets an idle connection be for `connections.max.idle.ms` (10 minutes);
+/// a handshake not done in this time is a client that will not do it.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves one accepted connection: over TLS first if `tls`.
 async fn connection<S: Service>(
     stream: TcpStream,
+    tls: Option<Tls>,
     service: Arc<S>,
     limits: Limits,
     stats: Arc<WireStats>,
@@ -289,9 +305,85 @@ async fn connection<S: Service>(
 ) {
     // For the log line of a refused request: which client, which broker.
     let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
-    let peer = stream.peer_addr().unwrap_or(unknown);
-    let local = stream.local_addr().unwrap_or(unknown);
-    let (mut reader, mut writer) = stream.into_split();
+    let ends = Ends {
+        peer: stream.peer_addr().unwrap_or(unknown),
+        local: stream.local_addr().unwrap_or(unknown),
+    };
+    let Some(tls) = tls else {
+        let (reader, writer) = stream.into_split();
+        let shut = |reader: &tokio::net::tcp::OwnedReadHalf| {
+            let _ = socket2::SockRef::from(reader.as_ref()).shutdown(std::net::Shutdown::Both);
+        };
+        let signals = (stop, lives, life);
+        return requests(
+            reader, writer, shut, None, ends, service, limits, stats, signals,
+        )
+        .await;
+    };
+    // The TLS stream's halves cannot reach the socket: a second handle on
+    // it shuts it at a crash.
+    let socket = match socket2::SockRef::from(&stream).try_clone() {
+        Ok(socket) => socket,
+        Err(e) => {
+            tracing::warn!(peer = %ends.peer, local = %ends.local, error = %e, "connection closed: its socket cannot be shared");
+            return;
+        }
+    };
+    let handshake = tokio::select! {
+        done = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)) => done,
+        _ = stop.changed() => return,
+        _ = life_ends(&mut lives, life) => return,
+    };
+    let (stream, principal) = match handshake {
+        Ok(Ok(done)) => done,
+        failed => {
+            stats.failed_handshakes.fetch_add(1, Ordering::Relaxed);
+            let why = match failed {
+                Ok(Err(e)) => e.to_string(),
+                _ => format!("not done within {HANDSHAKE_TIMEOUT:?}"),
+            };
+            tracing::warn!(peer = %ends.peer, local = %ends.local, why, "connection closed: the TLS handshake failed");
+            return;
+        }
+    };
+    let (reader, writer) = tokio::io::split(stream);
+    let shut = move |_: &_| {
+        let _ = socket.shutdown(std::net::Shutdown::Both);
+    };
+    let signals = (stop, lives, life);
+    requests(
+        reader, writer, shut, principal, ends, service, limits, stats, signals,
+    )
+    .await;
+}
+
+/// A connection's two ends, for the log lines about it.
+#[derive(Clone, Copy)]
+struct Ends {
+    peer: SocketAddr,
+    local: SocketAddr,
+}
+
+/// Reads and serves a connection's requests, and writes their responses
+/// in order, until the client closes it, a stop, or the end of the
+/// broker's life (when `shut` ends it both ways at once). `verified` is
+/// the principal of the client's TLS certificate, if it showed one.
+#[allow(clippy::too_many_arguments)]
+async fn requests<S, R, W>(
+    mut reader: R,
+    mut writer: W,
+    shut: impl FnOnce(&R),
+    verified: Option<Principal>,
+    Ends { peer, local }: Ends,
+    service: Arc<S>,
+    limits: Limits,
+    stats: Arc<WireStats>,
+    (mut stop, mut lives, life): (Stop, Lives, u64),
+) where
+    S: Service,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (queue, mut responses) = mpsc::channel::<Pending>(limits.in_flight.max(1));
     let write_stats = Arc::clone(&stats);
     let gone = lives.clone();
@@ -456,7 +548,9 @@ async fn connection<S: Service>(
                         // request that waits is finished on a task of its own
                         // (whose poll replaces this task's waker with its own).
                         let principal = (authenticating.as_ref())
-                            .and_then(|a| a.principal().cloned())
+                            .and_then(|a| a.principal())
+                            .or(verified.as_ref())
+                            .cloned()
                             .unwrap_or_default()
                             .from_host(peer.ip());
                         let call =
@@ -530,7 +624,7 @@ async fn connection<S: Service>(
     if *lives.borrow() != life {
         // Both ways at once, whatever the writer is waiting for: the peer
         // sees the connection end, as with a crashed broker.
-        let _ = socket2::SockRef::from(reader.as_ref()).shutdown(std::net::Shutdown::Both);
+        shut(&reader);
     }
     drop(queue);
     let _ = writing.await;

@@ -1,0 +1,333 @@
+//! Listeners over TLS (Kafka's SSL security protocol): rskafka with
+//! rustls as its TLS produces with acks=all and long-polls through them;
+//! a client certificate is the principal the authorizer checks; failed
+//! handshakes close their connections and are counted; a crashed broker's
+//! TLS connections end at once. Real clients over TLS (librdkafka,
+//! confluent-kafka, SASL_SSL) are in `real_clients.rs`.
+
+mod pki;
+
+use broker_sim::config::Fault;
+use broker_sim::live::{Authorization, LiveConfig};
+use broker_sim::serve::{ServeOptions, Server};
+use broker_sim::wire::tls::{ClientAuth, Tls, TlsFiles};
+use broker_sim::wire::Limits;
+use pki::{Authority, Pem};
+use rcgen::DnType;
+use rskafka::client::partition::{Compression, UnknownTopicHandling};
+use rskafka::client::{Client, ClientBuilder};
+use rskafka::record::Record;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+
+fn start(pki: &Authority, auth: ClientAuth, live: LiveConfig) -> Server {
+    let broker = pki.broker();
+    let tls = Tls::load(&TlsFiles {
+        certificate_chain: broker.cert,
+        private_key: broker.key,
+        client_auth: auth,
+        client_ca: (auth != ClientAuth::None).then(|| pki.ca.clone()),
+    })
+    .expect("TLS is set up");
+    Server::start(ServeOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
+        live,
+        topics: Vec::new(),
+        limits: Limits::default(),
+        tls: Some(tls),
+    })
+    .expect("the server starts")
+}
+
+/// A rustls client trusting `trusted`'s CA, showing `identity` if any.
+fn client_config(trusted: &Authority, identity: Option<&Pem>) -> Arc<ClientConfig> {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(trusted.ca_der.clone()))
+        .unwrap();
+    let builder =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots);
+    Arc::new(match identity {
+        Some(pem) => {
+            let chain = pki::der_certificates(&pem.cert)
+                .into_iter()
+                .map(CertificateDer::from)
+                .collect();
+            let key = PrivateKeyDer::from_pem_file(&pem.key).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+        None => builder.with_no_client_auth(),
+    })
+}
+
+/// Runs the client side on a runtime of its own (the server has one).
+fn client_side<T>(work: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(work)
+}
+
+async fn connect(
+    server: &Server,
+    tls: Arc<ClientConfig>,
+) -> Result<Client, rskafka::client::error::Error> {
+    let brokers = server.addrs().iter().map(|a| a.to_string()).collect();
+    ClientBuilder::new(brokers).tls_config(tls).build().await
+}
+
+fn record(value: &[u8]) -> Record {
+    Record {
+        key: None,
+        value: Some(value.to_vec()),
+        headers: BTreeMap::new(),
+        timestamp: chrono::Utc::now(),
+    }
+}
+
+#[test]
+fn over_tls_acks_all_produces_are_stored_and_a_long_poll_waits_in_the_purgatory() {
+    let pki = Authority::new("test CA");
+    let server = start(&pki, ClientAuth::None, LiveConfig::default());
+    client_side(async {
+        let client = connect(&server, client_config(&pki, None)).await.unwrap();
+        let controller = client.controller_client().unwrap();
+        controller.create_topic("tls", 1, 3, 5_000).await.unwrap();
+        let p = client
+            .partition_client("tls", 0, UnknownTopicHandling::Retry)
+            .await
+            .unwrap();
+        for i in 0..100 {
+            let offsets = p
+                .produce(
+                    vec![record(format!("v{i}").as_bytes())],
+                    Compression::NoCompression,
+                )
+                .await
+                .unwrap();
+            assert_eq!(offsets, vec![i]);
+        }
+        let (records, high_watermark) = p.fetch_records(0, 1..10_000_000, 1_000).await.unwrap();
+        assert_eq!(high_watermark, 100);
+        let values: Vec<_> = records.iter().map(|r| r.record.value.clone()).collect();
+        let sent: Vec<_> = (0..100)
+            .map(|i| Some(format!("v{i}").into_bytes()))
+            .collect();
+        assert_eq!(values, sent);
+
+        // A long poll at the end, woken by the next produce.
+        let waiter = Arc::new(
+            client
+                .partition_client("tls", 0, UnknownTopicHandling::Retry)
+                .await
+                .unwrap(),
+        );
+        let waiting = tokio::spawn({
+            let waiter = Arc::clone(&waiter);
+            async move {
+                let t = Instant::now();
+                let (records, _) = waiter
+                    .fetch_records(100, 1..1_000_000, 10_000)
+                    .await
+                    .unwrap();
+                (records.len(), t.elapsed())
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        p.produce(vec![record(b"wake")], Compression::NoCompression)
+            .await
+            .unwrap();
+        let (woken, after) = waiting.await.unwrap();
+        assert_eq!(woken, 1);
+        assert!(
+            after >= Duration::from_millis(300) && after < Duration::from_secs(5),
+            "woken after {after:?}"
+        );
+    });
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(report.count("parked in the purgatory").unwrap() > 0);
+    assert_eq!(report.count("TLS handshakes failed").unwrap(), 0);
+}
+
+#[test]
+fn a_client_certificate_is_the_principal_the_acls_are_checked_against() {
+    let pki = Authority::new("test CA");
+    // Written last name first, as Kafka names it.
+    let alice = "CN=alice,OU=payments,O=Acme";
+    let live = LiveConfig {
+        authorization: Some(Authorization {
+            super_users: [format!("User:{alice}")].into(),
+            allow_everyone_if_no_acl_found: false,
+        }),
+        ..LiveConfig::default()
+    };
+    // Requested: a client without a certificate is served, as anonymous.
+    let server = start(&pki, ClientAuth::Requested, live);
+    let alice_pem = pki.client(
+        "alice",
+        &[
+            (DnType::OrganizationName, "Acme"),
+            (DnType::OrganizationalUnitName, "payments"),
+            (DnType::CommonName, "alice"),
+        ],
+    );
+    let bob_pem = pki.client("bob", &[(DnType::CommonName, "bob")]);
+    client_side(async {
+        let alice = connect(&server, client_config(&pki, Some(&alice_pem)))
+            .await
+            .unwrap();
+        alice
+            .controller_client()
+            .unwrap()
+            .create_topic("ledger", 1, 3, 5_000)
+            .await
+            .unwrap();
+        let p = alice
+            .partition_client("ledger", 0, UnknownTopicHandling::Retry)
+            .await
+            .unwrap();
+        p.produce(vec![record(b"credit")], Compression::NoCompression)
+            .await
+            .unwrap();
+
+        for (who, identity) in [("bob", Some(&bob_pem)), ("anonymous", None)] {
+            let client = connect(&server, client_config(&pki, identity))
+                .await
+                .unwrap();
+            // Neither may see the topic: its metadata is refused.
+            let denied = tokio::time::timeout(
+                Duration::from_secs(10),
+                client.partition_client("ledger", 0, UnknownTopicHandling::Error),
+            )
+            .await
+            .expect("answered");
+            let e = denied.err().unwrap_or_else(|| panic!("{who} was let in"));
+            assert!(
+                format!("{e:?}").contains("TopicAuthorizationFailed"),
+                "{who}: {e:?}"
+            );
+        }
+    });
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(report.count("ACL checks denied").unwrap() > 0);
+}
+
+#[test]
+fn a_failed_handshake_closes_its_connection_and_is_counted() {
+    let pki = Authority::new("test CA");
+    let stranger = Authority::new("another CA");
+    let server = start(&pki, ClientAuth::Required, LiveConfig::default());
+    let addr = server.addrs()[0];
+    // A plaintext client: its first frame is not a TLS record, and the
+    // connection ends (with a TLS alert at most) instead of an answer.
+    let mut plain = std::net::TcpStream::connect(addr).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // ApiVersions v0, correlation id 1, no client id.
+    plain
+        .write_all(&[0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff])
+        .unwrap();
+    let mut answer = Vec::new();
+    plain
+        .read_to_end(&mut answer)
+        .expect("closed, not timed out");
+    assert!(answer.is_empty() || answer[0] == 0x15, "{answer:?}");
+
+    let certificate = pki.client("ok", &[(DnType::CommonName, "ok")]);
+    let foreign = stranger.client("foreign", &[(DnType::CommonName, "foreign")]);
+    client_side(async {
+        let handshake = |config: Arc<ClientConfig>| async move {
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let name = ServerName::IpAddress(addr.ip().into());
+            let mut stream = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
+                .await?;
+            // In TLS 1.3 the server checks the client's certificate after
+            // the client has finished: its refusal comes with the first
+            // read.
+            let mut byte = [0u8; 1];
+            match stream.read(&mut byte).await {
+                Ok(0) => Err(std::io::Error::other("closed")),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            }
+        };
+        // Without a certificate where one is required; with one from a CA
+        // the broker does not trust; trusting another CA than the
+        // broker's.
+        for (what, config) in [
+            ("no certificate", client_config(&pki, None)),
+            ("a foreign certificate", client_config(&pki, Some(&foreign))),
+            ("a foreign CA", client_config(&stranger, Some(&certificate))),
+        ] {
+            let done = tokio::time::timeout(Duration::from_secs(10), handshake(config)).await;
+            assert!(matches!(done, Ok(Err(_))), "{what}: {done:?}");
+        }
+        // The broker's own CA and a certificate it issued: served.
+        let client = connect(&server, client_config(&pki, Some(&certificate)))
+            .await
+            .unwrap();
+        assert!(client.list_topics().await.is_ok());
+    });
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert_eq!(report.count("TLS handshakes failed").unwrap(), 4);
+}
+
+#[test]
+fn a_crashed_brokers_tls_connections_end_at_once() {
+    let pki = Authority::new("test CA");
+    let crash_at = Duration::from_millis(1500);
+    let live = LiveConfig {
+        faults: vec![Fault::Crash {
+            broker: 0,
+            at: crash_at,
+        }],
+        ..LiveConfig::default()
+    };
+    let server = start(&pki, ClientAuth::None, live);
+    let started = Instant::now();
+    let addr = server.addrs()[0];
+    let config = client_config(&pki, None);
+    let ended = client_side(async {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = ServerName::IpAddress(addr.ip().into());
+        let mut stream = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .expect("the handshake");
+        // Nothing is sent: the connection idles until the crash ends it.
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(20), stream.read(&mut byte)).await;
+        assert!(
+            matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+            "the connection ended: {read:?}"
+        );
+        started.elapsed()
+    });
+    assert!(
+        ended >= crash_at && ended < crash_at + Duration::from_secs(3),
+        "ended {ended:?} after the start, the crash at {crash_at:?}"
+    );
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "the crashed broker's listener is closed"
+    );
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+}
