@@ -4,10 +4,14 @@
 //! implementations of their own). Each test says it was skipped, and why, when its client is
 //! not installed here (`.ci/run` installs them); nothing else fails then.
 
+mod pki;
+
 use broker_sim::config::Fault;
 use broker_sim::live::{Authorization, GroupState, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
+use broker_sim::wire::tls::{ClientAuth, Tls, TlsFiles};
 use broker_sim::wire::Limits;
+use rcgen::DnType;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -19,6 +23,34 @@ fn start(live: LiveConfig, topics: &[(&str, u32)]) -> Server {
         live,
         topics: topics.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
         limits: Limits::default(),
+        tls: None,
+    })
+    .expect("the server starts")
+}
+
+/// As [`start`], the listeners over TLS with a broker certificate from
+/// `pki`: SSL, or SASL_SSL with SASL users.
+fn start_tls(
+    live: LiveConfig,
+    topics: &[(&str, u32)],
+    pki: &pki::Authority,
+    client_auth: ClientAuth,
+) -> Server {
+    let broker = pki.broker();
+    let tls = Tls::load(&TlsFiles {
+        certificate_chain: broker.cert,
+        private_key: broker.key,
+        client_auth,
+        client_ca: (client_auth != ClientAuth::None).then(|| pki.ca.clone()),
+    })
+    .expect("TLS is set up");
+    Server::start(ServeOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
+        live,
+        topics: topics.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
+        limits: Limits::default(),
+        tls: Some(tls),
     })
     .expect("the server starts")
 }
@@ -741,14 +773,98 @@ fn confluent_kafka_manages_scram_credentials() {
     passes(server);
 }
 
-/// SASL_PLAINTEXT listeners with one user, alice (password
-/// `alice:secret`), and a topic `sasl` of 3 partitions.
-fn sasl_cluster() -> Server {
-    let live = LiveConfig {
+/// kcat (librdkafka 2.0, OpenSSL) on SSL listeners that require a client
+/// certificate: with one, it produces with acks=all and reads every
+/// record back; without one, it gets no metadata.
+#[test]
+fn kcat_over_ssl_with_a_client_certificate_produces_and_reads_back_every_record() {
+    let Some(kcat) = kcat() else { return };
+    let pki = pki::Authority::new("test CA");
+    let server = start_tls(
+        LiveConfig::default(),
+        &[("secure", 3)],
+        &pki,
+        ClientAuth::Required,
+    );
+    let client = pki.client("kcat", &[(DnType::CommonName, "kcat")]);
+    let ca = format!("ssl.ca.location={}", pki.ca.display());
+    let tls = [
+        "-X",
+        "security.protocol=SSL",
+        "-X",
+        &ca,
+        "-X",
+        &format!("ssl.certificate.location={}", client.cert.display()),
+        "-X",
+        &format!("ssl.key.location={}", client.key.display()),
+    ];
+    let lines: Vec<String> = (0..200).map(|i| format!("secure-{i}")).collect();
+    let mut producer = Command::new(kcat)
+        .args([
+            "-b",
+            &bootstrap(&server),
+            "-P",
+            "-t",
+            "secure",
+            "-X",
+            "acks=all",
+        ])
+        .args(tls)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    producer
+        .stdin
+        .take()
+        .unwrap()
+        .write_all((lines.join("\n") + "\n").as_bytes())
+        .unwrap();
+    let produced = producer.wait_with_output().unwrap();
+    assert!(
+        produced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&produced.stderr)
+    );
+    let consumed = Command::new(kcat)
+        .args(["-b", &bootstrap(&server), "-C", "-t", "secure", "-e", "-q"])
+        .args(["-f", "%s\n"])
+        .args(tls)
+        .output()
+        .unwrap();
+    assert!(
+        consumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&consumed.stderr)
+    );
+    let mut read: Vec<String> = String::from_utf8_lossy(&consumed.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    read.sort();
+    let mut want = lines.clone();
+    want.sort();
+    assert_eq!(read, want);
+    // The CA alone: the handshake fails, and kcat with it.
+    let refused = Command::new(kcat)
+        .args(["-b", &bootstrap(&server), "-L", "-m", "3"])
+        .args(["-X", "security.protocol=SSL", "-X", &ca])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert_eq!(report.count("records acknowledged (acks=all)"), Some(200));
+    assert!(report.count("TLS handshakes failed").unwrap() >= 1);
+}
+
+/// One user, alice (password `alice:secret`), and a topic `sasl` of 3
+/// partitions.
+fn sasl_users() -> LiveConfig {
+    LiveConfig {
         sasl_users: [("alice".to_string(), "alice:secret".to_string())].into(),
         ..quick_groups()
-    };
-    start(live, &[("sasl", 3)])
+    }
 }
 
 /// SASL_PLAINTEXT listeners: confluent-kafka authenticates by PLAIN,
@@ -762,8 +878,28 @@ fn confluent_kafka_authenticates_with_plain_and_scram() {
     if !confluent() {
         return;
     }
-    let server = sasl_cluster();
-    let mut r = confluent_client(&["sasl", &bootstrap(&server), "sasl", "alice:alice:secret"]);
+    authenticates(start(sasl_users(), &[("sasl", 3)]), None);
+}
+
+/// The same over SASL_SSL listeners: TLS first, then SASL.
+#[test]
+fn confluent_kafka_authenticates_with_plain_and_scram_over_tls() {
+    if !confluent() {
+        return;
+    }
+    let pki = pki::Authority::new("test CA");
+    let server = start_tls(sasl_users(), &[("sasl", 3)], &pki, ClientAuth::None);
+    authenticates(server, Some(pki.ca.to_str().unwrap()));
+}
+
+/// The confluent script's `sasl` run against `server` (SASL_SSL, trusting
+/// the CA file `ca`, if given).
+fn authenticates(server: Server, ca: Option<&str>) {
+    let mut args = vec!["sasl", "", "sasl", "alice:alice:secret"];
+    let bootstrap = bootstrap(&server);
+    args[1] = &bootstrap;
+    args.extend(ca);
+    let mut r = confluent_client(&args);
     // How librdkafka words a connection closed on it varies by version.
     let unauthenticated = r["refused"]["no SASL"].take();
     assert!(
@@ -830,6 +966,71 @@ fn confluent_kafka_authenticates_again_before_its_session_runs_out() {
     );
 }
 
+/// An authorizer behind SSL listeners that require client certificates:
+/// each client is the principal its certificate's subject names, written
+/// as Kafka writes it. The super user (by its certificate) lets alice
+/// write, read and read in a group with ACLs naming her certificate;
+/// alice's records are acknowledged, read and committed, bob is refused,
+/// and a client without a certificate gets no answer at all.
+#[test]
+fn confluent_kafka_over_ssl_is_the_principal_its_certificate_names() {
+    if !confluent() {
+        return;
+    }
+    let pki = pki::Authority::new("test CA");
+    pki.client(
+        "admin",
+        &[
+            (DnType::OrganizationName, "Acme"),
+            (DnType::CommonName, "admin"),
+        ],
+    );
+    pki.client(
+        "alice",
+        &[
+            (DnType::OrganizationName, "Acme"),
+            (DnType::OrganizationalUnitName, "payments"),
+            (DnType::CommonName, "alice"),
+        ],
+    );
+    pki.client("bob", &[(DnType::CommonName, "bob")]);
+    let live = LiveConfig {
+        authorization: Some(Authorization {
+            super_users: ["User:CN=admin,O=Acme".to_string()].into(),
+            allow_everyone_if_no_acl_found: false,
+        }),
+        ..quick_groups()
+    };
+    let server = start_tls(live, &[("payments", 3)], &pki, ClientAuth::Required);
+    let mut r = confluent_client(&[
+        "certificates",
+        &bootstrap(&server),
+        "payments",
+        pki.dir().to_str().unwrap(),
+    ]);
+    // librdkafka's name for a record that never reached a broker.
+    let unanswered = r["no certificate"].take();
+    assert!(
+        unanswered
+            .as_array()
+            .is_some_and(|e| !e.is_empty() && !e.contains(&serde_json::Value::Null)),
+        "{unanswered}"
+    );
+    let expected = serde_json::json!({
+        "created": [null, null, null],
+        "principals": ["User:CN=alice,OU=payments,O=Acme"],
+        "alice acked": 60,
+        "alice read": 60,
+        "alice committed": 60,
+        "bob": ["TOPIC_AUTHORIZATION_FAILED"],
+        "no certificate": null,
+    });
+    assert_eq!(r, expected);
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(report.count("TLS handshakes failed").unwrap() >= 1);
+}
+
 /// An authorizer behind SASL_PLAINTEXT listeners: confluent-kafka's admin
 /// client, as the super user, creates, describes and deletes ACLs, and
 /// what alice and bob produce, list and read is what those ACLs allow,
@@ -881,7 +1082,7 @@ fn kafka_python_authenticates_with_plain_and_scram() {
     if !kafka_python() {
         return;
     }
-    let server = sasl_cluster();
+    let server = start(sasl_users(), &[("sasl", 3)]);
     let args = ["sasl", &bootstrap(&server), "sasl", "alice:alice:secret"];
     let r = python_client("kafka_python_client.py", &args);
     let expected = serde_json::json!({

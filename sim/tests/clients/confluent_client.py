@@ -82,14 +82,16 @@
         describe them. Prints one JSON line: each alter's answers (user to
         error name, or null), and each describe's (user to its mechanisms
         and iterations, or the error name).
-    confluent_client.py sasl BOOTSTRAP TOPIC USER:PASSWORD
-        Against SASL_PLAINTEXT listeners: as USER, produce 10 records with
+    confluent_client.py sasl BOOTSTRAP TOPIC USER:PASSWORD [CA]
+        Against SASL_PLAINTEXT listeners (SASL_SSL, trusting the CA
+        certificates of the PEM file CA, if given): as USER, produce 10 records with
         acks=all by each of PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; give
         the user "carol" a SCRAM-SHA-256 credential with the admin client;
         as carol, read the 30 records in a group that commits, by
         SCRAM-SHA-256. Then try what must fail: carol by PLAIN and by
         SCRAM-SHA-512 (neither is hers), USER with a wrong password, a
-        client without SASL; delete carol's credential and try her again.
+        client without SASL (over TLS all the same where the listeners
+        are SASL_SSL); delete carol's credential and try her again.
         Prints one JSON line: how many records each mechanism had
         acknowledged, the alter's and delete's answers, how many records
         carol read and committed, and each failed try's error names.
@@ -102,6 +104,18 @@
         (idempotently, acks=all) and list the topics; alice reads TOPIC in
         "readers" and in "others"; admin deletes alice's ACLs and alice
         produces again. Prints one JSON line of what each step got.
+    confluent_client.py certificates BOOTSTRAP TOPIC DIR
+        Against SSL listeners that require client certificates, with an
+        authorizer whose super user is the certificate DIR/admin.pem: as
+        admin, let alice (DIR/alice.pem, CN=alice,OU=payments,O=Acme)
+        write and read TOPIC (3 partitions) and read the group
+        "tls-readers"; alice produces 60 records with acks=all and reads
+        them in that group, committing; bob (DIR/bob.pem) and a client
+        without a certificate produce one record each. Every client trusts
+        DIR/ca.pem. Prints one JSON line: the ACLs' creation answers, the
+        principals the ACLs name, how many records alice had acknowledged,
+        read and committed, and the delivery errors of bob and of the
+        client without a certificate.
     confluent_client.py reauth BOOTSTRAP TOPIC SECONDS
         Against SASL_PLAINTEXT listeners whose logins run out, as user
         alice (password alice-pw): produce to TOPIC with acks=all by
@@ -820,13 +834,17 @@ def acls(bootstrap, topic, secret):
     print(json.dumps(out))
 
 
-def sasl(bootstrap, topic, user, password):
+def sasl(bootstrap, topic, user, password, ca=None):
     from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
                                        UserScramCredentialDeletion, UserScramCredentialUpsertion)
 
+    tls = {"ssl.ca.location": ca} if ca else {}
+
     def auth(mechanism, name, secret):
-        return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanisms": mechanism, "sasl.username": name, "sasl.password": secret}
+        return {"bootstrap.servers": bootstrap,
+                "security.protocol": "SASL_SSL" if ca else "SASL_PLAINTEXT",
+                "sasl.mechanisms": mechanism, "sasl.username": name, "sasl.password": secret,
+                **tls}
 
     out = {"acked": {}}
     for i, mechanism in enumerate(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]):
@@ -909,12 +927,66 @@ def sasl(bootstrap, topic, user, password):
         ("carol by PLAIN", auth("PLAIN", "carol", "carols-secret")),
         ("carol by SCRAM-SHA-512", auth("SCRAM-SHA-512", "carol", "carols-secret")),
         ("wrong password", auth("SCRAM-SHA-256", user, password + "x")),
-        ("no SASL", {"bootstrap.servers": bootstrap}),
+        ("no SASL", {"bootstrap.servers": bootstrap,
+                     "security.protocol": "SSL" if ca else "PLAINTEXT", **tls}),
     ]:
         out["refused"][name] = refused(conf)
     out["delete"] = answer(admin.alter_user_scram_credentials(
         [UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)]))
     out["refused"]["carol deleted"] = refused(auth("SCRAM-SHA-256", "carol", "carols-secret"))
+    print(json.dumps(out))
+
+
+def certificates(bootstrap, topic, pki):
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
+                                       AclPermissionType, ResourcePatternType, ResourceType)
+
+    def ssl(name=None):
+        conf = {"bootstrap.servers": bootstrap, "security.protocol": "SSL",
+                "ssl.ca.location": f"{pki}/ca.pem"}
+        if name:
+            conf["ssl.certificate.location"] = f"{pki}/{name}.pem"
+            conf["ssl.key.location"] = f"{pki}/{name}.key"
+        return conf
+
+    alice = "User:CN=alice,OU=payments,O=Acme"
+    allow = AclPermissionType.ALLOW
+    admin = AdminClient(ssl("admin"))
+    bindings = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, alice, "*",
+                           op, allow) for op in (AclOperation.WRITE, AclOperation.READ)]
+    bindings.append(AclBinding(ResourceType.GROUP, "tls-readers", ResourcePatternType.LITERAL,
+                               alice, "*", AclOperation.READ, allow))
+    out = {"created": [f.result(10) for f in admin.create_acls(bindings).values()]}
+    every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    out["principals"] = sorted({b.principal for b in admin.describe_acls(every).result(10)})
+
+    def produce(conf, prefix, count):
+        p = Producer({**conf, "acks": "all", "message.timeout.ms": 5000})
+        results = []
+        for i in range(count):
+            p.produce(topic, f"{prefix}-{i}".encode(), partition=i % 3,
+                      on_delivery=lambda err, _m: results.append(err.name() if err else None))
+        p.flush(30)
+        return results
+
+    out["alice acked"] = produce(ssl("alice"), "alice", 60).count(None)
+    c = Consumer({**ssl("alice"), "group.id": "tls-readers", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    read, deadline = set(), time.time() + 30
+    while len(read) < 60 and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is None or m.error():
+            continue
+        read.add(m.value().decode())
+        c.commit(message=m, asynchronous=False)
+    committed = c.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+    c.close()
+    out["alice read"] = len(read)
+    out["alice committed"] = sum(max(tp.offset, 0) for tp in committed)
+    out["bob"] = sorted(set(produce(ssl("bob"), "bob", 3)))
+    out["no certificate"] = sorted(set(produce(ssl(), "nobody", 1)))
     print(json.dumps(out))
 
 
@@ -1247,7 +1319,9 @@ if __name__ == "__main__":
     elif mode == "acls":
         acls(bootstrap, topic, sys.argv[4])
     elif mode == "sasl":
-        sasl(bootstrap, topic, *sys.argv[4].split(":", 1))
+        sasl(bootstrap, topic, *sys.argv[4].split(":", 1), *sys.argv[5:6])
+    elif mode == "certificates":
+        certificates(bootstrap, topic, sys.argv[4])
     elif mode == "eos":
         eos(bootstrap, topic, int(sys.argv[4]), float(sys.argv[5]))
     elif mode == "quota":
