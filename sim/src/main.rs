@@ -7,7 +7,8 @@ use broker_sim::live::{GroupConfig, LiveConfig, MigrationPolicy};
 use broker_sim::random_faults::{as_flags, random_faults};
 use broker_sim::scenario::{scenario, SCENARIOS};
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::tls::{ClientAuth, Tls, TlsFiles};
+use broker_sim::wire::principal_rules::PrincipalRules;
+use broker_sim::wire::tls::{ClientAuth, Tls, TlsConfig};
 use broker_sim::wire::Limits;
 use broker_sim::{report, run};
 use clap::{Parser, ValueEnum};
@@ -112,6 +113,15 @@ struct Args {
     /// ssl.truststore.location).
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     tls_client_ca: Option<std::path::PathBuf>,
+    /// With --tls-cert: how a client certificate's subject becomes
+    /// its principal's name (Kafka's ssl.principal.mapping.rules): rules
+    /// separated by commas, the first that applies naming it. DEFAULT
+    /// gives the subject whole; RULE:pattern/replacement/ applies to a
+    /// subject the pattern matches whole, replacing it ($1 a group; /L or
+    /// /U after it for lower or upper case). A client no rule applies to
+    /// is refused.
+    #[arg(long, value_name = "RULES", default_value = "DEFAULT", value_parser = |s: &str| s.parse::<PrincipalRules>(), requires = "tls_cert")]
+    tls_principal_mapping_rules: PrincipalRules,
     /// With --serve: check every request against ACLs, as Kafka's
     /// standard authorizer does. ACLs are added with CreateAcls (an admin
     /// client, as a super user); what no ACL allows is denied. Without it
@@ -431,11 +441,12 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
     };
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
-            let files = TlsFiles {
+            let files = TlsConfig {
                 certificate_chain: cert.clone(),
                 private_key: key.clone(),
                 client_auth: args.tls_client_auth,
                 client_ca: args.tls_client_ca.clone(),
+                principal_rules: args.tls_principal_mapping_rules.clone(),
             };
             match Tls::load(&files) {
                 Ok(tls) => Some(tls),

@@ -182,6 +182,17 @@ fn serve_over_tls_says_so_and_refuses_files_it_cannot_use() {
             ],
             "one of none, requested, required",
         ),
+        (
+            vec![
+                "--tls-cert",
+                cert,
+                "--tls-key",
+                key,
+                "--tls-principal-mapping-rules",
+                "RULE:^CN=(.*)$",
+            ],
+            "RULE:pattern/replacement/",
+        ),
     ] {
         let args: Vec<&str> = serve.iter().copied().chain(args).collect();
         let (code, _, err) = sim(&args);

@@ -9,7 +9,7 @@ mod pki;
 use broker_sim::config::Fault;
 use broker_sim::live::{Authorization, GroupState, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::tls::{ClientAuth, Tls, TlsFiles};
+use broker_sim::wire::tls::{ClientAuth, Tls, TlsConfig};
 use broker_sim::wire::Limits;
 use rcgen::DnType;
 use std::io::Write;
@@ -37,11 +37,12 @@ fn start_tls(
     client_auth: ClientAuth,
 ) -> Server {
     let broker = pki.broker();
-    let tls = Tls::load(&TlsFiles {
+    let tls = Tls::load(&TlsConfig {
         certificate_chain: broker.cert,
         private_key: broker.key,
         client_auth,
         client_ca: (client_auth != ClientAuth::None).then(|| pki.ca.clone()),
+        principal_rules: Default::default(),
     })
     .expect("TLS is set up");
     Server::start(ServeOptions {

@@ -10,7 +10,7 @@ mod pki;
 use broker_sim::config::Fault;
 use broker_sim::live::{Authorization, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::tls::{ClientAuth, Tls, TlsFiles};
+use broker_sim::wire::tls::{ClientAuth, Tls, TlsConfig};
 use broker_sim::wire::Limits;
 use pki::{Authority, Pem};
 use rcgen::DnType;
@@ -27,12 +27,18 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName}
 use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
 
 fn start(pki: &Authority, auth: ClientAuth, live: LiveConfig) -> Server {
+    start_with_rules(pki, auth, "DEFAULT", live)
+}
+
+/// As [`start`], with Kafka's `ssl.principal.mapping.rules`.
+fn start_with_rules(pki: &Authority, auth: ClientAuth, rules: &str, live: LiveConfig) -> Server {
     let broker = pki.broker();
-    let tls = Tls::load(&TlsFiles {
+    let tls = Tls::load(&TlsConfig {
         certificate_chain: broker.cert,
         private_key: broker.key,
         client_auth: auth,
         client_ca: (auth != ClientAuth::None).then(|| pki.ca.clone()),
+        principal_rules: rules.parse().expect("the rules read"),
     })
     .expect("TLS is set up");
     Server::start(ServeOptions {
@@ -80,12 +86,30 @@ fn client_side<T>(work: impl std::future::Future<Output = T>) -> T {
         .block_on(work)
 }
 
-async fn connect(
+async fn connect_to(
     server: &Server,
     tls: Arc<ClientConfig>,
 ) -> Result<Client, rskafka::client::error::Error> {
     let brokers = server.addrs().iter().map(|a| a.to_string()).collect();
     ClientBuilder::new(brokers).tls_config(tls).build().await
+}
+
+/// A TLS handshake with `addr` as a client configured by `config`, then a
+/// read: `Err` once the server has closed the connection or refused the
+/// handshake. (In TLS 1.3 the server checks the client's certificate
+/// after the client has finished: its refusal comes with the first read.)
+async fn handshake(addr: std::net::SocketAddr, config: Arc<ClientConfig>) -> std::io::Result<()> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::IpAddress(addr.ip().into());
+    let mut stream = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await?;
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte).await {
+        Ok(0) => Err(std::io::Error::other("closed")),
+        Ok(_) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 fn record(value: &[u8]) -> Record {
@@ -102,7 +126,9 @@ fn over_tls_acks_all_produces_are_stored_and_a_long_poll_waits_in_the_purgatory(
     let pki = Authority::new("test CA");
     let server = start(&pki, ClientAuth::None, LiveConfig::default());
     client_side(async {
-        let client = connect(&server, client_config(&pki, None)).await.unwrap();
+        let client = connect_to(&server, client_config(&pki, None))
+            .await
+            .unwrap();
         let controller = client.controller_client().unwrap();
         controller.create_topic("tls", 1, 3, 5_000).await.unwrap();
         let p = client
@@ -186,7 +212,7 @@ fn a_client_certificate_is_the_principal_the_acls_are_checked_against() {
     );
     let bob_pem = pki.client("bob", &[(DnType::CommonName, "bob")]);
     client_side(async {
-        let alice = connect(&server, client_config(&pki, Some(&alice_pem)))
+        let alice = connect_to(&server, client_config(&pki, Some(&alice_pem)))
             .await
             .unwrap();
         alice
@@ -204,7 +230,7 @@ fn a_client_certificate_is_the_principal_the_acls_are_checked_against() {
             .unwrap();
 
         for (who, identity) in [("bob", Some(&bob_pem)), ("anonymous", None)] {
-            let client = connect(&server, client_config(&pki, identity))
+            let client = connect_to(&server, client_config(&pki, identity))
                 .await
                 .unwrap();
             // Neither may see the topic: its metadata is refused.
@@ -224,6 +250,74 @@ fn a_client_certificate_is_the_principal_the_acls_are_checked_against() {
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
     assert!(report.count("ACL checks denied").unwrap() > 0);
+}
+
+#[test]
+fn mapping_rules_name_the_principal_and_a_subject_none_applies_to_is_refused() {
+    let pki = Authority::new("test CA");
+    let live = LiveConfig {
+        authorization: Some(Authorization {
+            super_users: ["User:connect".to_string()].into(),
+            allow_everyone_if_no_acl_found: false,
+        }),
+        ..LiveConfig::default()
+    };
+    // Service users by their common name, in lower case; people in the
+    // Acme organisation whole; nobody else.
+    let rules = "RULE:^CN=([^,]+),OU=ServiceUsers,O=Acme$/$1/L, RULE:^.*,O=Acme$/$0/";
+    let server = start_with_rules(&pki, ClientAuth::Required, rules, live);
+    let connect = pki.client(
+        "connect",
+        &[
+            (DnType::OrganizationName, "Acme"),
+            (DnType::OrganizationalUnitName, "ServiceUsers"),
+            (DnType::CommonName, "Connect"),
+        ],
+    );
+    let carol = pki.client(
+        "carol",
+        &[
+            (DnType::OrganizationName, "Acme"),
+            (DnType::CommonName, "carol"),
+        ],
+    );
+    let outsider = pki.client("outsider", &[(DnType::CommonName, "outsider")]);
+    client_side(async {
+        // `User:connect` is the super user: the first rule named it.
+        let client = connect_to(&server, client_config(&pki, Some(&connect)))
+            .await
+            .unwrap();
+        client
+            .controller_client()
+            .unwrap()
+            .create_topic("mapped", 1, 3, 5_000)
+            .await
+            .unwrap();
+        // `User:CN=carol,O=Acme` (the second rule): served, but not let in.
+        let client = connect_to(&server, client_config(&pki, Some(&carol)))
+            .await
+            .unwrap();
+        let Err(denied) = client
+            .partition_client("mapped", 0, UnknownTopicHandling::Error)
+            .await
+        else {
+            panic!("carol is let in");
+        };
+        assert!(
+            format!("{denied:?}").contains("TopicAuthorizationFailed"),
+            "{denied:?}"
+        );
+        // No rule applies to the outsider: its connection is closed once
+        // its certificate is seen.
+        let addr = server.addrs()[0];
+        let config = client_config(&pki, Some(&outsider));
+        let refused = tokio::time::timeout(Duration::from_secs(10), handshake(addr, config)).await;
+        assert!(matches!(refused, Ok(Err(_))), "{refused:?}");
+    });
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert!(report.count("TLS handshakes failed").unwrap() >= 1);
+    assert!(report.count("ACL checks denied").unwrap() >= 1);
 }
 
 #[test]
@@ -251,22 +345,6 @@ fn a_failed_handshake_closes_its_connection_and_is_counted() {
     let certificate = pki.client("ok", &[(DnType::CommonName, "ok")]);
     let foreign = stranger.client("foreign", &[(DnType::CommonName, "foreign")]);
     client_side(async {
-        let handshake = |config: Arc<ClientConfig>| async move {
-            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let name = ServerName::IpAddress(addr.ip().into());
-            let mut stream = tokio_rustls::TlsConnector::from(config)
-                .connect(name, tcp)
-                .await?;
-            // In TLS 1.3 the server checks the client's certificate after
-            // the client has finished: its refusal comes with the first
-            // read.
-            let mut byte = [0u8; 1];
-            match stream.read(&mut byte).await {
-                Ok(0) => Err(std::io::Error::other("closed")),
-                Ok(_) => Ok(()),
-                Err(e) => Err(e),
-            }
-        };
         // Without a certificate where one is required; with one from a CA
         // the broker does not trust; trusting another CA than the
         // broker's.
@@ -275,11 +353,11 @@ fn a_failed_handshake_closes_its_connection_and_is_counted() {
             ("a foreign certificate", client_config(&pki, Some(&foreign))),
             ("a foreign CA", client_config(&stranger, Some(&certificate))),
         ] {
-            let done = tokio::time::timeout(Duration::from_secs(10), handshake(config)).await;
+            let done = tokio::time::timeout(Duration::from_secs(10), handshake(addr, config)).await;
             assert!(matches!(done, Ok(Err(_))), "{what}: {done:?}");
         }
         // The broker's own CA and a certificate it issued: served.
-        let client = connect(&server, client_config(&pki, Some(&certificate)))
+        let client = connect_to(&server, client_config(&pki, Some(&certificate)))
             .await
             .unwrap();
         assert!(client.list_topics().await.is_ok());

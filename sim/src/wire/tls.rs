@@ -6,14 +6,16 @@
 //! `ssl.truststore.location`). A client that shows a certificate on an
 //! `SSL` listener is the principal `User:` and the certificate's subject,
 //! written as Kafka's default principal builder writes it (the RFC 2253
-//! form of Java's `X500Principal.getName()`, see [`subject_name`]); one
-//! that shows none is `User:ANONYMOUS`. On a `SASL_SSL` listener the
+//! form of Java's `X500Principal.getName()`, see [`subject_name`]), or
+//! the name Kafka's `ssl.principal.mapping.rules` make of it
+//! ([`PrincipalRules`]); one that shows none is `User:ANONYMOUS`. On a `SASL_SSL` listener the
 //! principal is the one SASL authenticated, as in Kafka.
 //!
 //! rustls with the *ring* provider does the protocol: TLS 1.2 and 1.3, with
 //! rustls' default cipher suites (the AEAD ones that current OpenSSL,
 //! which librdkafka and Python use, offers by default).
 
+use super::principal_rules::PrincipalRules;
 use super::service::Principal;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -71,9 +73,9 @@ impl fmt::Display for ClientAuth {
     }
 }
 
-/// Where the listeners' TLS comes from.
+/// How the listeners' TLS is set up.
 #[derive(Debug, Clone)]
-pub struct TlsFiles {
+pub struct TlsConfig {
     /// The broker's certificate, then the CA certificates that lead to
     /// its root, in PEM.
     pub certificate_chain: PathBuf,
@@ -85,6 +87,9 @@ pub struct TlsFiles {
     /// The CA certificates client certificates must lead to, in PEM;
     /// needed unless `client_auth` is [`ClientAuth::None`].
     pub client_ca: Option<PathBuf>,
+    /// How a client certificate's subject becomes its principal's name
+    /// (Kafka's `ssl.principal.mapping.rules`).
+    pub principal_rules: PrincipalRules,
 }
 
 /// Why the listeners' TLS could not be set up.
@@ -135,6 +140,7 @@ impl std::error::Error for TlsError {}
 pub struct Tls {
     acceptor: TlsAcceptor,
     client_auth: ClientAuth,
+    principal_rules: Arc<PrincipalRules>,
 }
 
 impl fmt::Debug for Tls {
@@ -152,7 +158,7 @@ impl Tls {
     /// A file that cannot be read or holds no certificate (or key), a key
     /// that does not match the certificate, client certificates asked
     /// for without a CA file, or a CA file with none asked for.
-    pub fn load(files: &TlsFiles) -> Result<Tls, TlsError> {
+    pub fn load(files: &TlsConfig) -> Result<Tls, TlsError> {
         let chain = certificates(&files.certificate_chain, "a PEM certificate chain")?;
         let key = PrivateKeyDer::from_pem_file(&files.private_key).map_err(|e| TlsError::File {
             path: files.private_key.clone(),
@@ -192,6 +198,7 @@ impl Tls {
         Ok(Tls {
             acceptor: TlsAcceptor::from(Arc::new(config)),
             client_auth: files.client_auth,
+            principal_rules: Arc::new(files.principal_rules.clone()),
         })
     }
 
@@ -201,27 +208,30 @@ impl Tls {
     }
 
     /// The server's side of the handshake on `stream`; then the stream and,
-    /// if the client showed a certificate, its principal.
+    /// if the client showed a certificate, its principal. A certificate
+    /// whose subject does not read, or that no mapping rule applies to,
+    /// fails the handshake.
     pub(crate) async fn accept(
         &self,
         stream: TcpStream,
     ) -> std::io::Result<(TlsStream<TcpStream>, Option<Principal>)> {
         let stream = self.acceptor.accept(stream).await?;
-        let principal = stream
+        let Some(cert) = stream
             .get_ref()
             .1
             .peer_certificates()
-            .and_then(|chain| chain.first())
-            .map(|cert| match subject_name(cert) {
-                Ok(name) => Principal::user(&name),
-                // rustls verified it, so it parses; were it not to, the
-                // client is served as no one in particular.
-                Err(why) => {
-                    tracing::warn!(why, "a client certificate's subject does not read");
-                    Principal::default()
-                }
-            });
-        Ok((stream, principal))
+            .and_then(|c| c.first())
+        else {
+            return Ok((stream, None));
+        };
+        let subject = subject_name(cert).map_err(std::io::Error::other)?;
+        let name = self.principal_rules.name(&subject).ok_or_else(|| {
+            std::io::Error::other(format!(
+                "no principal mapping rule applies to {subject} (rules {})",
+                self.principal_rules
+            ))
+        })?;
+        Ok((stream, Some(Principal::user(&name))))
     }
 }
 
