@@ -247,17 +247,33 @@ fn json_line(out: &std::process::Output) -> serde_json::Value {
 fn kcat_produces_with_acks_all_and_reads_back_every_record() {
     let Some(kcat) = kcat() else { return };
     let server = start(LiveConfig::default(), &[("orders", 3)]);
-    let lines: Vec<String> = (0..300).map(|i| format!("order-{i}")).collect();
+    kcat_round_trip(kcat, &server, "orders", 300, &[]);
+    let checks = &server.cluster().checks;
+    assert_eq!(
+        checks
+            .acked_records
+            .load(std::sync::atomic::Ordering::Relaxed),
+        300
+    );
+    passes(server);
+}
+
+/// kcat produces `count` records to `topic` with acks=all, then reads
+/// every partition from the start to the end: each record once. `extra`
+/// goes to both kcat runs.
+fn kcat_round_trip(kcat: &str, server: &Server, topic: &str, count: usize, extra: &[&str]) {
+    let lines: Vec<String> = (0..count).map(|i| format!("{topic}-{i}")).collect();
     let mut producer = Command::new(kcat)
         .args([
             "-b",
-            &bootstrap(&server),
+            &bootstrap(server),
             "-P",
             "-t",
-            "orders",
+            topic,
             "-X",
             "acks=all",
         ])
+        .args(extra)
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -274,29 +290,25 @@ fn kcat_produces_with_acks_all_and_reads_back_every_record() {
         "{}",
         String::from_utf8_lossy(&produced.stderr)
     );
-    // Every partition, from the start to the end.
     let consumed = Command::new(kcat)
-        .args(["-b", &bootstrap(&server), "-C", "-t", "orders", "-e", "-q"])
+        .args(["-b", &bootstrap(server), "-C", "-t", topic, "-e", "-q"])
         .args(["-f", "%s\n"])
+        .args(extra)
         .output()
         .unwrap();
-    assert!(consumed.status.success());
+    assert!(
+        consumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&consumed.stderr)
+    );
     let mut read: Vec<String> = String::from_utf8_lossy(&consumed.stdout)
         .lines()
         .map(str::to_string)
         .collect();
     read.sort();
-    let mut want = lines.clone();
+    let mut want = lines;
     want.sort();
     assert_eq!(read, want);
-    let checks = &server.cluster().checks;
-    assert_eq!(
-        checks
-            .acked_records
-            .load(std::sync::atomic::Ordering::Relaxed),
-        300
-    );
-    passes(server);
 }
 
 #[test]
@@ -799,53 +811,7 @@ fn kcat_over_ssl_with_a_client_certificate_produces_and_reads_back_every_record(
         "-X",
         &format!("ssl.key.location={}", client.key.display()),
     ];
-    let lines: Vec<String> = (0..200).map(|i| format!("secure-{i}")).collect();
-    let mut producer = Command::new(kcat)
-        .args([
-            "-b",
-            &bootstrap(&server),
-            "-P",
-            "-t",
-            "secure",
-            "-X",
-            "acks=all",
-        ])
-        .args(tls)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    producer
-        .stdin
-        .take()
-        .unwrap()
-        .write_all((lines.join("\n") + "\n").as_bytes())
-        .unwrap();
-    let produced = producer.wait_with_output().unwrap();
-    assert!(
-        produced.status.success(),
-        "{}",
-        String::from_utf8_lossy(&produced.stderr)
-    );
-    let consumed = Command::new(kcat)
-        .args(["-b", &bootstrap(&server), "-C", "-t", "secure", "-e", "-q"])
-        .args(["-f", "%s\n"])
-        .args(tls)
-        .output()
-        .unwrap();
-    assert!(
-        consumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&consumed.stderr)
-    );
-    let mut read: Vec<String> = String::from_utf8_lossy(&consumed.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect();
-    read.sort();
-    let mut want = lines.clone();
-    want.sort();
-    assert_eq!(read, want);
+    kcat_round_trip(kcat, &server, "secure", 200, &tls);
     // The CA alone: the handshake fails, and kcat with it.
     let refused = Command::new(kcat)
         .args(["-b", &bootstrap(&server), "-L", "-m", "3"])
