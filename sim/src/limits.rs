@@ -157,6 +157,18 @@ pub const BROKER_SESSION_TIMEOUT_MS: Range = range("--broker-session-timeout-ms"
 /// connection's life; at most a day).
 pub const SASL_REAUTH_MS: Range = range("--sasl-reauth-ms", 0.0, 24.0 * HOUR_MS);
 
+/// With `--serve`: the most members a classic group takes (Kafka's
+/// `group.max.size`: at least 1, up to Java's largest `int`).
+pub const GROUP_MAX_SIZE: Range = range("--group-max-size", 1.0, 2_147_483_647.0);
+
+/// With `--serve`: the same for a consumer-protocol group (Kafka's
+/// `group.consumer.max.size`).
+pub const CONSUMER_GROUP_MAX_SIZE: Range = range("--group-consumer-max-size", 1.0, 2_147_483_647.0);
+
+/// With `--serve`: the most members a share group takes (Kafka's
+/// `group.share.max.size`: 1 to 1,000).
+pub const SHARE_GROUP_MAX_SIZE: Range = range("--group-share-max-size", 1.0, 1000.0);
+
 /// With `--serve`: each partition's retention, in bytes (1 MiB to 1 TiB).
 pub const RETENTION_BYTES: Range = range("--retention-bytes", 1_048_576.0, 1_099_511_627_776.0);
 

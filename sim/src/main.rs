@@ -3,7 +3,9 @@
 
 use broker_sim::config::{ClockChoice, Config, Fault, TimerChoice};
 use broker_sim::limits as l;
-use broker_sim::live::{GroupConfig, LiveConfig, MigrationPolicy};
+use broker_sim::live::{
+    GroupConfig, LiveConfig, MigrationPolicy, DEFAULT_SHARE_GROUP_MAX_SIZE, UNLIMITED_GROUP_SIZE,
+};
 use broker_sim::random_faults::{as_flags, random_faults};
 use broker_sim::scenario::{scenario, SCENARIOS};
 use broker_sim::serve::{ServeOptions, Server};
@@ -144,6 +146,19 @@ struct Args {
     /// upgrade, downgrade or bidirectional.
     #[arg(long, value_name = "POLICY", default_value = "bidirectional", value_parser = |s: &str| s.parse::<MigrationPolicy>(), requires = "serve")]
     group_migration_policy: MigrationPolicy,
+    /// With --serve: the most members a classic group takes (Kafka's
+    /// group.max.size); a JoinGroup past it is answered
+    /// GROUP_MAX_SIZE_REACHED [1..=2147483647].
+    #[arg(long, default_value_t = UNLIMITED_GROUP_SIZE, value_parser = |s: &str| l::GROUP_MAX_SIZE.parse_u64(s).map(|n| n as u32), requires = "serve")]
+    group_max_size: u32,
+    /// With --serve: the most members a consumer-protocol group takes
+    /// (Kafka's group.consumer.max.size) [1..=2147483647].
+    #[arg(long, default_value_t = UNLIMITED_GROUP_SIZE, value_parser = |s: &str| l::CONSUMER_GROUP_MAX_SIZE.parse_u64(s).map(|n| n as u32), requires = "serve")]
+    group_consumer_max_size: u32,
+    /// With --serve: the most members a share group takes (Kafka's
+    /// group.share.max.size) [1..=1000].
+    #[arg(long, default_value_t = DEFAULT_SHARE_GROUP_MAX_SIZE, value_parser = |s: &str| l::SHARE_GROUP_MAX_SIZE.parse_u64(s).map(|n| n as u32), requires = "serve")]
+    group_share_max_size: u32,
     /// With --serve: serve the real clients only, without the scenario's
     /// simulated traffic beside them.
     #[arg(long, requires = "serve")]
@@ -435,6 +450,9 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
         }),
         groups: GroupConfig {
             migration_policy: args.group_migration_policy,
+            classic_max_size: args.group_max_size,
+            consumer_max_size: args.group_consumer_max_size,
+            share_max_size: args.group_share_max_size,
             ..GroupConfig::default()
         },
         ..LiveConfig::default()

@@ -119,6 +119,15 @@ fn serve_refuses_what_it_cannot_run() {
             "one of disabled, upgrade, downgrade, bidirectional",
         ),
         (vec!["--group-migration-policy", "upgrade"], "--serve"),
+        (vec!["--serve", "--group-max-size", "0"], "--group-max-size"),
+        (
+            vec!["--serve", "--group-consumer-max-size", "2147483648"],
+            "--group-consumer-max-size",
+        ),
+        (
+            vec!["--serve", "--group-share-max-size", "1001"],
+            "--group-share-max-size",
+        ),
     ] {
         let (code, _, err) = sim(&args);
         assert_eq!(code, 2, "{args:?}: {err}");

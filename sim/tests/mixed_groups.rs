@@ -40,17 +40,24 @@ fn server(session: Duration) -> Server {
 
 /// The same, converting groups only as `policy` allows.
 fn server_with(session: Duration, policy: MigrationPolicy) -> Server {
+    server_of(GroupConfig {
+        consumer_session_timeout: session,
+        migration_policy: policy,
+        ..GroupConfig::default()
+    })
+}
+
+/// The same, with `groups`' session, policy and size limits.
+fn server_of(groups: GroupConfig) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         advertise: None,
         live: LiveConfig {
             groups: GroupConfig {
-                consumer_session_timeout: session,
                 consumer_heartbeat_interval: Duration::from_millis(100),
                 initial_rebalance_delay: Duration::ZERO,
                 min_session_timeout: Duration::from_millis(100),
-                migration_policy: policy,
-                ..GroupConfig::default()
+                ..groups
             },
             ..LiveConfig::default()
         },
@@ -599,14 +606,10 @@ fn with_migration_disabled_groups_keep_their_kind_but_take_classic_members() {
     let all: Owned = (0..4).collect();
     let id = c.id.clone();
     assert_eq!(c.sync_with(&[(&id, &all)]), 0);
-    let mut r = ConsumerGroupHeartbeatRequest::default();
-    r.group_id = GroupId(s(GROUP));
-    r.member_id = s("member-a");
-    r.rebalance_timeout_ms = 30_000;
-    r.subscribed_topic_names = Some(vec![TopicName(s(TOPIC))]);
-    r.topic_partitions = Some(vec![]);
-    let refused: ConsumerGroupHeartbeatResponse = Client::connect(addr).call(&r, 1);
-    assert_eq!(refused.error_code, ResponseError::GroupIdNotFound.code());
+    assert_eq!(
+        modern_joins(addr, "member-a"),
+        ResponseError::GroupIdNotFound.code()
+    );
     assert_eq!(listed(addr).0, "classic");
     // Once it is empty the group turns consumer-protocol, and a classic
     // member still joins it (whatever the policy, as in Kafka).
@@ -623,6 +626,101 @@ fn with_migration_disabled_groups_keep_their_kind_but_take_classic_members() {
     assert_eq!(c.join().error_code, 0);
     assert_eq!(c.sync(), 0);
     assert_eq!(c.owned, all);
+    passes(server);
+}
+
+/// A ConsumerGroupHeartbeat joining the group as `id`: its error code.
+fn modern_joins(addr: SocketAddr, id: &str) -> i16 {
+    let mut r = ConsumerGroupHeartbeatRequest::default();
+    r.group_id = GroupId(s(GROUP));
+    r.member_id = s(id);
+    r.rebalance_timeout_ms = 30_000;
+    r.subscribed_topic_names = Some(vec![TopicName(s(TOPIC))]);
+    r.topic_partitions = Some(vec![]);
+    let got: ConsumerGroupHeartbeatResponse = Client::connect(addr).call(&r, 1);
+    got.error_code
+}
+
+#[test]
+fn full_groups_turn_newcomers_away_and_conversions_keep_within_the_limits() {
+    // group.max.size 1, group.consumer.max.size 3.
+    let server = server_of(GroupConfig {
+        consumer_session_timeout: Duration::from_secs(30),
+        classic_max_size: 1,
+        consumer_max_size: 3,
+        ..GroupConfig::default()
+    });
+    let addr = coordinator(&server);
+    let full = ResponseError::GroupMaxSizeReached.code();
+    let mut c1 = Classic::new(addr, Duration::from_secs(30));
+    assert_eq!(c1.join().error_code, 0);
+    let all: Owned = (0..4).collect();
+    let id = c1.id.clone();
+    assert_eq!(c1.sync_with(&[(&id, &all)]), 0);
+    // The classic group is full: a second member is turned away, with no
+    // member id, before its two-step join.
+    let mut c2 = Classic::new(addr, Duration::from_secs(30));
+    let refused = c2.join_once();
+    assert_eq!((refused.error_code, refused.member_id.as_str()), (full, ""));
+    assert_eq!(c1.heartbeat(), 0, "the member is still served");
+    // One member is within group.consumer.max.size: a consumer-protocol
+    // member converts the group, and a classic member joins it there.
+    let mut a = Modern::join(addr, "member-a");
+    assert_eq!(listed(addr).0, "consumer");
+    assert_eq!(c2.join().error_code, 0);
+    // Three members: the consumer-protocol group is full, for both kinds.
+    assert_eq!(modern_joins(addr, "member-b"), full);
+    let mut c3 = Classic::new(addr, Duration::from_secs(30));
+    assert_eq!(c3.join_once().error_code, full);
+    assert_eq!(a.beat(), 0, "a member is still served");
+    // The last consumer-protocol member leaves: two classic members are
+    // past group.max.size, so the group stays consumer-protocol.
+    assert_eq!(a.leave(), 0);
+    assert_eq!(listed(addr).0, "consumer");
+    assert_eq!(described(addr).1.len(), 2);
+    c1.catch_up();
+    c2.catch_up();
+    passes(server);
+}
+
+#[test]
+fn a_classic_group_past_the_consumer_limit_is_not_converted() {
+    // group.consumer.max.size 1: two classic members are too many.
+    let server = server_of(GroupConfig {
+        consumer_session_timeout: Duration::from_secs(30),
+        consumer_max_size: 1,
+        ..GroupConfig::default()
+    });
+    let addr = coordinator(&server);
+    let mut c1 = Classic::new(addr, Duration::from_secs(30));
+    assert_eq!(c1.join().error_code, 0);
+    let all: Owned = (0..4).collect();
+    let id = c1.id.clone();
+    assert_eq!(c1.sync_with(&[(&id, &all)]), 0);
+    let mut c2 = Classic::new(addr, Duration::from_secs(30));
+    assert_eq!(
+        c2.join_once().error_code,
+        ResponseError::MemberIdRequired.code()
+    );
+    let waiting = std::thread::spawn(move || {
+        let got = c2.join_once();
+        (c2, got)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(c1.join().error_code, 0);
+    let (mut c2, got) = waiting.join().unwrap();
+    assert_eq!(got.error_code, 0);
+    let (id1, id2) = (c1.id.clone(), c2.id.clone());
+    let (half1, half2): (Owned, Owned) = ((0..2).collect(), (2..4).collect());
+    assert_eq!(c1.sync_with(&[(&id1, &half1), (&id2, &half2)]), 0);
+    assert_eq!(c2.sync(), 0);
+    assert_eq!(listed(addr), ("classic".into(), "Stable".into()));
+    assert_eq!(
+        modern_joins(addr, "member-a"),
+        ResponseError::GroupIdNotFound.code()
+    );
+    assert_eq!(listed(addr), ("classic".into(), "Stable".into()));
+    assert_eq!((c1.heartbeat(), c2.heartbeat()), (0, 0));
     passes(server);
 }
 

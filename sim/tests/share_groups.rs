@@ -29,6 +29,11 @@ fn text(s: &str) -> StrBytes {
 /// One broker holding "jobs" (one partition); locks of `lock`, share
 /// sessions of `session`.
 fn server(lock: Duration, session: Duration) -> Server {
+    server_with(lock, session, GroupConfig::default().share_max_size)
+}
+
+/// The same, a share group taking at most `max_size` members.
+fn server_with(lock: Duration, session: Duration, max_size: u32) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         advertise: None,
@@ -36,6 +41,7 @@ fn server(lock: Duration, session: Duration) -> Server {
             share_record_lock: lock,
             groups: GroupConfig {
                 share_session_timeout: session,
+                share_max_size: max_size,
                 ..GroupConfig::default()
             },
             ..LiveConfig::one_broker()
@@ -108,6 +114,38 @@ fn topic_id(c: &mut Client) -> Uuid {
     let mut m = MetadataRequest::default();
     m.topics = None;
     c.call(&m, 12).topics[0].topic_id
+}
+
+#[test]
+fn a_full_share_group_turns_a_newcomer_away_and_serves_its_members() {
+    let server = server_with(Duration::from_secs(30), Duration::from_secs(45), 2);
+    let mut c = Client::connect(server.addrs()[0]);
+    let mut epochs = Vec::new();
+    for member in ["member-1", "member-2"] {
+        let joined = c.call(&join(member), 1);
+        assert_eq!(joined.error_code, 0);
+        epochs.push(joined.member_epoch);
+    }
+    let refused = c.call(&join("member-3"), 1);
+    assert_eq!(
+        refused.error_code,
+        ResponseError::GroupMaxSizeReached.code()
+    );
+    assert_eq!(
+        refused.error_message.as_ref().map(|m| m.as_str()),
+        Some("The share group has reached its maximum capacity of 2 members.")
+    );
+    // A member still heartbeats; once one leaves, the newcomer is taken.
+    let mut beat = join("member-1");
+    beat.member_epoch = epochs[0];
+    beat.subscribed_topic_names = None;
+    assert_eq!(c.call(&beat, 1).error_code, 0);
+    let mut leave = join("member-2");
+    leave.member_epoch = -1;
+    assert_eq!(c.call(&leave, 1).error_code, 0);
+    assert_eq!(c.call(&join("member-3"), 1).error_code, 0);
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
 }
 
 #[test]

@@ -135,6 +135,24 @@ impl BrokerService {
                 Kind::String,
             ),
             (
+                "group.max.size",
+                cfg.groups.classic_max_size.to_string(),
+                set,
+                Kind::Int,
+            ),
+            (
+                "group.consumer.max.size",
+                cfg.groups.consumer_max_size.to_string(),
+                set,
+                Kind::Int,
+            ),
+            (
+                "group.share.max.size",
+                cfg.groups.share_max_size.to_string(),
+                set,
+                Kind::Int,
+            ),
+            (
                 "offsets.topic.num.partitions",
                 cfg.groups.offsets_partitions.to_string(),
                 set,

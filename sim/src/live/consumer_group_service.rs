@@ -186,7 +186,10 @@ impl BrokerService {
                     );
                 }
                 let policy = groups.cfg.migration_policy;
-                if classic_in_use && !g.members.is_empty() && policy.upgrades() {
+                // Not past group.consumer.max.size, as Kafka's coordinator
+                // checks before an upgrade.
+                let fits = g.members.len() <= groups.cfg.consumer_max_size as usize;
+                if classic_in_use && !g.members.is_empty() && policy.upgrades() && fits {
                     // A classic group with members turns consumer-protocol,
                     // its members keeping their assignments.
                     match g.upgrade(&*self.cluster, &mut actions) {
@@ -222,8 +225,10 @@ impl BrokerService {
             let session_timeout = groups
                 .config_ms(&id, "consumer.session.timeout.ms")
                 .unwrap_or(groups.cfg.consumer_session_timeout);
-            let policy = groups.cfg.migration_policy;
-            if leaving && policy.downgrades() && c.turns_classic_without(&beat.member_id) {
+            if let Err(refusal) = groups.cfg.consumer_room(c, &beat.member_id) {
+                return refused(response, refusal);
+            }
+            if leaving && groups.cfg.downgrades_without(c, &beat.member_id) {
                 // Its last member of the consumer protocol leaving, a
                 // group of classic members turns classic again.
                 let answer = BeatAnswer {
@@ -231,7 +236,7 @@ impl BrokerService {
                     epoch: LEAVE,
                     assignment: None,
                 };
-                fence(&mut g, &beat.member_id, policy, &mut actions);
+                fence(&mut g, &beat.member_id, &groups.cfg, &mut actions);
                 Ok(answer)
             } else {
                 let answer = c.heartbeat(beat, &*self.cluster, session_timeout, &mut actions);

@@ -299,11 +299,13 @@ impl BrokerService {
                     client_host: client_host.to_string(),
                     requires_known_id: version >= 4,
                 };
-                let replacing = groups.cfg.migration_policy.downgrades()
-                    && instance
-                        .as_deref()
-                        .filter(|_| r.member_id.is_empty())
-                        .is_some_and(|i| c.turns_classic_replacing(i));
+                if let Err(refusal) = groups.cfg.consumer_room(c, &r.member_id) {
+                    return fail(response, refusal.error.code(), &r.member_id);
+                }
+                let replacing = instance
+                    .as_deref()
+                    .filter(|_| r.member_id.is_empty())
+                    .is_some_and(|i| groups.cfg.downgrades_replacing(c, i));
                 let answer = c.classic_join(join, &*self.cluster, &mut actions);
                 if c.owned_twice() {
                     Checks::bump(&self.cluster.checks.assigned_twice);
@@ -349,6 +351,18 @@ impl BrokerService {
                     code(ResponseError::InconsistentGroupProtocol),
                     &r.member_id,
                 );
+            }
+            if !g.takes(&r.member_id, groups.cfg.classic_max_size) {
+                // Turned away, and out of the group if it was in it (a
+                // member that had not rejoined yet), as Kafka's
+                // coordinator does.
+                g.pending_ids.remove(r.member_id.as_str());
+                if let Some(gone) = g.remove(&r.member_id, &mut actions) {
+                    actions.extend(gone.session.map(Action::EndSession));
+                }
+                drop(g);
+                groups.run(&id, actions);
+                return fail(response, code(ResponseError::GroupMaxSizeReached), "");
             }
             let mut member_id = r.member_id.to_string();
             // Set when a static member takes its instance's place: the

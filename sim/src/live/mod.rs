@@ -64,7 +64,9 @@ mod write_txn_markers;
 
 pub use batch_records::RecordsError;
 pub use checks::Checks;
-pub use groups::{GroupConfig, GroupState, MigrationPolicy};
+pub use groups::{
+    GroupConfig, GroupState, MigrationPolicy, DEFAULT_SHARE_GROUP_MAX_SIZE, UNLIMITED_GROUP_SIZE,
+};
 pub use log::{AppendError, AppendRules, Appended, MinInsync, PartitionLog, StoredBatch};
 pub use log_memory::default_log_memory;
 pub use producers::{ProducerBatch, Producers, SequenceError, Verdict};

@@ -118,7 +118,10 @@ impl BrokerService {
                 g.protocol = None;
             }
             let s = g.share.as_mut().expect("set above");
-            s.heartbeat(beat, &*self.cluster, session_timeout, &mut actions)
+            match groups.cfg.share_room(s, &beat.member_id) {
+                Ok(()) => s.heartbeat(beat, &*self.cluster, session_timeout, &mut actions),
+                Err(refusal) => Err(refusal),
+            }
         };
         // A member leaving keeps its share sessions: its close acknowledges
         // what it holds through them next (or its locks run out).

@@ -287,6 +287,28 @@ impl Group {
             .cloned()
     }
 
+    /// Whether the group takes a JoinGroup from `member` (empty for a new
+    /// one) under `group.max.size` (`max`), as Kafka's coordinator
+    /// decides: an empty group takes anyone; during a rebalance, a member
+    /// already waiting for its join, and anyone while fewer than `max`
+    /// wait (so that, the limit lowered, the last to rejoin are turned
+    /// away); otherwise its members, and newcomers while it has fewer
+    /// than `max`.
+    pub fn takes(&self, member: &str, max: u32) -> bool {
+        let max = max as usize;
+        match self.state {
+            GroupState::Empty => true,
+            GroupState::PreparingRebalance => {
+                let waiting = |m: &Member| m.join_waiter.is_some();
+                self.members.get(member).is_some_and(waiting)
+                    || self.members.values().filter(|m| waiting(m)).count() < max
+            }
+            GroupState::CompletingRebalance | GroupState::Stable => {
+                self.members.contains_key(member) || self.members.len() < max
+            }
+        }
+    }
+
     /// Removes a member; starts a rebalance if others remain, or leaves the
     /// group empty. Returns the member.
     pub fn remove(&mut self, id: &str, actions: &mut Vec<Action>) -> Option<Member> {

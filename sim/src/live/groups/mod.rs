@@ -66,6 +66,77 @@ pub struct GroupConfig {
     /// `group.consumer.migration.policy`: which conversions between the
     /// two kinds of consumer group are made while they have members.
     pub migration_policy: MigrationPolicy,
+    /// `group.max.size`: the most members a classic group takes; a
+    /// consumer-protocol group with more does not turn classic.
+    pub classic_max_size: u32,
+    /// `group.consumer.max.size`: the most members a consumer-protocol
+    /// group takes; a classic group with more does not turn
+    /// consumer-protocol.
+    pub consumer_max_size: u32,
+    /// `group.share.max.size`: the most members a share group takes.
+    pub share_max_size: u32,
+}
+
+/// Kafka's default for `group.max.size` and `group.consumer.max.size`:
+/// Java's largest `int`, no limit in practice.
+pub const UNLIMITED_GROUP_SIZE: u32 = i32::MAX as u32;
+
+/// Kafka's default for `group.share.max.size`.
+pub const DEFAULT_SHARE_GROUP_MAX_SIZE: u32 = 200;
+
+impl GroupConfig {
+    /// Whether the consumer-protocol group `c` turns classic once `member`
+    /// goes (fenced or leaving), as Kafka's coordinator decides it: every
+    /// other member speaks the classic protocol, the policy downgrades,
+    /// and the classic group would be within `group.max.size`.
+    pub(crate) fn downgrades_without(&self, c: &ConsumerGroup, member: &str) -> bool {
+        self.migration_policy.downgrades()
+            && c.turns_classic_without(member)
+            && c.members.len() - 1 <= self.classic_max_size as usize
+    }
+
+    /// Whether a classic static member with `instance` taking its place
+    /// in `c` turns the group classic (see [`Self::downgrades_without`]).
+    pub(crate) fn downgrades_replacing(&self, c: &ConsumerGroup, instance: &str) -> bool {
+        self.migration_policy.downgrades()
+            && c.turns_classic_replacing(instance)
+            && c.members.len() <= self.classic_max_size as usize
+    }
+
+    /// GROUP_MAX_SIZE_REACHED, with Kafka's message, if the
+    /// consumer-protocol group `c` is full (`group.consumer.max.size`)
+    /// and `member` is not one of its members (empty for a new one).
+    pub(crate) fn consumer_room(&self, c: &ConsumerGroup, member: &str) -> Result<(), Refusal> {
+        full(
+            "consumer",
+            c.members.len(),
+            self.consumer_max_size,
+            c.members.contains_key(member),
+        )
+    }
+
+    /// As [`Self::consumer_room`], for the share group `s`
+    /// (`group.share.max.size`).
+    pub(crate) fn share_room(&self, s: &ShareGroup, member: &str) -> Result<(), Refusal> {
+        full(
+            "share",
+            s.members.len(),
+            self.share_max_size,
+            s.members.contains_key(member),
+        )
+    }
+}
+
+/// A group of `kind` with `size` members, at most `max`, refuses a
+/// newcomer once full (an existing member is still served).
+fn full(kind: &str, size: usize, max: u32, is_member: bool) -> Result<(), Refusal> {
+    if size >= max as usize && !is_member {
+        return Err(Refusal::new(
+            ResponseError::GroupMaxSizeReached,
+            format!("The {kind} group has reached its maximum capacity of {max} members."),
+        ));
+    }
+    Ok(())
 }
 
 impl Default for GroupConfig {
@@ -80,6 +151,9 @@ impl Default for GroupConfig {
             share_session_timeout: Duration::from_secs(45),
             share_heartbeat_interval: Duration::from_secs(5),
             migration_policy: MigrationPolicy::default(),
+            classic_max_size: UNLIMITED_GROUP_SIZE,
+            consumer_max_size: UNLIMITED_GROUP_SIZE,
+            share_max_size: DEFAULT_SHARE_GROUP_MAX_SIZE,
         }
     }
 }
@@ -137,18 +211,13 @@ fn purgatory<O: purgatory::DelayedOperation>(
 /// Java's `String.hashCode`, which Kafka hashes group ids with.
 /// Fences `member` from the consumer-protocol group `g`: out, its
 /// partitions free, its timers ended. If every member left speaks the
-/// classic protocol, the group becomes a classic group again, as `policy`
-/// allows.
-pub(crate) fn fence(
-    g: &mut Group,
-    member: &str,
-    policy: MigrationPolicy,
-    actions: &mut Vec<Action>,
-) {
+/// classic protocol, the group becomes a classic group again, as `cfg`
+/// allows ([`GroupConfig::downgrades_without`]).
+pub(crate) fn fence(g: &mut Group, member: &str, cfg: &GroupConfig, actions: &mut Vec<Action>) {
     let Some(c) = g.consumer.as_mut() else {
         return;
     };
-    if policy.downgrades() && c.turns_classic_without(member) {
+    if cfg.downgrades_without(c, member) {
         g.downgrade(Some(member), actions);
     } else {
         actions.extend(c.remove(member).into_iter().map(Action::EndSession));
@@ -488,7 +557,7 @@ impl GroupCoordinator {
                 Some(m) if m.incarnation == incarnation && m.rebalance_timer_is(timer) => {}
                 _ => return,
             }
-            fence(&mut g, member, self.cfg.migration_policy, &mut actions);
+            fence(&mut g, member, &self.cfg, &mut actions);
         }
         self.run(id, actions);
     }
@@ -668,7 +737,7 @@ impl GroupCoordinator {
             return self.start_timer(id, again, timeout, MemberTimer::Session);
         }
         let mut actions = Vec::new();
-        fence(&mut g, member, self.cfg.migration_policy, &mut actions);
+        fence(&mut g, member, &self.cfg, &mut actions);
         drop(g);
         self.run(id, actions);
     }
