@@ -92,7 +92,7 @@ impl GroupConfig {
     pub(crate) fn downgrades_without(&self, c: &ConsumerGroup, member: &str) -> bool {
         self.migration_policy.downgrades()
             && c.turns_classic_without(member)
-            && c.members.len() - 1 <= self.classic_max_size as usize
+            && c.members.len().saturating_sub(1) <= self.classic_max_size as usize
     }
 
     /// Whether a classic static member with `instance` taking its place
