@@ -2,7 +2,8 @@
 //! client: a classic member (JoinGroup, SyncGroup, Heartbeat) in a
 //! consumer-protocol group, a classic group turning consumer-protocol as a
 //! ConsumerGroupHeartbeat joins it and back when its last such member
-//! goes, and the classic members' rebalance timeouts in the purgatory.
+//! goes, and the classic members' rebalance timeouts in the purgatory;
+//! and the limits on group sizes, which the conversions keep within.
 
 use broker_sim::live::{GroupConfig, LiveConfig, MigrationPolicy};
 use broker_sim::serve::{ServeOptions, Server};
@@ -680,6 +681,59 @@ fn full_groups_turn_newcomers_away_and_conversions_keep_within_the_limits() {
     assert_eq!(described(addr).1.len(), 2);
     c1.catch_up();
     c2.catch_up();
+    passes(server);
+}
+
+#[test]
+fn in_a_full_round_the_last_classic_member_to_rejoin_is_turned_away() {
+    // group.max.size 2: c1 is in the group; c2 and c3 join a round before
+    // c1 rejoins it, so two wait and c1 is the one turned away, as
+    // Kafka's coordinator counts the members waiting in a round.
+    let server = server_of(GroupConfig {
+        consumer_session_timeout: Duration::from_secs(30),
+        classic_max_size: 2,
+        ..GroupConfig::default()
+    });
+    let addr = coordinator(&server);
+    let mut c1 = Classic::new(addr, Duration::from_secs(30));
+    assert_eq!(c1.join().error_code, 0);
+    let all: Owned = (0..4).collect();
+    let id = c1.id.clone();
+    assert_eq!(c1.sync_with(&[(&id, &all)]), 0);
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let mut c = Classic::new(addr, Duration::from_secs(30));
+            assert_eq!(
+                c.join_once().error_code,
+                ResponseError::MemberIdRequired.code()
+            );
+            let joining = std::thread::spawn(move || {
+                let got = c.join_once();
+                (c, got)
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            joining
+        })
+        .collect();
+    let refused = c1.join_once();
+    assert_eq!(
+        (refused.error_code, refused.member_id.as_str()),
+        (ResponseError::GroupMaxSizeReached.code(), "")
+    );
+    // Out of the group: the round ends with the other two.
+    let joined: Vec<_> = waiting.into_iter().map(|w| w.join().unwrap()).collect();
+    for (_, got) in &joined {
+        assert_eq!(got.error_code, 0, "{got:?}");
+    }
+    let generation = joined[0].1.generation_id;
+    assert!(joined
+        .iter()
+        .all(|(_, got)| got.generation_id == generation));
+    assert_eq!(
+        c1.heartbeat(),
+        ResponseError::UnknownMemberId.code(),
+        "c1 left the group"
+    );
     passes(server);
 }
 
