@@ -210,6 +210,38 @@ impl Classic {
         }
     }
 
+    /// The first member of a new classic group: joins and, as its
+    /// leader, takes every partition.
+    fn first(addr: SocketAddr, rebalance: Duration) -> Classic {
+        let mut c = Classic::new(addr, rebalance);
+        assert_eq!(c.join().error_code, 0);
+        let all: Owned = (0..4).collect();
+        let id = c.id.clone();
+        assert_eq!(c.sync_with(&[(&id, &all)]), 0);
+        c
+    }
+
+    /// A new member starting a round of a classic group with members:
+    /// given its id, it joins again on a thread of its own, which waits
+    /// for the round to end. Returns after `settle`, the join sent.
+    fn joining(
+        addr: SocketAddr,
+        rebalance: Duration,
+        settle: Duration,
+    ) -> std::thread::JoinHandle<(Classic, JoinGroupResponse)> {
+        let mut c = Classic::new(addr, rebalance);
+        assert_eq!(
+            c.join_once().error_code,
+            ResponseError::MemberIdRequired.code()
+        );
+        let joining = std::thread::spawn(move || {
+            let got = c.join_once();
+            (c, got)
+        });
+        std::thread::sleep(settle);
+        joining
+    }
+
     /// One JoinGroup (v7), with what it owns.
     fn join_once(&mut self) -> JoinGroupResponse {
         let mut p = JoinGroupRequestProtocol::default();
@@ -432,23 +464,11 @@ fn a_classic_member_joins_a_consumer_group_and_shares_its_partitions() {
 fn a_classic_group_turns_consumer_when_a_consumer_member_joins() {
     let server = server(Duration::from_secs(30));
     let addr = coordinator(&server);
-    let mut c1 = Classic::new(addr, Duration::from_secs(10));
-    assert_eq!(c1.join().error_code, 0);
+    let mut c1 = Classic::first(addr, Duration::from_secs(10));
     let all: Owned = (0..4).collect();
-    let id = c1.id.clone();
-    assert_eq!(c1.sync_with(&[(&id, &all)]), 0);
     assert_eq!(listed(addr), ("classic".into(), "Stable".into()));
     // A second classic member starts a round, waiting for c1 to rejoin.
-    let mut c2 = Classic::new(addr, Duration::from_secs(10));
-    assert_eq!(
-        c2.join_once().error_code,
-        ResponseError::MemberIdRequired.code()
-    );
-    let waiting = std::thread::spawn(move || {
-        let got = c2.join_once();
-        (c2, got)
-    });
-    std::thread::sleep(Duration::from_millis(300));
+    let waiting = Classic::joining(addr, Duration::from_secs(10), Duration::from_millis(300));
     // A consumer-protocol member joins: the group turns consumer, the
     // waiting join is told to rejoin, and c1 keeps its partitions.
     let mut a = Modern::join(addr, "member-a");
@@ -653,11 +673,7 @@ fn full_groups_turn_newcomers_away_and_conversions_keep_within_the_limits() {
     });
     let addr = coordinator(&server);
     let full = ResponseError::GroupMaxSizeReached.code();
-    let mut c1 = Classic::new(addr, Duration::from_secs(30));
-    assert_eq!(c1.join().error_code, 0);
-    let all: Owned = (0..4).collect();
-    let id = c1.id.clone();
-    assert_eq!(c1.sync_with(&[(&id, &all)]), 0);
+    let mut c1 = Classic::first(addr, Duration::from_secs(30));
     // The classic group is full: a second member is turned away, with no
     // member id, before its two-step join.
     let mut c2 = Classic::new(addr, Duration::from_secs(30));
@@ -695,25 +711,9 @@ fn in_a_full_round_the_last_classic_member_to_rejoin_is_turned_away() {
         ..GroupConfig::default()
     });
     let addr = coordinator(&server);
-    let mut c1 = Classic::new(addr, Duration::from_secs(30));
-    assert_eq!(c1.join().error_code, 0);
-    let all: Owned = (0..4).collect();
-    let id = c1.id.clone();
-    assert_eq!(c1.sync_with(&[(&id, &all)]), 0);
+    let mut c1 = Classic::first(addr, Duration::from_secs(30));
     let waiting: Vec<_> = (0..2)
-        .map(|_| {
-            let mut c = Classic::new(addr, Duration::from_secs(30));
-            assert_eq!(
-                c.join_once().error_code,
-                ResponseError::MemberIdRequired.code()
-            );
-            let joining = std::thread::spawn(move || {
-                let got = c.join_once();
-                (c, got)
-            });
-            std::thread::sleep(Duration::from_millis(200));
-            joining
-        })
+        .map(|_| Classic::joining(addr, Duration::from_secs(30), Duration::from_millis(200)))
         .collect();
     let refused = c1.join_once();
     assert_eq!(
@@ -746,21 +746,8 @@ fn a_classic_group_past_the_consumer_limit_is_not_converted() {
         ..GroupConfig::default()
     });
     let addr = coordinator(&server);
-    let mut c1 = Classic::new(addr, Duration::from_secs(30));
-    assert_eq!(c1.join().error_code, 0);
-    let all: Owned = (0..4).collect();
-    let id = c1.id.clone();
-    assert_eq!(c1.sync_with(&[(&id, &all)]), 0);
-    let mut c2 = Classic::new(addr, Duration::from_secs(30));
-    assert_eq!(
-        c2.join_once().error_code,
-        ResponseError::MemberIdRequired.code()
-    );
-    let waiting = std::thread::spawn(move || {
-        let got = c2.join_once();
-        (c2, got)
-    });
-    std::thread::sleep(Duration::from_millis(200));
+    let mut c1 = Classic::first(addr, Duration::from_secs(30));
+    let waiting = Classic::joining(addr, Duration::from_secs(30), Duration::from_millis(200));
     assert_eq!(c1.join().error_code, 0);
     let (mut c2, got) = waiting.join().unwrap();
     assert_eq!(got.error_code, 0);
