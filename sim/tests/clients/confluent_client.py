@@ -900,7 +900,7 @@ def sasl(bootstrap, topic, user, password, ca=None):
             self.lines.append(record.getMessage())
 
     def refused(conf):
-        # Why librdkafka's connections failed over 3 s of trying a metadata
+        # Why librdkafka's connections failed while it tried a metadata
         # request: the broker's message for a failed authentication, or
         # the rest of the reason it logs, without its timings.
         lines = Lines()
@@ -912,14 +912,15 @@ def sasl(bootstrap, topic, user, password, ca=None):
             a.list_topics(timeout=2)
         except KafkaException:
             pass
-        # The log lines come through polls.
-        for _ in range(5):
+        # The log lines come through polls: wait for a failure's (on a
+        # loaded machine it may come after the metadata request's 2 s).
+        reasons, deadline = set(), time.time() + 10
+        while not reasons and time.time() < deadline:
             a.poll(0.1)
-        reasons = set()
-        for line in lines.lines:
-            m = re.search(r"bootstrap: (.*?) \(after", line)
-            if m and "FAIL" in line:
-                reasons.add(m.group(1).replace("SASL authentication error: ", ""))
+            for line in lines.lines:
+                m = re.search(r"bootstrap: (.*?) \(after", line)
+                if m and "FAIL" in line:
+                    reasons.add(m.group(1).replace("SASL authentication error: ", ""))
         return sorted(reasons)
 
     out["refused"] = {}
