@@ -9,7 +9,7 @@ mod pki;
 use broker_sim::config::Fault;
 use broker_sim::live::{Authorization, GroupState, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::tls::{ClientAuth, Tls, TlsConfig};
+use broker_sim::wire::tls::{ClientAuth, Tls};
 use broker_sim::wire::Limits;
 use rcgen::DnType;
 use std::io::Write;
@@ -17,15 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn start(live: LiveConfig, topics: &[(&str, u32)]) -> Server {
-    Server::start(ServeOptions {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        advertise: None,
-        live,
-        topics: topics.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
-        limits: Limits::default(),
-        tls: None,
-    })
-    .expect("the server starts")
+    serve(live, topics, None)
 }
 
 /// As [`start`], the listeners over TLS with a broker certificate from
@@ -36,22 +28,17 @@ fn start_tls(
     pki: &pki::Authority,
     client_auth: ClientAuth,
 ) -> Server {
-    let broker = pki.broker();
-    let tls = Tls::load(&TlsConfig {
-        certificate_chain: broker.cert,
-        private_key: broker.key,
-        client_auth,
-        client_ca: (client_auth != ClientAuth::None).then(|| pki.ca.clone()),
-        principal_rules: Default::default(),
-    })
-    .expect("TLS is set up");
+    serve(live, topics, Some(pki.broker_tls(client_auth, "DEFAULT")))
+}
+
+fn serve(live: LiveConfig, topics: &[(&str, u32)], tls: Option<Tls>) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         advertise: None,
         live,
         topics: topics.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
         limits: Limits::default(),
-        tls: Some(tls),
+        tls,
     })
     .expect("the server starts")
 }

@@ -10,7 +10,7 @@ mod pki;
 use broker_sim::config::Fault;
 use broker_sim::live::{Authorization, LiveConfig};
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::tls::{ClientAuth, Tls, TlsConfig};
+use broker_sim::wire::tls::ClientAuth;
 use broker_sim::wire::Limits;
 use pki::{Authority, Pem};
 use rcgen::DnType;
@@ -32,15 +32,7 @@ fn start(pki: &Authority, auth: ClientAuth, live: LiveConfig) -> Server {
 
 /// As [`start`], with Kafka's `ssl.principal.mapping.rules`.
 fn start_with_rules(pki: &Authority, auth: ClientAuth, rules: &str, live: LiveConfig) -> Server {
-    let broker = pki.broker();
-    let tls = Tls::load(&TlsConfig {
-        certificate_chain: broker.cert,
-        private_key: broker.key,
-        client_auth: auth,
-        client_ca: (auth != ClientAuth::None).then(|| pki.ca.clone()),
-        principal_rules: rules.parse().expect("the rules read"),
-    })
-    .expect("TLS is set up");
+    let tls = pki.broker_tls(auth, rules);
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         advertise: None,

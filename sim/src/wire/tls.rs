@@ -139,38 +139,38 @@ impl std::error::Error for TlsError {}
 #[derive(Clone)]
 pub struct Tls {
     acceptor: TlsAcceptor,
-    client_auth: ClientAuth,
     principal_rules: Arc<PrincipalRules>,
 }
 
 impl fmt::Debug for Tls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tls")
-            .field("client_auth", &self.client_auth)
+            .field("principal_rules", &self.principal_rules)
             .finish_non_exhaustive()
     }
 }
 
 impl Tls {
-    /// Reads `files` and sets up TLS 1.2 and 1.3 with them.
+    /// Reads `config`'s files and sets up TLS 1.2 and 1.3 with them.
     ///
     /// # Errors
     /// A file that cannot be read or holds no certificate (or key), a key
     /// that does not match the certificate, client certificates asked
     /// for without a CA file, or a CA file with none asked for.
-    pub fn load(files: &TlsConfig) -> Result<Tls, TlsError> {
-        let chain = certificates(&files.certificate_chain, "a PEM certificate chain")?;
-        let key = PrivateKeyDer::from_pem_file(&files.private_key).map_err(|e| TlsError::File {
-            path: files.private_key.clone(),
-            wanted: "a PEM private key, not encrypted",
-            why: e.to_string(),
-        })?;
+    pub fn load(config: &TlsConfig) -> Result<Tls, TlsError> {
+        let chain = certificates(&config.certificate_chain, "a PEM certificate chain")?;
+        let key =
+            PrivateKeyDer::from_pem_file(&config.private_key).map_err(|e| TlsError::File {
+                path: config.private_key.clone(),
+                wanted: "a PEM private key, not encrypted",
+                why: e.to_string(),
+            })?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let refused = |e: rustls::Error| TlsError::Refused(e.to_string());
         let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(refused)?;
-        let builder = match (files.client_auth, &files.client_ca) {
+        let builder = match (config.client_auth, &config.client_ca) {
             (ClientAuth::None, None) => builder.with_no_client_auth(),
             (ClientAuth::None, Some(_)) => return Err(TlsError::ClientCaUnused),
             (auth, None) => return Err(TlsError::NoClientCa(auth)),
@@ -194,17 +194,11 @@ impl Tls {
                 builder.with_client_cert_verifier(verifier)
             }
         };
-        let config = builder.with_single_cert(chain, key).map_err(refused)?;
+        let server = builder.with_single_cert(chain, key).map_err(refused)?;
         Ok(Tls {
-            acceptor: TlsAcceptor::from(Arc::new(config)),
-            client_auth: files.client_auth,
-            principal_rules: Arc::new(files.principal_rules.clone()),
+            acceptor: TlsAcceptor::from(Arc::new(server)),
+            principal_rules: Arc::new(config.principal_rules.clone()),
         })
-    }
-
-    /// Whether clients are asked for a certificate.
-    pub fn client_auth(&self) -> ClientAuth {
-        self.client_auth
     }
 
     /// The server's side of the handshake on `stream`; then the stream and,

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)] // each test file uses part of it
 
+use broker_sim::wire::tls::{ClientAuth, Tls, TlsConfig};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair,
@@ -60,6 +61,21 @@ impl Authority {
         params.distinguished_name = names(&[(DnType::CommonName, "broker")]);
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         self.issue("broker", params)
+    }
+
+    /// The listeners' TLS with [`Self::broker`]'s certificate, asking
+    /// clients for theirs as `client_auth` says (checked against this
+    /// authority), their principals named by Kafka's mapping `rules`.
+    pub fn broker_tls(&self, client_auth: ClientAuth, rules: &str) -> Tls {
+        let broker = self.broker();
+        Tls::load(&TlsConfig {
+            certificate_chain: broker.cert,
+            private_key: broker.key,
+            client_auth,
+            client_ca: (client_auth != ClientAuth::None).then(|| self.ca.clone()),
+            principal_rules: rules.parse().expect("the rules read"),
+        })
+        .expect("TLS is set up")
     }
 
     /// A client's certificate with the subject `subject`, in the order
