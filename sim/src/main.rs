@@ -9,11 +9,13 @@ use broker_sim::live::{
 use broker_sim::random_faults::{as_flags, random_faults};
 use broker_sim::scenario::{scenario, SCENARIOS};
 use broker_sim::serve::{ServeOptions, Server};
+use broker_sim::wire::keystore::{Keystore, Password, Truststore};
 use broker_sim::wire::principal_rules::PrincipalRules;
 use broker_sim::wire::tls::{ClientAuth, Tls, TlsConfig};
 use broker_sim::wire::Limits;
 use broker_sim::{report, run};
 use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -95,34 +97,65 @@ struct Args {
     sasl_reauth_ms: u64,
     /// With --serve: the broker's TLS certificate, then the CA
     /// certificates leading to its root, in a PEM file (Kafka's
-    /// ssl.keystore.location with ssl.keystore.type=PEM). With it every
-    /// listener is SSL, or SASL_SSL with --sasl-user.
-    #[arg(long, value_name = "PEM", requires_all = ["serve", "tls_key"])]
-    tls_cert: Option<std::path::PathBuf>,
+    /// ssl.keystore.location with ssl.keystore.type=PEM). With it (or
+    /// --tls-keystore) every listener is SSL, or SASL_SSL with --sasl-user.
+    #[arg(long, value_name = "PEM", group = "tls", requires_all = ["serve", "tls_key"])]
+    tls_cert: Option<PathBuf>,
     /// With --tls-cert: the certificate's private key, in a PEM file
-    /// (PKCS #8, PKCS #1 or SEC 1; not encrypted).
+    /// (PKCS #8, PKCS #1 or SEC 1; or encrypted PKCS #8 with
+    /// --tls-key-password).
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
-    tls_key: Option<std::path::PathBuf>,
-    /// With --tls-cert: whether clients are asked for a certificate
-    /// (Kafka's ssl.client.auth): none, requested (a client that shows
-    /// none is User:ANONYMOUS) or required. A client's certificate makes
-    /// it the principal User:SUBJECT, its subject written as Kafka writes
-    /// it (CN=name,OU=unit,O=org), on an SSL listener.
-    #[arg(long, value_name = "AUTH", default_value = "none", value_parser = |s: &str| s.parse::<ClientAuth>(), requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// With --tls-key: the password of its encrypted key (Kafka's
+    /// ssl.key.password; PKCS #8, "ENCRYPTED PRIVATE KEY", as `openssl
+    /// pkcs8 -topk8` writes it).
+    #[arg(long, value_name = "PASSWORD", requires = "tls_key")]
+    tls_key_password: Option<Password>,
+    /// With --serve, instead of --tls-cert and --tls-key: the broker's
+    /// key and certificate chain in a PKCS #12 file (Kafka's
+    /// ssl.keystore.type=PKCS12, as keytool or `openssl pkcs12 -export`
+    /// write it). With it every listener is SSL, or SASL_SSL.
+    #[arg(long, value_name = "P12", group = "tls", requires_all = ["serve", "tls_keystore_password"])]
+    tls_keystore: Option<PathBuf>,
+    /// With --tls-keystore: its password (Kafka's ssl.keystore.password),
+    /// which opens its key too.
+    #[arg(long, value_name = "PASSWORD", requires = "tls_keystore")]
+    tls_keystore_password: Option<Password>,
+    /// With --tls-cert or --tls-keystore: whether clients are asked for a
+    /// certificate (Kafka's ssl.client.auth): none, requested (a client
+    /// that shows none is User:ANONYMOUS) or required. A client's
+    /// certificate makes it the principal User:SUBJECT, its subject
+    /// written as Kafka writes it (CN=name,OU=unit,O=org), on an SSL
+    /// listener.
+    #[arg(long, value_name = "AUTH", default_value = "none", value_parser = |s: &str| s.parse::<ClientAuth>(), requires = "tls")]
     tls_client_auth: ClientAuth,
     /// With --tls-client-auth requested or required: the CA certificates
     /// that client certificates must lead to, in a PEM file (Kafka's
-    /// ssl.truststore.location).
-    #[arg(long, value_name = "PEM", requires = "tls_cert")]
-    tls_client_ca: Option<std::path::PathBuf>,
-    /// With --tls-cert: how a client certificate's subject becomes
+    /// ssl.truststore.location with ssl.truststore.type=PEM).
+    #[arg(
+        long,
+        value_name = "PEM",
+        requires = "tls",
+        conflicts_with = "tls_truststore"
+    )]
+    tls_client_ca: Option<PathBuf>,
+    /// With --tls-client-auth requested or required, instead of
+    /// --tls-client-ca: those CA certificates in a PKCS #12 trust store
+    /// (Kafka's ssl.truststore.type=PKCS12).
+    #[arg(long, value_name = "P12", requires_all = ["tls", "tls_truststore_password"])]
+    tls_truststore: Option<PathBuf>,
+    /// With --tls-truststore: its password (Kafka's
+    /// ssl.truststore.password).
+    #[arg(long, value_name = "PASSWORD", requires = "tls_truststore")]
+    tls_truststore_password: Option<Password>,
+    /// With --tls-cert or --tls-keystore: how a client certificate's subject becomes
     /// its principal's name (Kafka's ssl.principal.mapping.rules): rules
     /// separated by commas, the first that applies naming it. DEFAULT
     /// gives the subject whole; RULE:pattern/replacement/ applies to a
     /// subject the pattern matches whole, replacing it ($1 a group; /L or
     /// /U after it for lower or upper case). A client no rule applies to
     /// is refused.
-    #[arg(long, value_name = "RULES", default_value = "DEFAULT", value_parser = |s: &str| s.parse::<PrincipalRules>(), requires = "tls_cert")]
+    #[arg(long, value_name = "RULES", default_value = "DEFAULT", value_parser = |s: &str| s.parse::<PrincipalRules>(), requires = "tls")]
     tls_principal_mapping_rules: PrincipalRules,
     /// With --serve: check every request against ACLs, as Kafka's
     /// standard authorizer does. ACLs are added with CreateAcls (an admin
@@ -422,6 +455,37 @@ fn parse_topic(s: &str) -> Result<(String, u32), String> {
 }
 
 /// `--serve`: the cluster of `cfg` behind the wire protocol.
+/// The listeners' TLS as the command line sets it up, if it does.
+fn tls_config(args: &Args) -> Option<TlsConfig> {
+    let keystore = match (&args.tls_cert, &args.tls_key, &args.tls_keystore) {
+        (Some(cert), Some(key), _) => Keystore::Pem {
+            certificate_chain: cert.clone(),
+            private_key: key.clone(),
+            key_password: args.tls_key_password.clone(),
+        },
+        (_, _, Some(path)) => Keystore::Pkcs12 {
+            path: path.clone(),
+            // clap asks for the password with the keystore.
+            password: args.tls_keystore_password.clone()?,
+        },
+        _ => return None,
+    };
+    let truststore = match (&args.tls_client_ca, &args.tls_truststore) {
+        (Some(path), _) => Some(Truststore::Pem(path.clone())),
+        (_, Some(path)) => Some(Truststore::Pkcs12 {
+            path: path.clone(),
+            password: args.tls_truststore_password.clone()?,
+        }),
+        _ => None,
+    };
+    Some(TlsConfig {
+        keystore,
+        client_auth: args.tls_client_auth,
+        truststore,
+        principal_rules: args.tls_principal_mapping_rules.clone(),
+    })
+}
+
 fn serve(args: &Args, cfg: &Config) -> ExitCode {
     let live = LiveConfig {
         brokers: cfg.brokers,
@@ -457,24 +521,16 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
         },
         ..LiveConfig::default()
     };
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => {
-            let files = TlsConfig {
-                certificate_chain: cert.clone(),
-                private_key: key.clone(),
-                client_auth: args.tls_client_auth,
-                client_ca: args.tls_client_ca.clone(),
-                principal_rules: args.tls_principal_mapping_rules.clone(),
-            };
-            match Tls::load(&files) {
-                Ok(tls) => Some(tls),
-                Err(e) => {
-                    eprintln!("broker-sim: {e}");
-                    return ExitCode::from(2);
-                }
+    let tls_config = tls_config(args);
+    let tls = match &tls_config {
+        Some(config) => match Tls::load(config) {
+            Ok(tls) => Some(tls),
+            Err(e) => {
+                eprintln!("broker-sim: {e}");
+                return ExitCode::from(2);
             }
-        }
-        _ => None,
+        },
+        None => None,
     };
     let opts = ServeOptions {
         listen: args.listen,
@@ -511,7 +567,7 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
         let users: Vec<&str> = args.sasl_users.iter().map(|(u, _)| u.as_str()).collect();
         println!(
             "listeners: {} (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), users {}{}{}",
-            match args.tls_cert {
+            match tls_config {
                 Some(_) => "SASL_SSL",
                 None => "SASL_PLAINTEXT",
             },
@@ -522,7 +578,7 @@ fn serve(args: &Args, cfg: &Config) -> ExitCode {
             },
             tls_said,
         );
-    } else if args.tls_cert.is_some() {
+    } else if tls_config.is_some() {
         println!("listeners: SSL{tls_said}");
     }
     if args.authorizer {

@@ -235,6 +235,118 @@ fn serve_over_tls_says_so_and_refuses_files_it_cannot_use() {
 }
 
 #[test]
+fn serve_over_tls_reads_pkcs12_stores_and_encrypted_keys_and_says_what_does_not_open() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/keystores");
+    let file = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let (p12, jks, chain, aes) = (
+        file("broker-keytool.p12"),
+        file("broker.jks"),
+        file("broker.pem"),
+        file("broker-aes.key"),
+    );
+    let trust = file("truststore-keytool.p12");
+    let serve = ["--serve", "--listen", "127.0.0.1:0", "--no-sim-traffic"];
+    let ok = |args: &[&str], said: &str| {
+        let args: Vec<&str> = serve
+            .iter()
+            .chain(args)
+            .chain(&["--duration-s", "0.5"])
+            .copied()
+            .collect();
+        let (code, out, err) = sim(&args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        assert!(out.contains(said), "{args:?}: {out}");
+    };
+    ok(
+        &[
+            "--tls-keystore",
+            &p12,
+            "--tls-keystore-password",
+            "store-secret",
+        ],
+        "listeners: SSL",
+    );
+    ok(
+        &[
+            "--tls-cert",
+            &chain,
+            "--tls-key",
+            &aes,
+            "--tls-key-password",
+            "key-secret",
+            "--tls-client-auth",
+            "required",
+            "--tls-truststore",
+            &trust,
+            "--tls-truststore-password",
+            "trust-secret",
+        ],
+        "listeners: SSL; client certificates required",
+    );
+    for (args, needle) in [
+        (vec!["--tls-keystore", &p12], "--tls-keystore-password"),
+        (
+            vec!["--tls-keystore", &p12, "--tls-keystore-password", "guess"],
+            "password is wrong",
+        ),
+        (
+            vec![
+                "--tls-keystore",
+                &jks,
+                "--tls-keystore-password",
+                "store-secret",
+            ],
+            "keytool -importkeystore",
+        ),
+        (
+            vec!["--tls-cert", &chain, "--tls-key", &aes],
+            "encrypted and no password",
+        ),
+        (
+            vec![
+                "--tls-cert",
+                &chain,
+                "--tls-key",
+                &aes,
+                "--tls-key-password",
+                "guess",
+            ],
+            "does not decrypt",
+        ),
+        (
+            vec![
+                "--tls-keystore",
+                &p12,
+                "--tls-keystore-password",
+                "store-secret",
+                "--tls-cert",
+                &chain,
+            ],
+            "cannot be used with",
+        ),
+        (
+            vec![
+                "--tls-keystore",
+                &p12,
+                "--tls-keystore-password",
+                "store-secret",
+                "--tls-client-auth",
+                "required",
+                "--tls-truststore",
+                &trust,
+            ],
+            "--tls-truststore-password",
+        ),
+        (vec!["--tls-key-password", "x"], "--tls-key"),
+    ] {
+        let args: Vec<&str> = serve.iter().copied().chain(args).collect();
+        let (code, _, err) = sim(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn serve_prints_its_ports_and_a_passing_report_at_the_end_of_its_duration() {
     let (code, out, err) = sim(&["--serve", "--listen", "127.0.0.1:0", "--duration-s", "0.5"]);
     assert_eq!(code, 0, "{out}{err}");

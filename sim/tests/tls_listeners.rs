@@ -2,7 +2,8 @@
 //! rustls as its TLS produces with acks=all and long-polls through them;
 //! a client certificate is the principal the authorizer checks; failed
 //! handshakes close their connections and are counted; a crashed broker's
-//! TLS connections end at once. Real clients over TLS (librdkafka,
+//! TLS connections end at once; the broker's identity and the CA it
+//! trusts come from PKCS #12 stores written by keytool and OpenSSL. Real clients over TLS (librdkafka,
 //! confluent-kafka, SASL_SSL) are in `real_clients.rs`.
 
 mod pki;
@@ -46,10 +47,14 @@ fn start_with_rules(pki: &Authority, auth: ClientAuth, rules: &str, live: LiveCo
 
 /// A rustls client trusting `trusted`'s CA, showing `identity` if any.
 fn client_config(trusted: &Authority, identity: Option<&Pem>) -> Arc<ClientConfig> {
+    client_config_trusting(&trusted.ca_der, identity)
+}
+
+/// A rustls client trusting the CA certificate `ca_der`, showing
+/// `identity` if any.
+fn client_config_trusting(ca_der: &[u8], identity: Option<&Pem>) -> Arc<ClientConfig> {
     let mut roots = RootCertStore::empty();
-    roots
-        .add(CertificateDer::from(trusted.ca_der.clone()))
-        .unwrap();
+    roots.add(CertificateDer::from(ca_der.to_vec())).unwrap();
     let builder =
         ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
@@ -400,4 +405,87 @@ fn a_crashed_brokers_tls_connections_end_at_once() {
     );
     let report = server.stop();
     assert!(report.violations.is_empty(), "{}", report.human());
+}
+
+#[test]
+fn keystores_written_by_keytool_and_openssl_serve_a_client_they_authenticate() {
+    use broker_sim::wire::keystore::{Keystore, Password, Truststore};
+    use broker_sim::wire::tls::{Tls, TlsConfig};
+    // Made by `tests/keystores/make.sh`: the broker's key and chain in
+    // keytool's PKCS #12, the CA in OpenSSL's trust store, a client
+    // certificate that CA issued.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/keystores");
+    let subject = "CN=client-1,OU=payments,O=Acme";
+    let tls = Tls::load(&TlsConfig {
+        keystore: Keystore::Pkcs12 {
+            path: dir.join("broker-keytool.p12"),
+            password: Password::new("store-secret"),
+        },
+        client_auth: ClientAuth::Required,
+        truststore: Some(Truststore::Pkcs12 {
+            path: dir.join("truststore-openssl.p12"),
+            password: Password::new("trust-secret"),
+        }),
+        principal_rules: "DEFAULT".parse().unwrap(),
+    })
+    .expect("TLS is set up from the stores");
+    let server = Server::start(ServeOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: None,
+        live: LiveConfig {
+            authorization: Some(Authorization {
+                super_users: [format!("User:{subject}")].into(),
+                allow_everyone_if_no_acl_found: false,
+            }),
+            ..LiveConfig::default()
+        },
+        topics: Vec::new(),
+        limits: Limits::default(),
+        tls: Some(tls),
+    })
+    .expect("the server starts");
+    let ca = pki::der_certificates(&dir.join("ca.pem")).remove(0);
+    let client_pem = Pem {
+        cert: dir.join("client.pem"),
+        key: dir.join("client.key"),
+    };
+    client_side(async {
+        // Only the super user, named by its certificate, may create a
+        // topic when ACLs are checked.
+        let client = connect_to(&server, client_config_trusting(&ca, Some(&client_pem)))
+            .await
+            .unwrap();
+        client
+            .controller_client()
+            .unwrap()
+            .create_topic("stores", 1, 3, 5_000)
+            .await
+            .unwrap();
+        let p = client
+            .partition_client("stores", 0, UnknownTopicHandling::Retry)
+            .await
+            .unwrap();
+        for i in 0..20 {
+            let offsets = p
+                .produce(vec![record(&[i])], Compression::NoCompression)
+                .await
+                .unwrap();
+            assert_eq!(offsets, vec![i64::from(i)]);
+        }
+        let (records, high_watermark) = p.fetch_records(0, 1..1_000_000, 1_000).await.unwrap();
+        assert_eq!(high_watermark, 20);
+        assert_eq!(records.len(), 20);
+        // Without a certificate the handshake fails: one is required.
+        let addr = server.addrs()[0];
+        let refused = tokio::time::timeout(
+            Duration::from_secs(10),
+            handshake(addr, client_config_trusting(&ca, None)),
+        )
+        .await;
+        assert!(matches!(refused, Ok(Err(_))), "{refused:?}");
+    });
+    let report = server.stop();
+    assert!(report.violations.is_empty(), "{}", report.human());
+    assert_eq!(report.count("TLS handshakes failed").unwrap(), 1);
+    assert_eq!(report.count("ACL checks denied").unwrap(), 0);
 }

@@ -11,6 +11,7 @@ mod bounds;
 pub mod client;
 mod consumer;
 mod frame;
+pub mod keystore;
 pub mod principal_rules;
 pub mod sasl;
 mod server;

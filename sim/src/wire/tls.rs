@@ -1,9 +1,9 @@
 //! TLS on the listeners: Kafka's `SSL` security protocol, and `SASL_SSL`
 //! where the listeners also serve SASL. The broker's certificate chain and
-//! key come from PEM files (Kafka's `ssl.keystore.type=PEM`); client
-//! certificates are asked for as Kafka's `ssl.client.auth` says, and
-//! checked against the CA certificates of a PEM file (its
-//! `ssl.truststore.location`). A client that shows a certificate on an
+//! key come from a [`Keystore`] (PEM files, the key encrypted or not, or a
+//! PKCS #12 file); client certificates are asked for as Kafka's
+//! `ssl.client.auth` says, and checked against the CA certificates of a
+//! [`Truststore`]. A client that shows a certificate on an
 //! `SSL` listener is the principal `User:` and the certificate's subject,
 //! written as Kafka's default principal builder writes it (the RFC 2253
 //! form of Java's `X500Principal.getName()`, see [`subject_name`]), or
@@ -15,15 +15,14 @@
 //! rustls' default cipher suites (the AEAD ones that current OpenSSL,
 //! which librdkafka and Python use, offers by default).
 
+use super::keystore::{Keystore, Truststore};
 use super::principal_rules::PrincipalRules;
 use super::service::Principal;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpStream;
 use tokio_rustls::rustls;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
@@ -76,17 +75,13 @@ impl fmt::Display for ClientAuth {
 /// How the listeners' TLS is set up.
 #[derive(Debug, Clone)]
 pub struct TlsConfig {
-    /// The broker's certificate, then the CA certificates that lead to
-    /// its root, in PEM.
-    pub certificate_chain: PathBuf,
-    /// The certificate's private key in PEM (PKCS #8, PKCS #1 or SEC 1),
-    /// not encrypted.
-    pub private_key: PathBuf,
+    /// The broker's private key and certificate chain.
+    pub keystore: Keystore,
     /// Whether clients are asked for a certificate.
     pub client_auth: ClientAuth,
-    /// The CA certificates client certificates must lead to, in PEM;
-    /// needed unless `client_auth` is [`ClientAuth::None`].
-    pub client_ca: Option<PathBuf>,
+    /// The CA certificates client certificates must lead to; needed
+    /// unless `client_auth` is [`ClientAuth::None`].
+    pub truststore: Option<Truststore>,
     /// How a client certificate's subject becomes its principal's name
     /// (Kafka's `ssl.principal.mapping.rules`).
     pub principal_rules: PrincipalRules,
@@ -95,7 +90,8 @@ pub struct TlsConfig {
 /// Why the listeners' TLS could not be set up.
 #[derive(Debug)]
 pub enum TlsError {
-    /// A file could not be read, or holds no PEM of the kind wanted.
+    /// A file could not be read, is not of the kind wanted or holds
+    /// nothing of it, or does not open with the password given.
     File {
         /// Which file.
         path: PathBuf,
@@ -106,7 +102,7 @@ pub enum TlsError {
     },
     /// Client certificates are asked for without a CA file to check them.
     NoClientCa(ClientAuth),
-    /// A CA file for client certificates, which are not asked for.
+    /// A trust store for client certificates, which are not asked for.
     ClientCaUnused,
     /// rustls refused the setup: a key that does not match the
     /// certificate, a CA certificate it cannot use.
@@ -125,8 +121,8 @@ impl fmt::Display for TlsError {
                  certificates must lead to"
             ),
             TlsError::ClientCaUnused => f.write_str(
-                "a CA file for client certificates is given, but none are asked for: \
-                 say whether they are requested or required",
+                "a trust store for client certificates is given, but none are asked \
+                 for: say whether they are requested or required",
             ),
             TlsError::Refused(why) => write!(f, "TLS cannot be set up: {why}"),
         }
@@ -154,29 +150,24 @@ impl Tls {
     /// Reads `config`'s files and sets up TLS 1.2 and 1.3 with them.
     ///
     /// # Errors
-    /// A file that cannot be read or holds no certificate (or key), a key
-    /// that does not match the certificate, client certificates asked
-    /// for without a CA file, or a CA file with none asked for.
+    /// A file that cannot be read, holds no certificate (or key), or does
+    /// not open with its password; a key that does not match the
+    /// certificate; client certificates asked for without a trust store,
+    /// or a trust store with none asked for.
     pub fn load(config: &TlsConfig) -> Result<Tls, TlsError> {
-        let chain = certificates(&config.certificate_chain, "a PEM certificate chain")?;
-        let key =
-            PrivateKeyDer::from_pem_file(&config.private_key).map_err(|e| TlsError::File {
-                path: config.private_key.clone(),
-                wanted: "a PEM private key, not encrypted",
-                why: e.to_string(),
-            })?;
+        let (chain, key) = config.keystore.read()?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let refused = |e: rustls::Error| TlsError::Refused(e.to_string());
         let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(refused)?;
-        let builder = match (config.client_auth, &config.client_ca) {
+        let builder = match (config.client_auth, &config.truststore) {
             (ClientAuth::None, None) => builder.with_no_client_auth(),
             (ClientAuth::None, Some(_)) => return Err(TlsError::ClientCaUnused),
             (auth, None) => return Err(TlsError::NoClientCa(auth)),
-            (auth, Some(path)) => {
+            (auth, Some(truststore)) => {
                 let mut roots = rustls::RootCertStore::empty();
-                for ca in certificates(path, "PEM CA certificates")? {
+                for ca in truststore.read()? {
                     roots.add(ca).map_err(refused)?;
                 }
                 let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
@@ -227,26 +218,6 @@ impl Tls {
         })?;
         Ok((stream, Some(Principal::user(&name))))
     }
-}
-
-/// Every certificate in the PEM file at `path`: at least one.
-fn certificates(
-    path: &Path,
-    wanted: &'static str,
-) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let failed = |why: String| TlsError::File {
-        path: path.to_owned(),
-        wanted,
-        why,
-    };
-    let certificates = CertificateDer::pem_file_iter(path)
-        .map_err(|e| failed(e.to_string()))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| failed(e.to_string()))?;
-    if certificates.is_empty() {
-        return Err(failed("no CERTIFICATE block in it".into()));
-    }
-    Ok(certificates)
 }
 
 /// The subject of the DER certificate `cert` as Java's

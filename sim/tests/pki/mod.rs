@@ -5,6 +5,7 @@
 
 #![allow(dead_code)] // each test file uses part of it
 
+use broker_sim::wire::keystore::{Keystore, Truststore};
 use broker_sim::wire::tls::{ClientAuth, Tls, TlsConfig};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -69,10 +70,13 @@ impl Authority {
     pub fn broker_tls(&self, client_auth: ClientAuth, rules: &str) -> Tls {
         let broker = self.broker();
         Tls::load(&TlsConfig {
-            certificate_chain: broker.cert,
-            private_key: broker.key,
+            keystore: Keystore::Pem {
+                certificate_chain: broker.cert,
+                private_key: broker.key,
+                key_password: None,
+            },
             client_auth,
-            client_ca: (client_auth != ClientAuth::None).then(|| self.ca.clone()),
+            truststore: (client_auth != ClientAuth::None).then(|| Truststore::Pem(self.ca.clone())),
             principal_rules: rules.parse().expect("the rules read"),
         })
         .expect("TLS is set up")
