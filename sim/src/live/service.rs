@@ -291,7 +291,8 @@ impl BrokerService {
             RequestKind::Produce(r) => self.produce(r, version, client, throttle).await,
             RequestKind::Fetch(r) => self.fetch(r, version, client, throttle).await,
             RequestKind::ShareFetch(r) => {
-                let response = self.share_fetch(r, client, &throttle).await;
+                // Boxed, as `respond` below.
+                let response = Box::pin(self.share_fetch(r, client, &throttle)).await;
                 Some(ResponseKind::ShareFetch(response)).into()
             }
             // Each under the controller mutation quota: a request that can
@@ -317,7 +318,12 @@ impl BrokerService {
                 response.throttle_time_ms = mutating.finish(&throttle);
                 Some(ResponseKind::DeleteTopics(response)).into()
             }
-            other => self.respond(header, other, &principal).await.into(),
+            // Boxed: its future, as large as the largest of the many
+            // answers it awaits, would otherwise be laid out inside every
+            // request's, a parked fetch's among them.
+            other => Box::pin(self.respond(header, other, &principal))
+                .await
+                .into(),
         };
         if let (Some(amend), Some(response)) = (amend, answer.response.as_mut()) {
             amend(response);
