@@ -23,7 +23,11 @@
 use broker_sim::config::TimerChoice;
 use broker_sim::live::LiveConfig;
 use broker_sim::serve::{ServeOptions, Server};
-use broker_sim::wire::client::{batch, AsyncClient, Client};
+use broker_sim::wire::client::{
+    batch, tls_client_config, AsyncClient, Client, TlsClientConfig as ClientConfig,
+};
+use broker_sim::wire::keystore::Keystore;
+use broker_sim::wire::tls::{ClientAuth, Tls, TlsConfig};
 use broker_sim::wire::Limits;
 use bytes::Bytes;
 #[path = "common/process.rs"]
@@ -72,6 +76,10 @@ struct Args {
     /// tick) have it.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=3))]
     replication_factor: u32,
+    /// Serve and connect over TLS (1.3, rustls on both sides), with the
+    /// test keystores' certificate (sim/tests/keystores).
+    #[arg(long)]
+    tls: bool,
     /// Only this timer (wheel or delayqueue); both by default.
     #[arg(long, value_enum)]
     timer: Option<TimerArg>,
@@ -122,7 +130,33 @@ fn fetch_on(topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> Fetch
     r
 }
 
-fn server(timer: TimerChoice, replication_factor: u32) -> Server {
+/// The TLS the server serves and the clients' side of it, from the
+/// test keystores.
+fn tls_setup() -> (Tls, Arc<ClientConfig>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sim/tests/keystores");
+    let server = Tls::load(&TlsConfig {
+        keystore: Keystore::Pem {
+            certificate_chain: dir.join("broker.pem"),
+            private_key: dir.join("broker.key"),
+            key_password: None,
+        },
+        client_auth: ClientAuth::None,
+        truststore: None,
+        principal_rules: "DEFAULT".parse().expect("Kafka's default rule"),
+    })
+    .expect("the test keystore loads");
+    (server, tls_client_config(&dir.join("ca.pem")))
+}
+
+/// A connection to `addr`, over TLS if `tls` is given.
+async fn connect(addr: SocketAddr, tls: &Option<Arc<ClientConfig>>) -> AsyncClient {
+    match tls {
+        Some(config) => AsyncClient::connect_tls(addr, Arc::clone(config)).await,
+        None => AsyncClient::connect(addr).await,
+    }
+}
+
+fn server(timer: TimerChoice, replication_factor: u32, tls: Option<Tls>) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         advertise: None,
@@ -139,7 +173,7 @@ fn server(timer: TimerChoice, replication_factor: u32) -> Server {
             (PROBE.to_string(), 1),
         ],
         limits: Limits::default(),
-        tls: None,
+        tls,
     })
     .expect("the server starts")
 }
@@ -165,7 +199,13 @@ const PROBE: &str = "probe";
 /// The load phase: producers and consumers for `seconds`, as tasks on one
 /// client thread of their own (a current-thread runtime), beside a pinger
 /// whose ApiVersions round trips measure the loopback under the same load.
-fn load(leaders: &[SocketAddr], probe_leader: SocketAddr, args: &Args, epoch: Instant) -> Load {
+fn load(
+    leaders: &[SocketAddr],
+    probe_leader: SocketAddr,
+    args: &Args,
+    epoch: Instant,
+    tls: Option<Arc<ClientConfig>>,
+) -> Load {
     let leaders = leaders.to_vec();
     let (producers, consumers, seconds) = (args.producers, args.consumers, args.seconds);
     std::thread::spawn(move || {
@@ -179,11 +219,11 @@ fn load(leaders: &[SocketAddr], probe_leader: SocketAddr, args: &Args, epoch: In
             let mut tasks = Vec::new();
             let mut produce_tasks = Vec::new();
             for c in 0..consumers {
-                let (stop, requests) = (stop.clone(), requests.clone());
+                let (stop, requests, tls) = (stop.clone(), requests.clone(), tls.clone());
                 let partition = c as i32 % PARTITIONS;
                 let addr = leaders[partition as usize];
                 tasks.push(tokio::spawn(async move {
-                    let mut client = AsyncClient::connect(addr).await;
+                    let mut client = connect(addr, &tls).await;
                     let mut offset = 0;
                     let mut wake = Histogram::<u64>::new(3).unwrap();
                     while !stop.load(Ordering::Relaxed) {
@@ -216,13 +256,13 @@ fn load(leaders: &[SocketAddr], probe_leader: SocketAddr, args: &Args, epoch: In
                 }));
             }
             for p in 0..producers {
-                let (stop, requests) = (stop.clone(), requests.clone());
+                let (stop, requests, tls) = (stop.clone(), requests.clone(), tls.clone());
                 let leaders = leaders.clone();
                 produce_tasks.push(tokio::spawn(async move {
                     // A connection to each broker, as a client has.
                     let mut clients = Vec::new();
                     for &a in &leaders {
-                        clients.push(AsyncClient::connect(a).await);
+                        clients.push(connect(a, &tls).await);
                     }
                     let mut latency = Histogram::<u64>::new(3).unwrap();
                     let mut i = 0;
@@ -244,14 +284,14 @@ fn load(leaders: &[SocketAddr], probe_leader: SocketAddr, args: &Args, epoch: In
                 }));
             }
             let probe = {
-                let stop = stop.clone();
+                let (stop, tls) = (stop.clone(), tls.clone());
                 let addr = probe_leader;
                 tokio::spawn(async move {
-                    let mut producer = AsyncClient::connect(addr).await;
+                    let mut producer = connect(addr, &tls).await;
                     let mut offset = 0;
                     let mut wake = Histogram::<u64>::new(3).unwrap();
                     while !stop.load(Ordering::Relaxed) {
-                        let mut consumer = AsyncClient::connect(addr).await;
+                        let mut consumer = connect(addr, &tls).await;
                         let fetch = fetch_on(PROBE, 0, offset, 5_000);
                         // The response's arrival is taken in the fetch's own
                         // task: awaiting its handle after the produce's answer
@@ -280,10 +320,10 @@ fn load(leaders: &[SocketAddr], probe_leader: SocketAddr, args: &Args, epoch: In
                 })
             };
             let pinger = {
-                let stop = stop.clone();
+                let (stop, tls) = (stop.clone(), tls.clone());
                 let addr = leaders[0];
                 tokio::spawn(async move {
-                    let mut client = AsyncClient::connect(addr).await;
+                    let mut client = connect(addr, &tls).await;
                     let mut rtt = Histogram::<u64>::new(3).unwrap();
                     while !stop.load(Ordering::Relaxed) {
                         let start = Instant::now();
@@ -302,7 +342,7 @@ fn load(leaders: &[SocketAddr], probe_leader: SocketAddr, args: &Args, epoch: In
             }
             // Wake the consumers still parked: one last record per partition.
             for (partition, &addr) in leaders.iter().enumerate() {
-                let mut client = AsyncClient::connect(addr).await;
+                let mut client = connect(addr, &tls).await;
                 client
                     .call(&produce_request(partition as i32, batch(&[b"end"])), 8)
                     .await;
@@ -325,21 +365,52 @@ fn load(leaders: &[SocketAddr], probe_leader: SocketAddr, args: &Args, epoch: In
 }
 
 /// Parks `n` fetches over n/10 connections; the resident memory they add.
-fn parked_memory(leaders: &[SocketAddr], server: &Server, n: u32) -> f64 {
+/// Over TLS the connections are tasks' clients on a runtime of their own
+/// (not polled while they wait: nothing comes back before the fetches'
+/// 60 s), in plaintext blocking ones.
+fn parked_memory(
+    leaders: &[SocketAddr],
+    server: &Server,
+    n: u32,
+    tls: Option<Arc<ClientConfig>>,
+) -> f64 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let before = rss_bytes();
     let connections = (n / 10).max(1) as usize;
-    let mut clients: Vec<Client> = (0..connections)
-        .map(|i| Client::connect(leaders[i % PARTITIONS as usize]))
-        .collect();
     let topic = server.cluster().topic(TOPIC).expect("created ahead");
-    for (i, c) in clients.iter_mut().enumerate() {
-        for _ in 0..10 {
-            let partition = i % PARTITIONS as usize;
-            // At the log end: they wait for the next append.
-            let end = topic.partitions[partition].log.lock().log_end();
-            c.send(&fetch_request(partition as i32, end, 60_000), 11);
+    // At the log end: they wait for the next append.
+    let fetch = |i: usize| {
+        let partition = i % PARTITIONS as usize;
+        let end = topic.partitions[partition].log.lock().log_end();
+        fetch_request(partition as i32, end, 60_000)
+    };
+    let held: Box<dyn std::any::Any> = match &tls {
+        None => {
+            let mut clients: Vec<Client> = (0..connections)
+                .map(|i| Client::connect(leaders[i % PARTITIONS as usize]))
+                .collect();
+            for (i, c) in clients.iter_mut().enumerate() {
+                for _ in 0..10 {
+                    c.send(&fetch(i), 11);
+                }
+            }
+            Box::new(clients)
         }
-    }
+        Some(_) => Box::new(runtime.block_on(async {
+            let mut clients = Vec::with_capacity(connections);
+            for i in 0..connections {
+                let mut c = connect(leaders[i % PARTITIONS as usize], &tls).await;
+                for _ in 0..10 {
+                    c.send(&fetch(i), 11).await;
+                }
+                clients.push(c);
+            }
+            clients
+        })),
+    };
     let cluster = server.cluster().clone();
     let deadline = Instant::now() + Duration::from_secs(60);
     while cluster.pending() < n as usize && Instant::now() < deadline {
@@ -348,7 +419,7 @@ fn parked_memory(leaders: &[SocketAddr], server: &Server, n: u32) -> f64 {
     let parked = cluster.pending();
     assert_eq!(parked, n as usize, "fetches parked");
     let per = (rss_bytes().saturating_sub(before)) as f64 / parked as f64;
-    drop(clients);
+    drop(held);
     per
 }
 
@@ -356,8 +427,9 @@ fn main() {
     let args = Args::parse();
     let timers = timers(args.timer);
     println!(
-        "{} producers (acks=all), {} long-polling consumers, {} partitions, replication factor {}, {:.0} s per timer; {} parked fetches for memory",
-        args.producers, args.consumers, PARTITIONS, args.replication_factor, args.seconds, args.parked
+        "{} producers (acks=all), {} long-polling consumers, {} partitions, replication factor {}, {:.0} s per timer; {} parked fetches for memory; {}",
+        args.producers, args.consumers, PARTITIONS, args.replication_factor, args.seconds, args.parked,
+        if args.tls { "over TLS" } else { "plaintext" }
     );
     println!(
         "{:<11} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8} {:>8} {:>8} {:>9}",
@@ -379,7 +451,14 @@ fn main() {
         "B/parked"
     );
     for timer in timers {
-        let server = server(timer, args.replication_factor);
+        let (tls, client_tls) = match args.tls {
+            true => {
+                let (server, client) = tls_setup();
+                (Some(server), Some(client))
+            }
+            false => (None, None),
+        };
+        let server = server(timer, args.replication_factor, tls);
         let topic = server.cluster().topic(TOPIC).expect("created ahead");
         let leaders: Vec<SocketAddr> = topic
             .partitions
@@ -397,12 +476,12 @@ fn main() {
             wake,
             round_trip,
             parked_wake,
-        } = load(&leaders, probe_leader, &args, epoch);
+        } = load(&leaders, probe_leader, &args, epoch, client_tls.clone());
         let (cpu, wall) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
         // Timed by the server over the load: every fetch woken by data, from
         // the high watermark's move to its response.
         let (_, srv_p50, srv_p99, _) = server.cluster().checks.fetch_wakeups.quantiles();
-        let per_parked = parked_memory(&leaders, &server, args.parked);
+        let per_parked = parked_memory(&leaders, &server, args.parked, client_tls);
         let report = server.stop();
         println!(
             "{:<11} {:>9.0} {:>8.1} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>10.0} {:>8.0} {:>8} {:>8} {:>9.0}",

@@ -22,6 +22,8 @@ use kafka_protocol::records::{
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
+/// rustls' client configuration, which [`AsyncClient::connect_tls`] takes.
+pub use tokio_rustls::rustls::ClientConfig as TlsClientConfig;
 
 /// One connection.
 pub struct Client {
@@ -150,10 +152,15 @@ pub fn decode_response<R: Request>(mut frame: Bytes, version: i16) -> (i32, R::R
 }
 
 /// The same client on tokio, for load generators that run many
-/// connections on few threads.
+/// connections on few threads; over TCP, or TLS on it.
 pub struct AsyncClient {
-    stream: tokio::net::TcpStream,
+    stream: Transport,
     next: i32,
+}
+
+enum Transport {
+    Plain(tokio::net::TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>),
 }
 
 impl AsyncClient {
@@ -161,26 +168,91 @@ impl AsyncClient {
     pub async fn connect(addr: SocketAddr) -> AsyncClient {
         let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
         stream.set_nodelay(true).unwrap();
-        AsyncClient { stream, next: 1 }
+        AsyncClient {
+            stream: Transport::Plain(stream),
+            next: 1,
+        }
+    }
+
+    /// Connects over TLS as `config` says, the server named by its IP
+    /// address (its certificate must carry it).
+    pub async fn connect_tls(
+        addr: SocketAddr,
+        config: std::sync::Arc<TlsClientConfig>,
+    ) -> AsyncClient {
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).unwrap();
+        let name = rustls_pki_types::ServerName::IpAddress(addr.ip().into());
+        let stream = tokio_rustls::TlsConnector::from(config)
+            .connect(name, stream)
+            .await
+            .expect("the TLS handshake");
+        AsyncClient {
+            stream: Transport::Tls(Box::new(stream)),
+            next: 1,
+        }
+    }
+
+    /// Sends `request` without waiting for its response; its correlation
+    /// id.
+    pub async fn send<R: Request>(&mut self, request: &R, version: i16) -> i32 {
+        use tokio::io::AsyncWriteExt;
+        let id = self.next;
+        self.next += 1;
+        let frame = encode_request(request, version, id);
+        match &mut self.stream {
+            Transport::Plain(s) => s.write_all(&frame).await,
+            Transport::Tls(s) => s.write_all(&frame).await,
+        }
+        .unwrap();
+        id
     }
 
     /// Sends `request` and reads its response.
     pub async fn call<R: Request>(&mut self, request: &R, version: i16) -> R::Response {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let id = self.next;
-        self.next += 1;
-        self.stream
-            .write_all(&encode_request(request, version, id))
-            .await
-            .unwrap();
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).await.unwrap();
-        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-        self.stream.read_exact(&mut body).await.unwrap();
-        let (got, response) = decode_response::<R>(Bytes::from(body), version);
+        let id = self.send(request, version).await;
+        let body = match &mut self.stream {
+            Transport::Plain(s) => read_frame_from(s).await,
+            Transport::Tls(s) => read_frame_from(s.as_mut()).await,
+        };
+        let (got, response) = decode_response::<R>(body, version);
         assert_eq!(got, id, "responses in request order");
         response
     }
+}
+
+/// A TLS client configuration trusting the CA certificates of the PEM
+/// file `ca`, for [`AsyncClient::connect_tls`].
+///
+/// # Panics
+/// If the file cannot be read or holds no certificate rustls takes.
+pub fn tls_client_config(ca: &std::path::Path) -> std::sync::Arc<TlsClientConfig> {
+    use rustls_pki_types::pem::PemObject;
+    use tokio_rustls::rustls;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_file_iter(ca).expect("the CA file") {
+        roots
+            .add(cert.expect("a PEM certificate"))
+            .expect("a CA certificate");
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS 1.2 and 1.3")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    std::sync::Arc::new(config)
+}
+
+/// One size-prefixed frame from `stream`.
+async fn read_frame_from(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> Bytes {
+    use tokio::io::AsyncReadExt;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).await.unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body).await.unwrap();
+    Bytes::from(body)
 }
 
 /// A produce of one batch per (partition, batch) to `topic`, with `acks`
