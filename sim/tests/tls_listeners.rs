@@ -33,7 +33,11 @@ fn start(pki: &Authority, auth: ClientAuth, live: LiveConfig) -> Server {
 
 /// As [`start`], with Kafka's `ssl.principal.mapping.rules`.
 fn start_with_rules(pki: &Authority, auth: ClientAuth, rules: &str, live: LiveConfig) -> Server {
-    let tls = pki.broker_tls(auth, rules);
+    serve(pki.broker_tls(auth, rules), live)
+}
+
+/// A served cluster behind `tls`.
+fn serve(tls: broker_sim::wire::tls::Tls, live: LiveConfig) -> Server {
     Server::start(ServeOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         advertise: None,
@@ -429,21 +433,14 @@ fn keystores_written_by_keytool_and_openssl_serve_a_client_they_authenticate() {
         principal_rules: "DEFAULT".parse().unwrap(),
     })
     .expect("TLS is set up from the stores");
-    let server = Server::start(ServeOptions {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        advertise: None,
-        live: LiveConfig {
-            authorization: Some(Authorization {
-                super_users: [format!("User:{subject}")].into(),
-                allow_everyone_if_no_acl_found: false,
-            }),
-            ..LiveConfig::default()
-        },
-        topics: Vec::new(),
-        limits: Limits::default(),
-        tls: Some(tls),
-    })
-    .expect("the server starts");
+    let live = LiveConfig {
+        authorization: Some(Authorization {
+            super_users: [format!("User:{subject}")].into(),
+            allow_everyone_if_no_acl_found: false,
+        }),
+        ..LiveConfig::default()
+    };
+    let server = serve(tls, live);
     let ca = pki::der_certificates(&dir.join("ca.pem")).remove(0);
     let client_pem = Pem {
         cert: dir.join("client.pem"),

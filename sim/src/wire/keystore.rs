@@ -81,9 +81,8 @@ pub enum Truststore {
     /// A PEM file of certificates (Kafka's `ssl.truststore.type=PEM`).
     Pem(PathBuf),
     /// A PKCS #12 file (`ssl.truststore.type=PKCS12`): every certificate in
-    /// it that is not part of a private key's chain is trusted, whether
-    /// `keytool` marked it as a trusted entry or OpenSSL wrote it without
-    /// that mark.
+    /// it is trusted but a private key's own, whether `keytool` marked it
+    /// as a trusted entry or OpenSSL wrote it without that mark.
     Pkcs12 {
         /// The file.
         path: PathBuf,
@@ -114,43 +113,7 @@ impl Keystore {
                 let key = pem_key(private_key, key_password.as_ref())?;
                 Ok((chain, key))
             }
-            Keystore::Pkcs12 { path, password } => {
-                let wanted = "a PKCS #12 keystore with a private key";
-                let archive = pkcs12(path, password, wanted)?;
-                let failed = |why: &str| file_error(path, wanted, why.to_owned());
-                let mut keys = archive.keys.into_iter();
-                let key = keys.next().ok_or_else(|| failed("no private key in it"))?;
-                if keys.next().is_some() {
-                    return Err(failed(
-                        "more than one private key in it; keep the broker's alone",
-                    ));
-                }
-                let mut certs = archive.certs;
-                // The key's own certificate is the one bearing its local
-                // key id, or, for a file without ids, the first.
-                let key_id = key.local_key_id.as_ref().map(|id| id.0.as_slice());
-                let own = certs
-                    .iter()
-                    .position(|c| key_id.is_some() && c.local_key_id.as_deref() == key_id)
-                    .or_else(|| (!certs.is_empty()).then_some(0))
-                    .ok_or_else(|| failed("no certificate for its private key"))?;
-                let leaf = certs.remove(own).cert;
-                // Then the chain to the root, as far as the file holds it.
-                let mut chain = vec![CertificateDer::from(leaf.as_der().to_vec())];
-                let mut issuer = leaf.issuer().to_owned();
-                let mut subject = leaf.subject().to_owned();
-                while issuer != subject {
-                    let Some(next) = certs.iter().position(|c| c.cert.subject() == issuer) else {
-                        break;
-                    };
-                    let next = certs.remove(next).cert;
-                    chain.push(CertificateDer::from(next.as_der().to_vec()));
-                    issuer = next.issuer().to_owned();
-                    subject = next.subject().to_owned();
-                }
-                let key = PrivatePkcs8KeyDer::from(key.key.as_der().to_vec());
-                Ok((chain, PrivateKeyDer::Pkcs8(key)))
-            }
+            Keystore::Pkcs12 { path, password } => pkcs12_identity(path, password),
         }
     }
 }
@@ -184,7 +147,7 @@ impl Truststore {
                     return Err(file_error(
                         path,
                         wanted,
-                        "no certificate in it outside a private key's chain".into(),
+                        "no certificate in it but a private key's own".into(),
                     ));
                 }
                 Ok(trusted)
@@ -261,6 +224,47 @@ fn pem_key(path: &Path, password: Option<&Password>) -> Result<PrivateKeyDer<'st
             )))
         }
     }
+}
+
+/// The private key of the PKCS #12 file at `path` and its chain: its own
+/// certificate, then the file's certificates that lead to a root, as far
+/// as the file holds them.
+fn pkcs12_identity(path: &Path, password: &Password) -> Result<Identity, TlsError> {
+    let wanted = "a PKCS #12 keystore with a private key";
+    let archive = pkcs12(path, password, wanted)?;
+    let failed = |why: &str| file_error(path, wanted, why.to_owned());
+    let mut keys = archive.keys.into_iter();
+    let key = keys.next().ok_or_else(|| failed("no private key in it"))?;
+    if keys.next().is_some() {
+        return Err(failed(
+            "more than one private key in it; keep the broker's alone",
+        ));
+    }
+    let mut certs = archive.certs;
+    // The key's own certificate is the one bearing its local
+    // key id, or, for a file without ids, the first.
+    let key_id = key.local_key_id.as_ref().map(|id| id.0.as_slice());
+    let own = certs
+        .iter()
+        .position(|c| key_id.is_some() && c.local_key_id.as_deref() == key_id)
+        .or_else(|| (!certs.is_empty()).then_some(0))
+        .ok_or_else(|| failed("no certificate for its private key"))?;
+    let leaf = certs.remove(own).cert;
+    // Then the chain to the root, as far as the file holds it.
+    let mut chain = vec![CertificateDer::from(leaf.as_der().to_vec())];
+    let mut issuer = leaf.issuer().to_owned();
+    let mut subject = leaf.subject().to_owned();
+    while issuer != subject {
+        let Some(next) = certs.iter().position(|c| c.cert.subject() == issuer) else {
+            break;
+        };
+        let next = certs.remove(next).cert;
+        chain.push(CertificateDer::from(next.as_der().to_vec()));
+        issuer = next.issuer().to_owned();
+        subject = next.subject().to_owned();
+    }
+    let key = PrivatePkcs8KeyDer::from(key.key.as_der().to_vec());
+    Ok((chain, PrivateKeyDer::Pkcs8(key)))
 }
 
 /// The Java keystore format's first four bytes.
