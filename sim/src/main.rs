@@ -263,10 +263,12 @@ struct Args {
     /// on first use, 1 unless given) [1..=100000].
     #[arg(long, value_parser = |s: &str| l::PARTITIONS.parse_u32(s))]
     partitions: Option<u32>,
-    /// Replicas per partition, at most the broker count [1..=100].
+    /// Replicas per partition, at most the broker count; when not given,
+    /// the scenario's, capped to the broker count [1..=100].
     #[arg(long, value_parser = |s: &str| l::REPLICATION_FACTOR.parse_u32(s))]
     replication_factor: Option<u32>,
-    /// min.insync.replicas, at most the replication factor [1..=100].
+    /// min.insync.replicas, at most the replication factor; when not
+    /// given, the scenario's, capped to the replication factor [1..=100].
     #[arg(long, value_parser = |s: &str| l::MIN_INSYNC.parse_u32(s))]
     min_insync: Option<u32>,
     /// Produce requests per second [0..=1000000].
@@ -364,6 +366,15 @@ fn config(args: &Args) -> Result<Config, String> {
         latency <- args.latency_us.map(Duration::from_micros),
         bandwidth <- args.bandwidth_mb.map(|mb| mb * 1e6),
     );
+    // A scenario's replication factor and min.insync.replicas suit its own
+    // cluster; on fewer brokers asked for (`--brokers 1`), the ones not
+    // given are capped to fit, and only values given are refused.
+    if args.replication_factor.is_none() {
+        cfg.replication_factor = cfg.replication_factor.min(cfg.brokers);
+    }
+    if args.min_insync.is_none() {
+        cfg.min_insync = cfg.min_insync.min(cfg.replication_factor);
+    }
     if let Some(b) = args.batch_bytes {
         cfg.batch_bytes_p50 = b;
         cfg.batch_bytes_p75 = b * 3.0;

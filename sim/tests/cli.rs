@@ -73,6 +73,32 @@ fn bad_flags_and_impossible_clusters_exit_2_with_a_message() {
 }
 
 #[test]
+fn fewer_brokers_cap_the_replication_defaults_but_not_values_given() {
+    for args in [
+        vec!["--brokers", "1", "--duration-s", "2"],
+        vec!["--brokers", "2", "--duration-s", "2"],
+        vec![
+            "--brokers",
+            "2",
+            "--replication-factor",
+            "1",
+            "--duration-s",
+            "2",
+        ],
+    ] {
+        let (code, out, err) = sim(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(out.contains("result: PASS"), "{args:?}: {out}");
+    }
+    let (code, _, err) = sim(&["--brokers", "2", "--replication-factor", "3"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("broker count (2), got 3"), "{err}");
+    let (code, _, err) = sim(&["--brokers", "1", "--min-insync", "2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("replication factor (1), got 2"), "{err}");
+}
+
+#[test]
 fn serve_refuses_what_it_cannot_run() {
     for (args, needle) in [
         (
