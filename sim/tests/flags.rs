@@ -117,7 +117,7 @@ fn sizes_beyond_the_model_are_refused_before_anything_is_allocated() {
 #[test]
 fn parameters_that_contradict_each_other_are_refused() {
     refused(
-        &["--brokers", "2"],
+        &["--brokers", "2", "--replication-factor", "3"],
         "--replication-factor must be between 1 and the broker count (2)",
     );
     refused(
