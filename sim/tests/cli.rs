@@ -74,18 +74,12 @@ fn bad_flags_and_impossible_clusters_exit_2_with_a_message() {
 
 #[test]
 fn fewer_brokers_cap_the_replication_defaults_but_not_values_given() {
-    for args in [
-        vec!["--brokers", "1", "--duration-s", "2"],
-        vec!["--brokers", "2", "--duration-s", "2"],
-        vec![
-            "--brokers",
-            "2",
-            "--replication-factor",
-            "1",
-            "--duration-s",
-            "2",
-        ],
+    for cluster in [
+        &["--brokers", "1"][..],
+        &["--brokers", "2"],
+        &["--brokers", "2", "--replication-factor", "1"],
     ] {
+        let args = [cluster, &["--duration-s", "2"]].concat();
         let (code, out, err) = sim(&args);
         assert_eq!(code, 0, "{args:?}: {err}");
         assert!(out.contains("result: PASS"), "{args:?}: {out}");
